@@ -9,12 +9,14 @@ DEMO_DIR ?= outputs/tiny
 # so the demo has decisions to count. `make demo DEMO_BASE=tiny` runs on the pure random-weight model.
 DEMO_BASE ?= tiny-agent
 
-.PHONY: env demo test test-vllm bench clean help
+.PHONY: env demo experiment test test-vllm bench clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
 	@echo "make demo   - synthetic data -> data prep -> offset-DPO on tiny -> before/after tool-call counts;"
 	@echo "              then TIMER SFT on synthetic dialogs and two-step (delay, then reply) inference"
+	@echo "make experiment - does it teach time? offset-DPO NAR and TIMER delay F1 on held-out synthetic data,"
+	@echo "              with the no-timestamp control and the delta/lambda/special-token ablations (CPU, ~15 min)"
 	@echo "make test   - the test suite (CPU, minutes)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
 	@echo "make bench  - data-prep and offset-DPO vs stock TRL throughput numbers"
@@ -51,6 +53,10 @@ demo: env
 	$(PY) eval/compare.py $(DEMO_DIR)/eval-before/tictoc.json $(DEMO_DIR)/eval-after/tictoc.json
 	$(PY) train/sft.py recipe=tiny-timer output_dir=$(DEMO_DIR)-timer
 	$(PY) -m timealign.eval.timer_infer checkpoint=$(DEMO_DIR)-timer n=6
+
+EXPERIMENT_DIR ?= results/experiment
+experiment: env
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment --out $(EXPERIMENT_DIR)
 
 test: env
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest tests -q

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from timealign.rendering import REMINDER_PROMPT, PromptRenderer, format_timestamp, parse_tool_arguments
+from timealign.rendering import REMINDER_PROMPT, PromptRenderer, format_elapsed, format_timestamp, parse_tool_arguments
 
 TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Current price of a stock.",
                                            "parameters": {"type": "object",
@@ -117,3 +117,45 @@ def test_one_bos_for_tokenizers_that_add_it(tiny_model_dir):
     prompt = PromptRenderer(tok).prompt(HISTORY, TOOLS)
     ids = tok(prompt)["input_ids"]
     assert ids[0] == tok.bos_token_id and ids.count(tok.bos_token_id) == 1
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (0, "0 seconds"), (1, "1 second"), (59, "59 seconds"), (60, "1 minute"), (193, "3 minutes 13 seconds"),
+    (3600, "1 hour"), (3725, "1 hour 2 minutes"), (86400 + 5, "1 day"),  # a zero unit ends the phrase
+    (3 * 86400 + 5 * 3600, "3 days 5 hours"), (31 * 86400, "1 month 1 day"), (400 * 86400, "1 year 1 month"),
+])
+def test_format_elapsed(seconds, text):
+    assert format_elapsed(seconds) == text
+
+
+def test_format_elapsed_refuses_negative_gaps():
+    with pytest.raises(ValueError, match="out of order"):
+        format_elapsed(-1)
+
+
+def test_elapsed_badge_sits_on_the_reply_stamp_only(tiny_tokenizer):
+    renderer = PromptRenderer(tiny_tokenizer, elapsed=True)
+    prompt = renderer.prompt(HISTORY, TOOLS)
+    # 13:22:44 - 10:00:05 (the tool result) = 3 h 22 min 39 s; two largest units
+    assert prompt.endswith("[2025-12-04T13:22:44Z] (+3 hours 22 minutes since the last tool result)")
+    assert prompt.count("since the last tool result") == 1  # history messages keep their plain stamps
+    pair = renderer.pair(HISTORY, TOOL_REPLY, TEXT_REPLY, TOOLS)
+    assert pair["prompt"] == prompt
+    assert pair["chosen"].startswith("<tool_call>") and pair["rejected"].startswith("ACME trades")
+    # The prompt without the badge is the plain renderer's: the badge is the only difference.
+    plain = PromptRenderer(tiny_tokenizer).prompt(HISTORY, TOOLS)
+    assert prompt == plain + " (+3 hours 22 minutes since the last tool result)"
+
+
+def test_elapsed_badge_needs_timestamps_and_a_tool_result(tiny_tokenizer):
+    assert "since the last" not in PromptRenderer(tiny_tokenizer, timestamps=False, elapsed=True).prompt(HISTORY, TOOLS)
+    no_tool = [m for m in HISTORY if m["role"] in ("system", "user")]
+    assert PromptRenderer(tiny_tokenizer, elapsed=True).prompt(no_tool, TOOLS).endswith("[2025-12-04T13:22:44Z]")
+
+
+def test_renderer_for_data_follows_the_recipe(tiny_tokenizer):
+    from timealign.config import DataSection
+
+    r = PromptRenderer.for_data(tiny_tokenizer, DataSection(timestamps=True, elapsed=True))
+    assert (r.timestamps, r.elapsed) == (True, True)
+    assert PromptRenderer.for_data(tiny_tokenizer, DataSection(elapsed=True), timestamps=False).timestamps is False

@@ -304,3 +304,37 @@ def test_cli(tmp_path):
         [sys.executable, "-m", "timealign.data.synthetic", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
     )
     assert proc.returncode == 0 and "--layout" in proc.stdout and "--split" in proc.stdout
+
+
+def test_every_tool_states_its_freshness():
+    for t in S.TEMPLATES:
+        assert t.tool_schema["function"]["description"].endswith(S.FRESHNESS[t.sensitivity])
+    assert len(set(S.FRESHNESS.values())) == 3  # one phrase per sensitivity, shared by train and test scenarios
+
+
+def test_max_rounds_one_keeps_a_single_retrieval():
+    records = S.generate_annotated(30, seed=3, max_rounds=1)
+    assert all(sum(m["role"] == "tool" for m in r["history"]) == 1 for r in records)
+    two = S.generate_annotated(30, seed=3)
+    assert any(sum(m["role"] == "tool" for m in r["history"]) == 2 for r in two)
+    with pytest.raises(ValueError, match="max_rounds"):
+        S.generate_annotated(1, seed=0, max_rounds=3)
+
+
+def test_sensitivity_swap_moves_rate_gaps_and_labels_together():
+    """A swapped tool states another update rate, and its gaps and labels follow that rate's rule."""
+    by_phrase = {phrase: sens for sens, phrase in S.FRESHNESS.items()}
+    records = S.generate_annotated(60, seed=5, split="train", sensitivity_swap=0.5)
+    swapped = 0
+    for r in records:
+        description = r["function"][0]["function"]["description"]
+        stated = next(sens for phrase, sens in by_phrase.items() if description.endswith(phrase))
+        template = next(t for t in S.TEMPLATES if t.scenario == r["scenario"])
+        swapped += stated != template.sensitivity
+        history = r["history"]
+        gap = (parse_iso(history[-1]["time"]) - parse_iso(history[-2]["time"])).total_seconds()
+        assert (r["score"] > 1.5) == S.prefers_tool(stated, gap)
+    assert 0.3 < swapped / len(records) < 0.7
+    assert S.generate_annotated(20, seed=5) == S.generate_annotated(20, seed=5, sensitivity_swap=0.0)
+    with pytest.raises(ValueError, match="sensitivity_swap"):
+        S.generate_annotated(1, seed=0, sensitivity_swap=1.5)

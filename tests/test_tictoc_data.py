@@ -241,3 +241,39 @@ def test_synthetic_v1_layout_round_trips_through_the_loader(tmp_path):
     assert result.rejects == [] and len(result.samples) == len(records)
     labels = {(r["id"], r["elapse_level"]): r["score"] > 1.5 for r in records}
     assert all(labels[(s.id, s.elapse_level)] == (s.label == PREFER_TOOL) for s in result.samples)
+
+
+def test_balance_train_labels_equalises_each_scenario(tmp_path):
+    from collections import Counter
+
+    info = prepare(DataSection(source="synthetic", synthetic_trajectories=60, balance_train_labels=True),
+                   tmp_path / "prep")
+    data = load_prepared(tmp_path / "prep")
+    per_scenario = Counter((r["scenario"], r["label"]) for r in data["train"])
+    for scenario in {s for s, _ in per_scenario}:
+        assert per_scenario[(scenario, "prefer_tool")] == per_scenario[(scenario, "prefer_no_tool")] > 0
+    assert info["balance_dropped"] == 180 - len(data["train"]) > 0
+    assert len(data["test"]) == 180  # the held-out split is never touched
+
+
+def test_offset_scale_scales_the_rendered_offsets(tiny_tokenizer, tmp_path):
+    from timealign.rendering import PromptRenderer
+    from timealign.train.dpo import render_split
+
+    prepare(DataSection(source="synthetic", synthetic_trajectories=4), tmp_path / "prep")
+    train = load_prepared(tmp_path / "prep")["train"]
+    renderer = PromptRenderer(tiny_tokenizer)
+    assert render_split(train, renderer, "x")["margin"] == train["margin"]
+    assert render_split(train, renderer, "x", offset_scale=0.0)["margin"] == [0.0] * len(train)
+    half = render_split(train, renderer, "x", offset_scale=0.5)["margin"]
+    assert half == pytest.approx([m / 2 for m in train["margin"]])
+
+
+def test_sensitivity_swap_never_touches_the_held_out_split(tmp_path):
+    plain = prepare(DataSection(source="synthetic", synthetic_trajectories=10), tmp_path / "a")
+    swapped = prepare(DataSection(source="synthetic", synthetic_trajectories=10, synthetic_sensitivity_swap=1.0),
+                      tmp_path / "b")
+    a, b = load_prepared(tmp_path / "a"), load_prepared(tmp_path / "b")
+    assert a["test"].to_list() == b["test"].to_list()
+    assert a["train"]["tools"] != b["train"]["tools"]  # every train tool now states another update rate
+    assert plain["splits"]["test"] == swapped["splits"]["test"]

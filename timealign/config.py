@@ -52,14 +52,19 @@ class DataSection:
     path: str | None = None
     prepared_dir: str | None = None  # where data prep writes (and training reads) the pair dataset
     timestamps: bool = True  # ISO time at the start of every user/assistant/tool message
+    elapsed: bool = False  # also "(+3 minutes 13 seconds)" after each user message's stamp (the annotators' badge)
     score_orientation: str = "tool_high"  # tool_high: S = 3 means Tool (App. D.2) | tool_low: S = 0 means Tool (Sec. 2.5)
     margin_prefer_tool: float = 1.0  # delta when S is unknown (v1 release); retained v1 samples have |S-1.5| > 1
     margin_prefer_no_tool: float = 1.0
+    offset_scale: float = 1.0  # ODPO's alpha: offset = offset_scale * |S - 1.5|; 0 = plain DPO on the same pairs
     min_margin: float = 0.0  # drop pairs with |S - 1.5| below this (the paper's evaluation keeps > 1.0)
     unknown_scenarios: str = "error"  # error | bucket (kept under scenario "unknown", split "unknown")
     direct_answer: str = "latest_tool_result"  # strategy when a sample has no direct-answer text
     on_error: str = "raise"  # raise | skip (bad records go to rejects.jsonl with their reason)
     synthetic_trajectories: int = 240  # per split, for source=synthetic
+    synthetic_max_rounds: int = 2  # retrieval rounds before the follow-up (1 = shorter sequences)
+    synthetic_sensitivity_swap: float = 0.0  # train split: share of tools given another sensitivity (see synthetic.py)
+    balance_train_labels: bool = False  # subsample the train split to equal prefer-Tool/noTool counts per scenario
     seed: int = 0
     train_split: str = "train"
     eval_split: str = "test"

@@ -70,6 +70,33 @@ def format_timestamp(value: str | datetime) -> str:
     return "[" + format_time(value) + "]"
 
 
+# Units of the elapsed-time badge, largest first (30-day months, 365-day years: the badge is a reading aid).
+_ELAPSED_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60),
+                  ("second", 1))
+
+
+def format_elapsed(seconds: float) -> str:
+    """A gap as its two largest non-zero units, rounded down: `3 minutes 13 seconds`, `2 months 4 days`."""
+    if seconds < 0:
+        raise ValueError(f"elapsed time is negative ({seconds} s): messages are out of order")
+    rest, parts = int(seconds), []
+    for unit, size in _ELAPSED_UNITS:
+        n, rest = divmod(rest, size)
+        if n and len(parts) < 2:
+            parts.append(f"{n} {unit}" + ("" if n == 1 else "s"))
+        elif parts:  # stop after the first zero below the leading unit: "1 day 5 seconds" would mislead
+            break
+    return " ".join(parts) or "0 seconds"
+
+
+def elapsed_badge(messages: list[dict], now: str | datetime) -> str:
+    """` (+3 minutes 13 seconds since the last tool result)`, or "" when no tool result carries a time."""
+    last = next((m.get("time") for m in reversed(messages) if m.get("role") == "tool" and m.get("time")), None)
+    if last is None:
+        return ""
+    return f" (+{format_elapsed((parse_time(now) - parse_time(last)).total_seconds())} since the last tool result)"
+
+
 def parse_tool_arguments(arguments: Any) -> Any:
     """Tool-call arguments as a mapping. OpenAI data stores a JSON string; chat templates want a mapping.
 
@@ -127,11 +154,23 @@ class PromptRenderer:
 
     Messages are OpenAI-style dicts with an optional ISO `time` key. `timestamps=False` is the paper's
     no-timestamp condition. `prompt_mode` adds the paper's reminder or few-shot rules to the system prompt.
+    `elapsed=True` (with timestamps) also writes how old the agent's latest information is after the stamp of the
+    reply being generated: `[2025-08-10T12:58:51Z] (+3 minutes 13 seconds since the last tool result)`, the "time
+    elapsed" badge the TicToc annotators saw ("how much time has passed since the previous information was
+    retrieved", App. B.5, Fig. 13), so a model need not subtract two ISO strings itself.
     """
 
     tokenizer: Any
     timestamps: bool = True
     prompt_mode: str = "none"
+    elapsed: bool = False
+
+    @classmethod
+    def for_data(cls, tokenizer: Any, data: Any, *, timestamps: bool | None = None,
+                 prompt_mode: str = "none") -> "PromptRenderer":
+        """The renderer a recipe's `data` section asks for (training and evaluation both build it here)."""
+        return cls(tokenizer, timestamps=data.timestamps if timestamps is None else timestamps,
+                   prompt_mode=prompt_mode, elapsed=getattr(data, "elapsed", False))
 
     def __post_init__(self):
         if self.prompt_mode not in PROMPT_MODES:
@@ -140,13 +179,21 @@ class PromptRenderer:
             raise ValueError("the tokenizer has no chat template; timealign renders every prompt through one")
 
     # -- message preparation -------------------------------------------------------------------------------
-    def _prepare_one(self, message: dict) -> dict:
+    def _prepare_one(self, message: dict, history: list[dict] | None = None) -> dict:
+        """One template-ready message; `history` (the messages before it) is given for a reply, to stamp its badge."""
         msg = clean_message(copy.deepcopy(dict(message)))
         if self.timestamps and msg.get("role") in ("user", "assistant", "tool"):
             if message.get("time") is None:
                 raise ValueError(f"a {msg['role']} message has no `time` but timestamps are on")
-            msg["content"] = format_timestamp(message["time"]) + (msg.get("content") or "")
+            msg["content"] = self.reply_stamp(history, message["time"]) + (msg.get("content") or "")
         return msg
+
+    def reply_stamp(self, history: list[dict] | None, now: Any) -> str:
+        """The stamp at the start of a reply: its time, plus the elapsed badge when `elapsed` and `history` given."""
+        stamp = format_timestamp(now)
+        if self.elapsed and history is not None:
+            stamp += elapsed_badge(history, now)
+        return stamp
 
     def prepare_messages(self, messages: list[dict]) -> list[dict]:
         """Template-ready copies: timestamps prefixed, system addition applied, tool calls normalised."""
@@ -189,7 +236,7 @@ class PromptRenderer:
         """The generation prompt that training and evaluation both feed the model."""
         text = self._apply(self.prepare_messages(messages), tools, add_generation_prompt=True)
         if self.timestamps:
-            text += format_timestamp(self.reply_time(messages))
+            text += self.reply_stamp(messages, self.reply_time(messages))
         return text
 
     def completion(self, messages: list[dict], response: dict, tools: Any = None) -> str:
@@ -201,7 +248,7 @@ class PromptRenderer:
         reply = dict(response)
         if self.timestamps:
             reply["time"] = self.reply_time(messages)
-        full = self._apply(prepared + [self._prepare_one(reply)], tools, add_generation_prompt=False)
+        full = self._apply(prepared + [self._prepare_one(reply, messages)], tools, add_generation_prompt=False)
         if not full.startswith(prompt_plain):
             raise ValueError(
                 "the chat template renders the prompt differently once a reply follows it; cannot split "
@@ -209,7 +256,7 @@ class PromptRenderer:
             )
         text = full[len(prompt_plain):]
         if self.timestamps:
-            stamp = format_timestamp(self.reply_time(messages))
+            stamp = self.reply_stamp(messages, self.reply_time(messages))
             if text.startswith(stamp):
                 text = text[len(stamp):]
             else:
@@ -227,7 +274,7 @@ class PromptRenderer:
         """TRL's standard preference layout (strings) for one conversational pair."""
         prepared = self.prepare_messages(messages)
         prompt_plain = self._apply(prepared, tools, add_generation_prompt=True)
-        prompt = prompt_plain + (format_timestamp(self.reply_time(messages)) if self.timestamps else "")
+        prompt = prompt_plain + (self.reply_stamp(messages, self.reply_time(messages)) if self.timestamps else "")
         return {
             "prompt": prompt,
             "chosen": self._completion(messages, prepared, prompt_plain, chosen, tools),

@@ -15,7 +15,11 @@ from pathlib import Path
 
 TINY_NAME = "tiny"  # `model.name_or_path: tiny` in a recipe selects this model (random weights)
 TINY_AGENT_NAME = "tiny-agent"  # the same model after a short format warm-up on synthetic agent turns
-TINY_FORMAT_VERSION = "2"  # bump when the files written below change, so stale caches are rebuilt
+# ... and after a warm-up that also covers the final follow-ups with a coin-flip action: fluent in both actions,
+# blind to time (`make experiment`'s base; rendered with the elapsed badge, one retrieval round per trajectory)
+TINY_BLIND_AGENT_NAME = "tiny-agent-blind"
+BLIND_AGENT_SETTINGS = {"final_turns": True, "elapsed": True, "max_rounds": 1, "trajectories": 80, "epochs": 3}
+TINY_FORMAT_VERSION = "4"  # bump when the files written below change, so stale caches are rebuilt
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 
@@ -168,7 +172,8 @@ def ensure_tiny_model(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *, trajectories: int = 80,
-                     epochs: int = 3, seed: int = 777) -> Path:
+                     epochs: int = 3, seed: int = 777, final_turns: bool = False, elapsed: bool = False,
+                     max_rounds: int = 2, learning_rate: float = 2e-3) -> Path:
     """A tiny *agent*: the random tiny model given a short SFT on the earlier turns of synthetic trajectories.
 
     A random-weight model emits neither tool calls nor answers, so no preference training can change its decisions.
@@ -176,27 +181,47 @@ def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *,
     only on the agent turns INSIDE histories (a request -> a tool call, a tool result -> an answer) of train-split
     scenarios, never on a final follow-up question, so it teaches the format and no time rule: the result calls
     tools on most follow-ups regardless of the gap, the paper's temporally blind starting point.
+
+    `final_turns=True` also trains on the final follow-ups, with the action (tool call or direct answer) drawn by a
+    coin flip that ignores the gap, half of them rendered without timestamps: a base that is fluent in both
+    actions, uses neither time nor the label, and calls on about half of all follow-ups (`make experiment`'s base).
+    `elapsed` renders the time-elapsed badge (PromptRenderer.elapsed); `max_rounds` is the generator's.
     """
+    import random
+
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     from timealign.data.synthetic import generate_annotated
+    from timealign.data.tictoc import LoadResult, _annotated_records, build_pair
     from timealign.rendering import PromptRenderer
 
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
-    renderer = PromptRenderer(tokenizer)
+    renderers = [PromptRenderer(tokenizer, elapsed=elapsed), PromptRenderer(tokenizer, timestamps=False)]
+    records = generate_annotated(trajectories, seed=seed, split="train", max_rounds=max_rounds)
+    rng = random.Random(seed)
     rows = []
-    for record in generate_annotated(trajectories, seed=seed, split="train"):
+    for record in records:
         if record["elapse_level"] != 0:  # the three levels share the history; use it once
             continue
         history, tools = record["history"], record["function"]
         for i, message in enumerate(history):
             if message["role"] == "assistant":
-                rows.append({"prompt": renderer.prompt(history[:i], tools),
-                             "completion": renderer.completion(history[:i], message, tools)})
+                rows.append({"prompt": renderers[0].prompt(history[:i], tools),
+                             "completion": renderers[0].completion(history[:i], message, tools)})
+    if final_turns:
+        loaded = LoadResult()
+        _annotated_records(records, "tiny-agent warm-up", loaded, orientation="tool_high", on_error="raise",
+                           unknown="error")
+        for sample in loaded.samples:
+            pair = build_pair(sample, default_margins={}, direct_answer="latest_tool_result")
+            reply = pair["chosen" if rng.random() < 0.5 else "rejected"][0]
+            renderer = renderers[rng.random() < 0.5]
+            rows.append({"prompt": renderer.prompt(pair["prompt"], pair["tools"]),
+                         "completion": renderer.completion(pair["prompt"], reply, pair["tools"])})
     args = SFTConfig(
-        output_dir=str(Path(out_dir) / "_trainer"), learning_rate=2e-3, num_train_epochs=epochs,
+        output_dir=str(Path(out_dir) / "_trainer"), learning_rate=learning_rate, num_train_epochs=epochs,
         per_device_train_batch_size=8, lr_scheduler_type="cosine", warmup_steps=0.05, max_length=1024,
         bf16=False, use_cpu=True, gradient_checkpointing=False, logging_steps=10, save_strategy="no",
         report_to=[], seed=seed, disable_tqdm=False,
@@ -210,23 +235,25 @@ def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *,
     import shutil
 
     shutil.rmtree(out / "_trainer", ignore_errors=True)
-    (out / "timealign_tiny.json").write_text(json.dumps({"format": TINY_FORMAT_VERSION, "seed": seed,
-                                                          "warmup_examples": len(rows), "epochs": epochs}))
+    (out / "timealign_tiny.json").write_text(json.dumps({
+        "format": TINY_FORMAT_VERSION, "seed": seed, "warmup_examples": len(rows), "epochs": epochs,
+        "final_turns": final_turns, "elapsed": elapsed, "max_rounds": max_rounds, "trajectories": trajectories}))
     return out
 
 
-def ensure_tiny_agent(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Return the folder of `tiny-agent`, building it once (a few minutes on 2 CPU cores)."""
+def ensure_tiny_agent(cache_dir: str | os.PathLike | None = None, *, blind: bool = False) -> Path:
+    """Return the folder of `tiny-agent` (or `tiny-agent-blind`), building it once (minutes on 2 CPU cores)."""
     import logging
 
     base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    target = base / f"tiny-agent-v{TINY_FORMAT_VERSION}"
+    name = TINY_BLIND_AGENT_NAME if blind else TINY_AGENT_NAME
+    target = base / f"{name}-v{TINY_FORMAT_VERSION}"
     if (target / "timealign_tiny.json").exists():
         return target
     logging.getLogger(__name__).warning("building %s once: a short format warm-up of the tiny model "
-                                        "(a few minutes on CPU; cached in %s)", TINY_AGENT_NAME, target)
-    staging = base / f".tiny-agent-build-{os.getpid()}"
-    build_tiny_agent(staging, ensure_tiny_model(base))
+                                        "(a few minutes on CPU; cached in %s)", name, target)
+    staging = base / f".{name}-build-{os.getpid()}"
+    build_tiny_agent(staging, ensure_tiny_model(base), **(BLIND_AGENT_SETTINGS if blind else {}))
     try:
         staging.rename(target)
     except OSError:  # another process finished first
@@ -237,9 +264,12 @@ def ensure_tiny_agent(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def resolve_model_path(name_or_path: str) -> str:
-    """Map `tiny` / `tiny-agent` to their locally built folders; anything else (hub id, path) is unchanged."""
+    """Map `tiny` / `tiny-agent` / `tiny-agent-blind` to their locally built folders; anything else (hub id, path)
+    is unchanged."""
     if name_or_path == TINY_NAME:
         return str(ensure_tiny_model())
     if name_or_path == TINY_AGENT_NAME:
         return str(ensure_tiny_agent())
+    if name_or_path == TINY_BLIND_AGENT_NAME:
+        return str(ensure_tiny_agent(blind=True))
     return name_or_path

@@ -38,7 +38,9 @@ def load_samples(data: DataSection) -> LoadResult:
 
         result = LoadResult()
         for offset, split in enumerate((data.train_split, data.eval_split)):
-            records = generate_annotated(data.synthetic_trajectories, seed=data.seed + 1000 * offset, split=split)
+            swap = data.synthetic_sensitivity_swap if split == data.train_split else 0.0  # held-out: never
+            records = generate_annotated(data.synthetic_trajectories, seed=data.seed + 1000 * offset, split=split,
+                                         max_rounds=data.synthetic_max_rounds, sensitivity_swap=swap)
             _annotated_records(records, f"synthetic[{split}]", result, orientation="tool_high", **common)
         return result
     if not data.path:
@@ -55,6 +57,29 @@ def load_samples(data: DataSection) -> LoadResult:
     raise ValueError(f"unknown data.source {data.source!r}; known: {', '.join(SOURCES)}")
 
 
+def balance_labels(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]:
+    """Keep equal prefer-Tool and prefer-noTool counts within every scenario (seeded subsample of the larger side).
+
+    Removes the label-prior shortcut: a model that ignores time then scores exactly chance on every training
+    scenario, so whatever it learns beyond chance has to come from the conversation's times. Returns (kept, dropped).
+    """
+    import random
+
+    by_scenario: dict[str, dict[str, list[dict]]] = {}
+    for row in rows:
+        by_scenario.setdefault(row["scenario"], {PREFER_TOOL: [], PREFER_NO_TOOL: []})[row["label"]].append(row)
+    rng = random.Random(seed)
+    keep_ids: set[int] = set()
+    for scenario in sorted(by_scenario):
+        groups = by_scenario[scenario]
+        n = min(len(groups[PREFER_TOOL]), len(groups[PREFER_NO_TOOL]))
+        for label in (PREFER_TOOL, PREFER_NO_TOOL):
+            keep_ids.update(id(r) for r in rng.sample(groups[label], n))
+    kept = [r for r in rows if id(r) in keep_ids]
+    dropped = [r for r in rows if id(r) not in keep_ids]
+    return kept, dropped
+
+
 def prepare(data: DataSection, out_dir: str | Path) -> dict:
     """Run data prep and write the pair dataset; returns the manifest."""
     from datasets import Dataset, DatasetDict
@@ -65,6 +90,13 @@ def prepare(data: DataSection, out_dir: str | Path) -> dict:
     pairs = build_pairs(loaded.samples, default_margins=margins, direct_answer=data.direct_answer,
                         min_margin=data.min_margin, on_error=data.on_error)
     rows, rejects = pairs.samples, loaded.rejects + pairs.rejects
+    dropped: list[dict] = []
+    if data.balance_train_labels:
+        train = [r for r in rows if r["split"] == data.train_split]
+        kept, dropped = balance_labels(train, data.seed)
+        rows = [r for r in rows if r["split"] != data.train_split] + kept
+        logger.info("balance_train_labels: kept %d of %d %s pairs (equal labels per scenario)", len(kept),
+                    len(train), data.train_split)
     if not rows:
         raise ValueError(f"data prep produced no pairs from {data.source} {data.path or ''}; "
                          f"{len(rejects)} records were rejected")
@@ -79,6 +111,7 @@ def prepare(data: DataSection, out_dir: str | Path) -> dict:
             fh.write(json.dumps(reject) + "\n")
     info = manifest(rows, rejects)
     info["data"] = {k: getattr(data, k) for k in data.__dataclass_fields__}
+    info["balance_dropped"] = len(dropped)
     info["seconds"] = round(time.perf_counter() - start, 3)
     (out / "manifest.json").write_text(json.dumps(info, indent=2))
     logger.info("wrote %d pairs (%s) to %s; %d rejects", len(rows),

@@ -34,7 +34,7 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import MappingProxyType
@@ -52,6 +52,17 @@ from timealign.data.timing import (
 )
 
 SCORE_ORIENTATION = "tool_high"
+
+# Every tool states how fast its data changes, one phrase per sensitivity, appended to its description (real APIs
+# document this: "real-time quotes", "updated annually"). The paper's annotators knew it from the world; a
+# randomly initialised model cannot, so without it no model could tell a held-out scenario's sensitivity.
+# The phrases name the unit of the rule's threshold scale (30 s, 30 min, 7 days): "call again once more time has
+# passed than the data takes to change".
+FRESHNESS: Mapping[str, str] = MappingProxyType({
+    "high": "Data updates every second.",
+    "medium": "Data updates every hour.",
+    "low": "Data updates every week.",
+})
 N_ANNOTATORS = 5
 
 # Seconds; see the module docstring for why these values (holes between Table 4 ranges).
@@ -164,7 +175,7 @@ class Template:
             "type": "function",
             "function": {
                 "name": self.tool_name,
-                "description": self.tool_description,
+                "description": f"{self.tool_description} {FRESHNESS[self.sensitivity]}",
                 "parameters": {
                     "type": "object",
                     "properties": {self.arg_name: {"type": "string", "description": self.arg_description}},
@@ -1084,10 +1095,10 @@ def _random_start(rng: np.random.Generator) -> datetime:
     return lo + timedelta(days=days, seconds=secs)
 
 
-def _trajectory(t: Template, rng: np.random.Generator) -> tuple[list[dict], list[str], str, str]:
+def _trajectory(t: Template, rng: np.random.Generator, max_rounds: int = 2) -> tuple[list[dict], list[str], str, str]:
     """(timed history without the final question, 3 final times, final question, direct answer)."""
     start = _random_start(rng)
-    n_rounds = 1 + int(rng.random() < 0.5)
+    n_rounds = 1 + int(rng.random() < 0.5 and max_rounds > 1)
     picked = rng.choice(len(t.entities), size=n_rounds, replace=False)
     entities = [t.entities[int(i)] for i in picked]
 
@@ -1139,12 +1150,24 @@ def generate_annotated(
     seed: int,
     split: str | None = None,
     thresholds: Mapping[str, float] = DEFAULT_THRESHOLDS,
+    max_rounds: int = 2,
+    sensitivity_swap: float = 0.0,
 ) -> list[dict]:
     """``3 * n_trajectories`` annotated records (one per trajectory and elapse level).
 
     Templates are visited in shuffled rounds so every template appears once per
-    ``len(templates)`` trajectories. Deterministic in ``seed``.
+    ``len(templates)`` trajectories. A trajectory has 1 or 2 retrieval rounds (a coin flip) before
+    the follow-up; ``max_rounds=1`` keeps one (shorter sequences). Deterministic in ``seed``.
+
+    ``sensitivity_swap`` (0..1, meant for training data): that share of trajectories gives its tool another
+    sensitivity, drawn uniformly from the other two; the tool's stated update rate (``FRESHNESS``), the final gaps
+    (Table 4) and the label all follow the new one. The scenario then no longer predicts the sensitivity, only the
+    tool's documentation does, so a model that memorises scenarios cannot fit the data.
     """
+    if not 0.0 <= sensitivity_swap <= 1.0:
+        raise ValueError(f"sensitivity_swap must be in [0, 1], got {sensitivity_swap}")
+    if max_rounds not in (1, 2):
+        raise ValueError(f"max_rounds must be 1 or 2, got {max_rounds}")
     templates = templates_for(split)
     rng = np.random.default_rng(seed)
     counters: dict[str, int] = {}
@@ -1155,7 +1178,10 @@ def generate_annotated(
             order = rng.permutation(len(templates)).tolist()
         t = templates[order.pop()]
         counters[t.slug] = counters.get(t.slug, 0) + 1
-        history, finals, question, direct = _trajectory(t, rng)
+        if sensitivity_swap and rng.random() < sensitivity_swap:
+            others = [s for s in thresholds if s != t.sensitivity]
+            t = replace(t, sensitivity=others[int(rng.integers(0, len(others)))])
+        history, finals, question, direct = _trajectory(t, rng, max_rounds)
         last = parse_iso(history[-1]["time"])
         schema = t.tool_schema
         for level, when in zip(LEVELS, finals):

@@ -13,7 +13,7 @@ from timealign.rendering import PromptRenderer
 
 def evaluate_tictoc(backend, rows: list[dict], *, timestamps: bool = True, prompt_mode: str = "none",
                     family: str | None = None, max_new_tokens: int = 24, desc: str = "TicToc",
-                    cache_dir: str | Path | None = None) -> dict:
+                    cache_dir: str | Path | None = None, elapsed: bool = False) -> dict:
     """Score one backend on prepared pair rows (the `prompt` and `tools` columns; labels from `label`).
 
     Generation goes through `cached_generate`: finished samples are cached in `cache_dir/tictoc.jsonl` (a killed run
@@ -23,7 +23,7 @@ def evaluate_tictoc(backend, rows: list[dict], *, timestamps: bool = True, promp
     """
     tokenizer = backend.tokenizer
     family = family or detect_family(tokenizer.chat_template)
-    renderer = PromptRenderer(tokenizer, timestamps=timestamps, prompt_mode=prompt_mode)
+    renderer = PromptRenderer(tokenizer, timestamps=timestamps, prompt_mode=prompt_mode, elapsed=elapsed)
     prompts = [renderer.prompt(r["prompt"], r["tools"]) for r in rows]
     gens = cached_generate(backend, prompts, suite="tictoc", cache_dir=cache_dir, max_new_tokens=max_new_tokens,
                            desc=desc)
@@ -32,7 +32,8 @@ def evaluate_tictoc(backend, rows: list[dict], *, timestamps: bool = True, promp
     scored = [i for i, text in enumerate(outputs) if text is not None]
     report = tictoc_report([rows[i] for i in scored], [attempted[i] for i in scored])
     resolve = getattr(backend, "resolve_sampling", None)
-    report["settings"] = {"timestamps": timestamps, "prompt_mode": prompt_mode, "family": family,
+    report["settings"] = {"timestamps": timestamps, "elapsed": elapsed and timestamps, "prompt_mode": prompt_mode,
+                          "family": family,
                           "backend": backend.name, "max_new_tokens": max_new_tokens,
                           "sampling": resolve() if resolve else None}
     report["generation"] = gens.summary()
@@ -62,7 +63,7 @@ def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
         rows = rows[: recipe.eval.max_samples]
     report = evaluate_tictoc(backend, rows, timestamps=ctx.timestamps, prompt_mode=ctx.prompt_mode,
                              family=ctx.family, max_new_tokens=recipe.eval.max_new_tokens,
-                             cache_dir=suite_cache_dir(ctx))
+                             cache_dir=suite_cache_dir(ctx), elapsed=recipe.data.elapsed)
     report["markdown"] = markdown_summary(report)
     return report
 

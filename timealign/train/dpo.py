@@ -65,11 +65,19 @@ def ensure_prepared(recipe) -> Path:
     return path
 
 
-def render_split(dataset, renderer, desc: str):
-    """Conversational pairs -> TRL's standard layout strings, through the shared renderer."""
+def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0):
+    """Conversational pairs -> TRL's standard layout strings, through the shared renderer.
+
+    `offset_scale` multiplies every offset (ODPO's alpha): 0 trains plain DPO on the same pairs.
+    """
+    if offset_scale < 0:
+        raise RecipeError(f"data.offset_scale must be >= 0, got {offset_scale}")
 
     def render(row):
-        return renderer.pair(row["prompt"], row["chosen"][0], row["rejected"][0], row["tools"])
+        out = renderer.pair(row["prompt"], row["chosen"][0], row["rejected"][0], row["tools"])
+        if offset_scale != 1.0:
+            out["margin"] = row["margin"] * offset_scale
+        return out
 
     return dataset.map(render, remove_columns=["prompt", "chosen", "rejected", "tools"], desc=desc)
 
@@ -95,11 +103,12 @@ def build_trainer(recipe):
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=recipe.model.trust_remote_code)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    renderer = PromptRenderer(tokenizer, timestamps=recipe.data.timestamps)
-    train_ds = render_split(data[recipe.data.train_split], renderer, "Rendering train pairs")
+    renderer = PromptRenderer.for_data(tokenizer, recipe.data)
+    scale = recipe.data.offset_scale
+    train_ds = render_split(data[recipe.data.train_split], renderer, "Rendering train pairs", scale)
     eval_ds = None
     if recipe.data.eval_split in data and recipe.training.get("eval_strategy", "no") != "no":
-        eval_ds = render_split(data[recipe.data.eval_split], renderer, "Rendering eval pairs")
+        eval_ds = render_split(data[recipe.data.eval_split], renderer, "Rendering eval pairs", scale)
 
     model = AutoModelForCausalLM.from_pretrained(
         model_path,
