@@ -374,6 +374,10 @@ def write_plots(summary: dict, out: Path) -> list[Path]:
             ax.bar([x + 0.2 for x in xs], after, 0.4, label="after", color="#1f77b4")
             ax.set_xticks(list(xs), [n.replace("_", "\n") for n in names], fontsize=7)
             ax.set_title(title, fontsize=9)
+            if metric == "rmsle":
+                ax.set_ylim(bottom=0)
+            else:
+                ax.set_ylim(0, 1.05)  # rates: a flat zero would otherwise get a +-0.05 axis
             if k == 0:
                 ax.axhline(TARGETS["timer_f1_after"], color="g", lw=0.8, ls="--")
                 ax.legend(fontsize=7)
