@@ -53,7 +53,7 @@ def test_offset_dpo_teaches_the_tool_call_decision(experiment):
 def test_without_timestamps_the_same_training_learns_nothing(experiment):
     _, summary, _ = experiment
     dpo = summary["dpo"]
-    assert dpo["nar_after_no_timestamps"] <= 0.6
+    assert dpo["nar_after_no_timestamps"] <= 0.62  # measured 0.537: a per-scenario constant policy, 0.50 per sensitivity
     assert dpo["nar_after"] - dpo["nar_after_no_timestamps"] >= 0.15
 
 
