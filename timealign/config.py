@@ -52,7 +52,7 @@ class DataSection:
     path: str | None = None
     prepared_dir: str | None = None  # where data prep writes (and training reads) the pair dataset
     timestamps: bool = True  # ISO time at the start of every user/assistant/tool message
-    elapsed: bool = False  # also "(+3 minutes 13 seconds)" after each user message's stamp (the annotators' badge)
+    elapsed: bool = False  # also "(+3 minutes 13 seconds since the last tool result)" after the reply's stamp
     score_orientation: str = "tool_high"  # tool_high: S = 3 means Tool (App. D.2) | tool_low: S = 0 means Tool (Sec. 2.5)
     margin_prefer_tool: float = 1.0  # delta when S is unknown (v1 release); retained v1 samples have |S-1.5| > 1
     margin_prefer_no_tool: float = 1.0

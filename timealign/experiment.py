@@ -50,28 +50,23 @@ CONTROL_MAX_NAR = 0.65
 
 
 @dataclass
-class DpoArm:
-    name: str
-    overrides: dict[str, str]
-    description: str
+class Arm:
+    """One training run of an experiment: recipe overrides on top of the experiment's recipe."""
 
-
-@dataclass
-class TimerArm:
     name: str
     overrides: dict[str, str]
     description: str
 
 
 DPO_ARMS = (
-    DpoArm("offset", {}, "offset-DPO, delta = |S - 1.5|, with timestamps"),
-    DpoArm("no_timestamps", {"data.timestamps": "false"}, "offset-DPO trained and evaluated without timestamps"),
-    DpoArm("delta0", {"data.offset_scale": "0"}, "plain DPO (delta = 0), with timestamps"),
+    Arm("offset", {}, "offset-DPO, delta = |S - 1.5|, with timestamps"),
+    Arm("no_timestamps", {"data.timestamps": "false"}, "offset-DPO trained and evaluated without timestamps"),
+    Arm("delta0", {"data.offset_scale": "0"}, "plain DPO (delta = 0), with timestamps"),
 )
 TIMER_ARMS = (
-    TimerArm("timer", {}, "TIMER SFT, lambda = 1, special tokens"),
-    TimerArm("lambda0", {"timer.lambda_time": "0"}, "lambda = 0 (no loss on the interval tokens)"),
-    TimerArm("no_special_tokens", {"timer.special_tokens": "false"}, "plain-text markers instead of special tokens"),
+    Arm("timer", {}, "TIMER SFT, lambda = 1, special tokens"),
+    Arm("lambda0", {"timer.lambda_time": "0"}, "lambda = 0 (no loss on the interval tokens)"),
+    Arm("no_special_tokens", {"timer.special_tokens": "false"}, "plain-text markers instead of special tokens"),
 )
 
 
@@ -119,7 +114,8 @@ class Experiment:
             "no_timestamps": self._timed("dpo/eval_base_no_timestamps", self._evaluate, recipe, base, "tictoc",
                                          "dpo-base-no-timestamps", timestamps=False),
         }
-        arms, arm_reports, before_cells = {}, {}, {}
+        test_rows = load_prepared(data_dir)[recipe.data.eval_split].to_list()
+        arms = {}
         for arm in DPO_ARMS if self.ablations else DPO_ARMS[:2]:
             arm_recipe = self._recipe(DPO_RECIPE, "dpo", {**common, **arm.overrides,
                                                           "output_dir": str(self.out / "models" / f"dpo-{arm.name}")})
@@ -127,19 +123,15 @@ class Experiment:
             report = self._timed(f"dpo/eval_{arm.name}", self._evaluate, arm_recipe, str(checkpoint), "tictoc",
                                  f"dpo-{arm.name}")
             arms[arm.name] = {"description": arm.description, "train": _train_summary(Path(checkpoint)),
-                              **_tictoc_numbers(report)}
-            arm_reports[arm.name] = report
-        test_rows = load_prepared(data_dir)[recipe.data.eval_split].to_list()
-        for name, report in [("base", before["timestamps"])] + [(n, a) for n, a in arm_reports.items()]:
-            cells = nar_by_cell(test_rows, report["samples"])
-            arms.get(name, before_cells)["by_cell"] = cells
+                              **_tictoc_numbers(report), "by_cell": nar_by_cell(test_rows, report["samples"])}
         result = {
             "nar_before": before["timestamps"]["overall"]["nar"],
             "nar_before_no_timestamps": before["no_timestamps"]["overall"]["nar"],
             "nar_after": arms["offset"]["nar"],
             "nar_after_no_timestamps": arms["no_timestamps"]["nar"] if "no_timestamps" in arms else None,
             "base": {"checkpoint": recipe.model.name_or_path, "timestamps": _tictoc_numbers(before["timestamps"]),
-                     "no_timestamps": _tictoc_numbers(before["no_timestamps"]), **before_cells},
+                     "no_timestamps": _tictoc_numbers(before["no_timestamps"]),
+                     "by_cell": nar_by_cell(test_rows, before["timestamps"]["samples"])},
             "best_scenario_blind_threshold": best_blind_threshold(test_rows),
             "arms": arms,
             "data": {"train_pairs": manifest["splits"]["train"]["pairs"],
@@ -285,16 +277,13 @@ def _timing_numbers(report: dict) -> dict:
 
 
 def _train_summary(checkpoint: Path) -> dict:
-    """The last logged training metrics of a run (from the trainer state that train_and_save keeps)."""
-    for path in (checkpoint / "trainer_state.json", checkpoint / "run_info.json"):
-        if path.is_file():
-            state = json.loads(path.read_text())
-            history = state.get("log_history") or []
-            logs = [h for h in history if "loss" in h]
-            if logs:
-                keep = ("loss", "rewards/accuracies", "rewards/margins", "loss_time", "loss_response", "epoch")
-                return {"steps": state.get("global_step"), **{k: logs[-1][k] for k in keep if k in logs[-1]}}
-    return {}
+    """The last logged training metrics of a run (the log history `train_and_save` writes beside the model)."""
+    from timealign.train.resume import TRAIN_LOG
+
+    history = json.loads((checkpoint / TRAIN_LOG).read_text())
+    logs = [h for h in history if "loss" in h]
+    keep = ("loss", "rewards/accuracies", "rewards/margins", "loss_time", "loss_response", "epoch")
+    return {"steps": history[-1].get("step"), **({k: logs[-1][k] for k in keep if k in logs[-1]} if logs else {})}
 
 
 def check_targets(summary: dict) -> dict:

@@ -42,6 +42,7 @@ REQUEUE_SUFFIX = ".requeue"
 PREEMPTED_FILE = "preempted.json"
 RUN_INFO_FILE = "run_info.json"
 CHECKPOINT_RECIPE = "timealign_recipe.yaml"
+TRAIN_LOG = "train_log.json"  # the trainer's log_history, written beside the saved model
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 AUTO_WORDS = ("auto", "true", "latest", "last", "yes", "1", "on")
 
@@ -328,6 +329,6 @@ def train_and_save(trainer, recipe, data_dir=None) -> Path:
     if trainer.accelerator.is_main_process:
         trainer.processing_class.save_pretrained(str(out))
         (out / "timealign_recipe.yaml").write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-        (out / "train_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+        (out / TRAIN_LOG).write_text(json.dumps(trainer.state.log_history, indent=1))
     trainer.accelerator.wait_for_everyone()
     return out
