@@ -50,19 +50,21 @@ demo: env
 	$(PY) eval/run.py recipe=tiny data.prepared_dir=$(DEMO_DIR)/data checkpoint=$(DEMO_BASE) out=$(DEMO_DIR)/eval-before
 	$(PY) train/dpo.py recipe=tiny data.prepared_dir=$(DEMO_DIR)/data model.name_or_path=$(DEMO_BASE) output_dir=$(DEMO_DIR)
 	$(PY) eval/run.py recipe=tiny data.prepared_dir=$(DEMO_DIR)/data checkpoint=$(DEMO_DIR) out=$(DEMO_DIR)/eval-after
-	$(PY) eval/compare.py $(DEMO_DIR)/eval-before/tictoc.json $(DEMO_DIR)/eval-after/tictoc.json
+	$(PY) eval/compare.py before=$(DEMO_DIR)/eval-before/tictoc.json after=$(DEMO_DIR)/eval-after/tictoc.json
 	$(PY) train/sft.py recipe=tiny-timer output_dir=$(DEMO_DIR)-timer
-	$(PY) -m timealign.eval.timer_infer checkpoint=$(DEMO_DIR)-timer n=6
+	$(PY) -m timealign.suites.timelychat.infer checkpoint=$(DEMO_DIR)-timer n=6
 
 EXPERIMENT_DIR ?= results/experiment
 experiment: env
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment --out $(EXPERIMENT_DIR)
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment out=$(EXPERIMENT_DIR)
 
 test: env
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest tests -q
 
+# key=value options of benchmarks/bench_dpo.py (`--help` lists them): make bench BENCH_ARGS="steps=20 json=results/bench.json"
+BENCH_ARGS ?=
 bench: env
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_dpo.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_dpo.py $(BENCH_ARGS)
 
 clean:
 	rm -rf outputs results wandb

@@ -2,7 +2,7 @@
 
 import sys
 
-from timealign.data.prepare import main
+from timealign.data.commands import pairs_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(pairs_main())

@@ -2,7 +2,7 @@
 
 import sys
 
-from timealign.eval.run import main
+from timealign.eval.runner import main
 
 if __name__ == "__main__":
     sys.exit(main())

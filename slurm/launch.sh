@@ -28,7 +28,7 @@ ta_log() { echo "[timealign $(date +%H:%M:%S)] $*"; }
 
 ta_setup() {
   TIMEALIGN_ROOT=${TIMEALIGN_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
-  if [[ ! -f $TIMEALIGN_ROOT/timealign/cluster.py ]]; then
+  if [[ ! -f $TIMEALIGN_ROOT/timealign/cluster/cli.py ]]; then
     echo "error: $TIMEALIGN_ROOT is not the timealign checkout: submit from the repo root or set TIMEALIGN_ROOT" >&2
     exit 2
   fi
@@ -85,9 +85,9 @@ ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
   shift
   ta_setup
   local nodes=${SLURM_NNODES:-1}
-  local -a launcher=("$TIMEALIGN_PYTHON" -m timealign.cluster launch --task "$task")
+  local -a launcher=("$TIMEALIGN_PYTHON" -m timealign.cluster launch "task=$task")
   if [[ ${TIMEALIGN_DRY_RUN:-0} == 1 ]]; then
-    launcher+=(--dry-run)
+    launcher+=(dry_run=true)
   fi
   launcher+=("$@")
   local -a step=(srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 --wait=60)
@@ -120,10 +120,10 @@ ta_eval() {  # ta_eval recipe=NAME checkpoint=PATH [suites=...] [out=DIR] [key=v
   ta_setup
   local -a cmd=("$TIMEALIGN_PYTHON" -m timealign.cluster eval)
   if [[ ${TIMEALIGN_DRY_RUN:-0} == 1 ]]; then
-    cmd+=(--dry-run)
+    cmd+=(dry_run=true)
   fi
   if [[ ${TIMEALIGN_SERVE:-0} == 1 ]]; then
-    cmd+=(--serve --port "${TIMEALIGN_SERVE_PORT:-$((20000 + ${SLURM_JOB_ID:-0} % 12000 + 1))}")
+    cmd+=(serve=true "port=${TIMEALIGN_SERVE_PORT:-$((20000 + ${SLURM_JOB_ID:-0} % 12000 + 1))}")
   fi
   cmd+=("$@")
   trap 'ta_log "USR1 (time limit near): finished samples are cached"; ta_requeue && exit 0' USR1

@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 from timealign.config import DataSection, RecipeError, load_recipe
-from timealign.eval.backends import (
+from timealign.backends.base import (
     GREEDY,
     QWEN3_REASONING,
     BackendError,
     BaseBackend,
     GenerationError,
-    make_backend,
     sampling_settings,
     set_reasoning,
 )
-from timealign.eval.cache import cached_generate, read_cache
+from timealign.backends.factory import make_backend
+from timealign.backends.cache import cached_generate, read_cache
 
 BOS = "<s>"
 
@@ -58,7 +58,7 @@ def build_test_model(out: Path, base_dir: Path, rows: list[dict], *, std: float 
         for param in model.parameters():
             if param.dim() == 2:
                 param.normal_(0.0, std)
-    from timealign.rendering import PromptRenderer
+    from timealign.render.chat import PromptRenderer
 
     probe = tokenizer(PromptRenderer(tokenizer).prompt(rows[0]["prompt"], rows[0]["tools"]), return_tensors="pt")
     greedy = model.generate(**probe, max_new_tokens=6, do_sample=False)[0, probe["input_ids"].shape[1]:].tolist()
@@ -72,7 +72,7 @@ def build_test_model(out: Path, base_dir: Path, rows: list[dict], *, std: float 
 
 def tictoc_rows(folder: Path, trajectories: int = 4) -> list[dict]:
     """Held-out TicToc pair rows from the synthetic generator, as the tictoc suite reads them."""
-    from timealign.data.prepare import load_prepared, prepare
+    from timealign.data.pairs import load_prepared, prepare
 
     if not (folder / "manifest.json").exists():
         prepare(DataSection(synthetic_trajectories=trajectories), folder)
@@ -105,7 +105,7 @@ def test_sampling_settings_follow_the_paper():
 def test_reasoning_switch_goes_through_the_one_renderer(tiny_tokenizer):
     import copy
 
-    from timealign.rendering import PromptRenderer
+    from timealign.render.chat import PromptRenderer
 
     tok = copy.deepcopy(tiny_tokenizer)
     # Qwen3's generation prompt, reduced: an empty think block when enable_thinking is false.
@@ -139,8 +139,8 @@ def test_factory_errors_name_the_fix(tiny_model_dir):
 
 # ------------------------------------------------------------------------------------------ hf backend
 def test_hf_backend_adds_bos_once_and_ends_at_eos(test_model, rows):
-    from timealign.eval.hf_backend import HFBackend
-    from timealign.rendering import PromptRenderer
+    from timealign.backends.hf import HFBackend
+    from timealign.render.chat import PromptRenderer
 
     batched = HFBackend(str(test_model), batch_size=4)
     tok = batched.tokenizer
@@ -241,8 +241,8 @@ def test_partial_failures_and_systematic_failure(tmp_path):
 
 
 def test_tictoc_suite_records_a_failed_sample_and_resumes(tiny_model_dir, rows, tmp_path):
-    from timealign.eval.hf_backend import HFBackend
-    from timealign.eval.tictoc import evaluate_tictoc, markdown_summary
+    from timealign.backends.hf import HFBackend
+    from timealign.suites.tictoc.suite import evaluate_tictoc, markdown_summary
 
     backend = HFBackend(str(tiny_model_dir), batch_size=4)
     healthy = backend.generate
@@ -252,7 +252,7 @@ def test_tictoc_suite_records_a_failed_sample_and_resumes(tiny_model_dir, rows, 
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         return healthy(prompts, **kw)
 
-    from timealign.rendering import PromptRenderer
+    from timealign.render.chat import PromptRenderer
 
     target = PromptRenderer(backend.tokenizer).prompt(rows[1]["prompt"], rows[1]["tools"])
     backend.generate = flaky
@@ -276,7 +276,7 @@ def test_tictoc_suite_records_a_failed_sample_and_resumes(tiny_model_dir, rows, 
 
 def test_evaluate_resumes_from_the_out_dir(tiny_model_dir, rows, tmp_path):
     """eval/run.py's evaluate(): a second run with the same out= reads every sample from <out>/generations."""
-    from timealign.eval.run import evaluate
+    from timealign.eval.runner import evaluate
 
     prepared = tmp_path / "prepared"
     tictoc_rows(prepared)
@@ -339,7 +339,7 @@ class _Server:
 
 
 def test_openai_backend_completions_retries_and_failures(tiny_model_dir, monkeypatch):
-    from timealign.eval.openai_backend import OpenAIBackend
+    from timealign.backends.openai import OpenAIBackend
 
     server = _Server()
     try:
@@ -380,7 +380,7 @@ def test_openai_backend_completions_retries_and_failures(tiny_model_dir, monkeyp
 
 # ------------------------------------------------------------------------------------------ compare chart
 def _report(checkpoint: str, tp: int, fn: int, tn: int, fp: int) -> dict:
-    from timealign.eval.metrics import summarize
+    from timealign.suites.tictoc.metrics import summarize
 
     labels = ["prefer_tool"] * (tp + fn) + ["prefer_no_tool"] * (tn + fp)
     called = [True] * tp + [False] * fn + [False] * tn + [True] * fp
@@ -397,7 +397,8 @@ def test_compare_writes_a_nar_bar_chart(tmp_path, capsys):
             path.write_text(json.dumps(_report(f"outputs/{name}" if tag == "after" else "base", *counts)))
             files.append(str(path))
     png = tmp_path / "charts" / "nar.png"
-    assert main([*files, "--png", str(png)]) == 0
+    pairs = [f"before={files[0]},{files[2]}", f"after={files[1]},{files[3]}"]
+    assert main([*pairs, f"png={png}"]) == 0
     text = capsys.readouterr().out
     assert "[llama3b]" in text and "[qwen3-8b]" in text and "| NAR |" in text and f"wrote {png}" in text
     data = png.read_bytes()
@@ -407,7 +408,7 @@ def test_compare_writes_a_nar_bar_chart(tmp_path, capsys):
     image = imread(png)
     assert image.shape[0] > 300 and image.shape[1] > 500  # a real raster, not an empty file
 
-    assert main([files[0], files[1], "--png", str(tmp_path / "one.png"), "--labels", "tiny"]) == 0
+    assert main([f"before={files[0]}", f"after={files[1]}", f"png={tmp_path / 'one.png'}", "labels=tiny"]) == 0
     assert (tmp_path / "one.png").stat().st_size > 0
-    assert main([*files, "--labels", "only-one"]) == 2
-    assert main(files[:3]) == 2
+    assert main([*pairs, "labels=only-one"]) == 2
+    assert main([f"before={files[0]},{files[2]}", f"after={files[1]}"]) == 2

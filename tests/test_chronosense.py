@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from timealign.reasoning import chronosense as cs
+from timealign.suites import chronosense as cs
+from timealign.suites.generate_sets import main as generate_main
+from timealign.suites.questions import write_jsonl
 
 # Allen's relations re-derived from endpoint comparisons (A = (a1, a2), B = (b1, b2)), independently of the module.
 DEFINITIONS = {
@@ -283,24 +285,27 @@ def test_score_counts_unclear_as_wrong_and_breaks_down_by_task():
 
 def test_write_jsonl_roundtrip_and_cli(tmp_path):
     items = cs.generate(16, seed=4, setting="1-shot")
-    path = cs.write_jsonl(items, tmp_path / "cs.jsonl")
+    path = write_jsonl(items, tmp_path / "cs.jsonl")
     assert [json.loads(line) for line in path.read_text().splitlines()] == items
-    assert cs.main(["--n", "8", "--tasks", "Before,Next Occurrence", "--out", str(tmp_path / "b.jsonl")]) == 0
-    rows = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
+    out = tmp_path / "b.jsonl"
+    assert generate_main(["suite=chronosense", "n=8", "tasks=Before,Next Occurrence", f"out={out}"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert Counter(r["category"] for r in rows) == {"Before": 4, "Next Occurrence": 4}
-    out = subprocess.run([sys.executable, "-m", "timealign.reasoning.chronosense", "--help"], capture_output=True,
-                         text=True, cwd=Path(__file__).resolve().parents[1], check=True).stdout
-    assert "--setting" in out and "--named" in out
+    help_text = subprocess.run([sys.executable, "data_prep/reasoning.py", "suite=chronosense", "--help"],
+                               capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
+                               check=True).stdout
+    assert "setting=" in help_text and "named=False" in help_text
 
 
 def test_suite_runs_on_the_tiny_model_and_counts_garbage_as_unclear(tiny_model_dir, tmp_path):
-    from timealign.eval.hf_backend import HFBackend
-    from timealign.eval.suites import EvalContext, get_suite
+    from timealign.backends.hf import HFBackend
+    from timealign.suites.registry import EvalContext, get_suite
 
     suite = get_suite("chronosense")
     assert suite.run is cs.run_suite
     backend = HFBackend(str(tiny_model_dir), batch_size=8)
-    ctx = EvalContext(recipe=None, out_dir=tmp_path, options={"n": "4", "max_new_tokens": "8", "seed": "1"})
+    ctx = EvalContext(recipe=None, out_dir=tmp_path,
+                      options=suite.parse_options({"n": "4", "max_new_tokens": "8", "seed": "1"}))
     report = suite.run(backend, ctx)
     o = report["overall"]
     assert o["n"] == 4 and len(report["samples"]) == 4
@@ -312,4 +317,4 @@ def test_suite_runs_on_the_tiny_model_and_counts_garbage_as_unclear(tiny_model_d
     assert report["settings"]["max_new_tokens"] == 8 and "| accuracy |" in report["markdown"]
     json.dumps(report)
     with pytest.raises(ValueError):
-        suite.run(backend, EvalContext(recipe=None, out_dir=tmp_path, options={"bogus": "1"}))
+        suite.parse_options({"bogus": "1"})

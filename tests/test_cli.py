@@ -49,7 +49,33 @@ def test_help_and_recipe_errors(cli_env):
     proc = run(py("train/dpo.py", "recipe=tiny", "training.bogus=1"), cli_env, check=False)
     assert proc.returncode == 2 and "training.bogus" in proc.stderr and "learning_rate" in proc.stderr
     proc = run(py("eval/run.py", "--help"), cli_env)
-    assert "checkpoint=PATH" in proc.stdout and "prompt_mode" in proc.stdout
+    assert "\n  checkpoint=" in proc.stdout and "prompt_mode" in proc.stdout  # generated option entries
+
+
+def recipe_fields(cls, prefix=""):
+    """(dotted name, help text) of every settable recipe field."""
+    import dataclasses
+
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(default):
+            yield from recipe_fields(type(default), f"{prefix}{f.name}.")
+        elif f.name not in ("name", "description", "task"):
+            yield f"{prefix}{f.name}", f.metadata.get("help", "")
+
+
+@pytest.mark.parametrize("task", ["dpo", "sft"])
+def test_training_help_lists_every_recipe_field_with_its_help(task, capsys):
+    from timealign.config.schema import Recipe
+    from timealign.train import dpo, sft
+
+    assert {"dpo": dpo, "sft": sft}[task].main(["--help"]) == 0
+    text = capsys.readouterr().out
+    flat = " ".join(text.split())  # help text is wrapped
+    missing = [key for key, help_ in recipe_fields(Recipe)
+               if f"\n  {key}=" not in text or (help_ and " ".join(help_.split()) not in flat)]
+    assert not missing
+    assert f"train/{task}.py recipe=NAME|--config PATH" in text
 
 
 def test_data_prep_cli_manifest(prepared):
@@ -131,9 +157,27 @@ def test_python_launch_with_lora_and_eval_compare(cli_env, prepared, tmp_path):
     run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", f"out={tmp_path / 'before'}"), cli_env)
     after = json.loads((tmp_path / "after" / "tictoc.json").read_text())
     assert after["settings"]["timestamps"] is False
-    proc = run(py("eval/compare.py", str(tmp_path / "before" / "tictoc.json"), str(tmp_path / "after" / "tictoc.json")),
+    proc = run(py("eval/compare.py", f"before={tmp_path / 'before' / 'tictoc.json'}", f"after={tmp_path / 'after' / 'tictoc.json'}"),
                cli_env)
     assert "| NAR |" in proc.stdout and "prefer-Tool (want a call)" in proc.stdout
+
+
+def test_config_file_outside_recipes(cli_env, prepared, tmp_path):
+    """`--config PATH` trains from a recipe YAML kept anywhere; its file name becomes the recipe's name."""
+    config = tmp_path / "my-run.yaml"
+    config.write_text((REPO_ROOT / "recipes" / "tiny.yaml").read_text())
+    proc = run(py("train/dpo.py", "--config", str(config), "training.bogus=1"), cli_env, check=False)
+    assert proc.returncode == 2 and "training.bogus" in proc.stderr
+    proc = run(py("train/dpo.py", "--config", str(tmp_path / "absent.yaml")), cli_env, check=False)
+    assert proc.returncode == 2 and "no such file" in proc.stderr
+    out = tmp_path / "run"
+    proc = run(py("train/dpo.py", "--config", str(config), f"data.prepared_dir={prepared}", f"output_dir={out}",
+                  "training.max_steps=1"), cli_env)
+    assert f"saved model to {out}" in proc.stderr  # the closing log line (logging writes to stderr)
+    import yaml
+
+    saved = yaml.safe_load((out / "timealign_recipe.yaml").read_text())
+    assert saved["name"] == "my-run" and saved["training"]["max_steps"] == 1
 
 
 def test_reasoning_suites_through_the_evaluator(cli_env, tmp_path):
@@ -149,5 +193,5 @@ def test_reasoning_suites_through_the_evaluator(cli_env, tmp_path):
     proc = run(py("eval/run.py", "recipe=tiny", "suites=tictoc,nope"), cli_env, check=False)
     assert proc.returncode == 2 and "unknown suite(s) nope" in proc.stderr and "timepuzzles" in proc.stderr
     target = tmp_path / "tcp.jsonl"
-    run(py("data_prep/reasoning.py", "tcp", "--n", "3", "--seed", "1", "--out", str(target)), cli_env)
+    run(py("data_prep/reasoning.py", "suite=tcp", "n=3", "seed=1", f"out={target}"), cli_env)
     assert len(target.read_text().splitlines()) == 3

@@ -163,7 +163,7 @@ def _flag(cmd: list[str], name: str) -> str:
 
 def test_dry_run_prints_every_node_command(capsys):
     """2 nodes x 4 GPUs from fake SLURM env: one accelerate launch per node, ranks 0 and 1, one address and port."""
-    args = ["plan", "--task", "dpo", "recipe=llama8b", "launch.accelerate_config=zero3"]
+    args = ["plan", "task=dpo", "recipe=llama8b", "launch.accelerate_config=zero3"]
     rc, out, _ = _cli(args, TWO_NODES, capsys)
     assert rc == 0
     commands = _commands(out)
@@ -178,26 +178,26 @@ def test_dry_run_prints_every_node_command(capsys):
             "recipe=llama8b", "launch.accelerate_config=zero3", "training.resume_from_checkpoint=auto"]
 
     # Inside the job step of node 1 (what srun runs there): only that node's command.
-    rc, out, _ = _cli(["launch", "--dry-run", "--task", "dpo", "recipe=llama8b"], {**TWO_NODES, "SLURM_NODEID": "1"},
+    rc, out, _ = _cli(["launch", "dry_run=true", "task=dpo", "recipe=llama8b"], {**TWO_NODES, "SLURM_NODEID": "1"},
                       capsys)
     (cmd,) = _commands(out)
     assert _flag(cmd, "--machine_rank") == "1" and _flag(cmd, "--num_processes") == "8"
     assert _flag(cmd, "--config_file").endswith("fsdp_offload.yaml")  # llama8b's launch.accelerate_config
 
     # One node with 8 GPUs, explicit port and config, no SLURM needed for the plan.
-    rc, out, _ = _cli(["plan", "--task", "sft", "--nodes", "1", "--gpus-per-node", "8", "--config", "ddp",
-                       "--port", "29600", "recipe=tiny-timer", "training.resume_from_checkpoint=false"], {}, capsys)
+    rc, out, _ = _cli(["plan", "task=sft", "nodes=1", "gpus_per_node=8", "accelerate_config=ddp",
+                       "port=29600", "recipe=tiny-timer", "training.resume_from_checkpoint=false"], {}, capsys)
     (cmd,) = _commands(out)
     assert _flag(cmd, "--num_machines") == "1" and _flag(cmd, "--num_processes") == "8"
     assert _flag(cmd, "--main_process_port") == "29600" and str(REPO_ROOT / "train/sft.py") in cmd
     assert cmd[-1] == "training.resume_from_checkpoint=false"  # the user's choice is kept
 
-    rc, _, err = _cli(["plan", "recipe=tiny", "--config", "nope"], TWO_NODES, capsys)
+    rc, _, err = _cli(["plan", "recipe=tiny", "accelerate_config=nope"], TWO_NODES, capsys)
     assert rc == 2 and "unknown accelerate config 'nope'" in err
 
 
 def test_submit_builds_sbatch_from_the_recipe(capsys):
-    rc, out, _ = _cli(["submit", "--dry-run", "--task", "dpo", "recipe=llama8b", "launch.nodes=2",
+    rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=llama8b", "launch.nodes=2",
                        "launch.gpus_per_node=4", "launch.gpu_type=l40s", "launch.partition=gpu",
                        "launch.time=2-00:00:00"], {}, capsys)
     assert rc == 0
@@ -206,18 +206,18 @@ def test_submit_builds_sbatch_from_the_recipe(capsys):
                   "--time=2-00:00:00", "--requeue", "--signal=B:USR1@120", "--cpus-per-task=32",
                   f"{REPO_ROOT}/slurm/dpo.sbatch recipe=llama8b launch.nodes=2", "TIMEALIGN_REQUEUE=1"):
         assert piece in line, piece
-    rc, out, _ = _cli(["submit", "--dry-run", "--task", "eval", "recipe=llama8b", "checkpoint=outputs/x",
+    rc, out, _ = _cli(["submit", "dry_run=true", "task=eval", "recipe=llama8b", "checkpoint=outputs/x",
                        "eval.tensor_parallel_size=2", "suites=tictoc"], {}, capsys)
     assert rc == 0 and "--nodes=1" in out and "--gres=gpu:2" in out and "slurm/eval.sbatch recipe=llama8b" in out
 
 
 def test_eval_commands_use_tensor_parallelism(capsys, tmp_path):
     env = {"SLURM_GPUS_ON_NODE": "4"}
-    rc, out, _ = _cli(["eval", "--dry-run", "recipe=llama8b", "checkpoint=outputs/llama8b"], env, capsys)
+    rc, out, _ = _cli(["eval", "dry_run=true", "recipe=llama8b", "checkpoint=outputs/llama8b"], env, capsys)
     (run,) = _commands(out)
     assert run[1] == str(REPO_ROOT / "eval/run.py")
     assert "eval.backend=vllm" in run and "eval.tensor_parallel_size=4" in run
-    rc, out, _ = _cli(["eval", "--dry-run", "--serve", "--port", "8123", "recipe=llama8b",
+    rc, out, _ = _cli(["eval", "dry_run=true", "serve=true", "port=8123", "recipe=llama8b",
                        "checkpoint=outputs/llama8b"], env, capsys)
     server, run = _commands(out)
     assert server[1:3] == ["serve", "outputs/llama8b"] and _flag(server, "--tensor-parallel-size") == "4"
@@ -452,7 +452,7 @@ def train_env(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    from timealign.data.prepare import prepare
+    from timealign.data.pairs import prepare
 
     out = tmp_path_factory.mktemp("prepared")
     prepare(load_recipe("tiny", {"data.synthetic_trajectories": "8"}).data, out)
@@ -542,7 +542,7 @@ def _cluster_launch(env, prepared, out, *extra, nodes=1, gpus=2, rank=0, job="77
              "SLURM_NODEID": str(rank), "SLURM_GPUS_ON_NODE": str(gpus)}
     if cpu_env:
         slurm["ACCELERATE_USE_CPU"] = "true"  # DDP over gloo; without it 2 processes train independently
-    args = [sys.executable, "-m", "timealign.cluster", "launch", "--task", "dpo", "recipe=tiny",
+    args = [sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "recipe=tiny",
             f"data.prepared_dir={prepared}", f"output_dir={out}", "training.logging_steps=1",
             "training.per_device_train_batch_size=1", "training.save_strategy=no", *extra]
     return {**env, **slurm}, args
@@ -575,7 +575,7 @@ def test_two_nodes_zero2_rendezvous_on_cpu(baseline, train_env, prepared, tmp_pa
     procs = []
     for rank in (0, 1):
         # No ACCELERATE_USE_CPU for DeepSpeed: with it accelerate builds a MULTI_CPU state and silently drops DeepSpeed.
-        env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2", "--config=zero2", nodes=2,
+        env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2", "accelerate_config=zero2", nodes=2,
                                     gpus=1, rank=rank, job="778", cpu_env=False)
         procs.append(subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True))
@@ -589,7 +589,7 @@ def test_two_nodes_zero2_rendezvous_on_cpu(baseline, train_env, prepared, tmp_pa
 def test_deepspeed_zero3_two_processes(baseline, train_env, prepared, tmp_path):
     pytest.importorskip("deepspeed", reason="DeepSpeed not installed (pip install -e '.[deepspeed]')")
     out = tmp_path / "zero3"
-    env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2", "--config=zero3", job="779",
+    env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2", "accelerate_config=zero3", job="779",
                                 cpu_env=False)
     _run(args, env)
     info = _check_distributed(out, baseline, 2, "DeepSpeedEngine")
@@ -606,7 +606,7 @@ def test_fsdp_two_processes(baseline, train_env, prepared, tmp_path):
                     "`accelerate launch --cpu` runs a single process; fsdp.yaml is checked by "
                     "test_accelerate_config_loads_and_launches")
     out = tmp_path / "fsdp"
-    env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2", "--config=fsdp", cpu_env=False)
+    env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2", "accelerate_config=fsdp", cpu_env=False)
     _run(args, env)
     info = json.loads((out / "run_info.json").read_text())
     assert info["distributed_type"] == "DistributedType.FSDP" and info["model_wrapper"].startswith("FSDP")

@@ -2,7 +2,8 @@
 
 import pytest
 
-from timealign.config import RecipeError, available_recipes, load_recipe, parse_cli
+from timealign.config import RecipeError, available_recipes, load_recipe
+from timealign.config.cli import split_argv
 
 # TicToc paper, Appendix D.2, Table 5.
 TABLE5 = {
@@ -72,5 +73,5 @@ def test_bad_values_and_arguments():
     with pytest.raises(RecipeError, match="data.timestamps"):
         load_recipe("tiny", {"data.timestamps": "maybe"})
     with pytest.raises(RecipeError, match="expected recipe=NAME"):
-        parse_cli(["--lr", "3"])
-    assert parse_cli(["recipe=tiny", "a.b=c=d"]) == ("tiny", {"a.b": "c=d"})
+        split_argv(["--lr", "3"])
+    assert split_argv(["recipe=tiny", "a.b=c=d"]) == ("tiny", None, {"a.b": "c=d"})

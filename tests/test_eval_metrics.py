@@ -2,8 +2,8 @@
 
 import pytest
 
-from timealign.eval.metrics import confusion, length_bucket, nar_from_counts, summarize, tictoc_report
-from timealign.eval.tool_calls import detect_family, is_tool_call, known_families
+from timealign.suites.tictoc.metrics import confusion, length_bucket, nar_from_counts, summarize, tictoc_report
+from timealign.suites.tictoc.tool_calls import detect_family, is_tool_call, known_families
 from timealign.tiny import TINY_CHAT_TEMPLATE
 
 T, N = "prefer_tool", "prefer_no_tool"

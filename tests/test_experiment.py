@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def experiment(tmp_path_factory):
     out = tmp_path_factory.mktemp("experiment")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    proc = subprocess.run([sys.executable, "-m", "timealign.experiment", "--out", str(out), "--seed", "0"], check=False,
+    proc = subprocess.run([sys.executable, "-m", "timealign.experiment", f"out={out}", "seed=0"], check=False,
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out, json.loads((out / "summary.json").read_text()), proc.stdout

@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from timealign.rendering import REMINDER_PROMPT, PromptRenderer, format_elapsed, format_timestamp, parse_tool_arguments
+from timealign.render.chat import REMINDER_PROMPT, PromptRenderer, parse_tool_arguments
+from timealign.render.timefmt import format_elapsed, format_timestamp
 
 TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Current price of a stock.",
                                            "parameters": {"type": "object",
@@ -159,3 +160,13 @@ def test_renderer_for_data_follows_the_recipe(tiny_tokenizer):
     r = PromptRenderer.for_data(tiny_tokenizer, DataSection(timestamps=True, elapsed=True))
     assert (r.timestamps, r.elapsed) == (True, True)
     assert PromptRenderer.for_data(tiny_tokenizer, DataSection(elapsed=True), timestamps=False).timestamps is False
+
+
+def test_timer_renderer_for_timer_follows_the_recipe(tiny_tokenizer):
+    from timealign.config import TimerSection
+    from timealign.render.timer import TimerRenderer
+
+    r = TimerRenderer.for_timer(tiny_tokenizer, TimerSection(special_tokens=False, order="utterance_first"))
+    assert (r.tokenizer, r.special_tokens, r.order) == (tiny_tokenizer, False, "utterance_first")
+    with pytest.raises(ValueError, match="lacks the TIMER tokens"):  # the default section needs the markers
+        TimerRenderer.for_timer(tiny_tokenizer, TimerSection())

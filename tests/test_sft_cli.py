@@ -40,7 +40,7 @@ def py(*args):
 @pytest.fixture(scope="module")
 def prepared(cli_env, tmp_path_factory):
     out = tmp_path_factory.mktemp("prepared")
-    proc = run(py("-m", "timealign.data.timelychat", "recipe=tiny-timer", f"out={out}", *SMALL[:2]), cli_env)
+    proc = run(py("data_prep/timelychat.py", "recipe=tiny-timer", f"out={out}", *SMALL[:2]), cli_env)
     assert f"wrote {out}" in proc.stdout
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["splits"]["train"]["dialogs"] == 24 and manifest["splits"]["test"]["dialogs"] == 4
@@ -48,7 +48,7 @@ def prepared(cli_env, tmp_path_factory):
 
 
 def eval_dialogs(sample_path):
-    from timealign.data.synthetic_dialogs import generate_timelychat
+    from timealign.data.synthetic import generate_timelychat
     from timealign.data.timelychat import load_timelychat, timelychat_dialog
 
     if sample_path.is_file():
@@ -60,7 +60,7 @@ SAMPLE = REPO_ROOT.parent / "shared" / "data" / "timelychat-sample" / "eval.json
 
 
 def two_step(checkpoint):
-    from timealign.eval.timer_infer import TimerInference
+    from timealign.suites.timelychat.infer import TimerInference
 
     dialogs = eval_dialogs(SAMPLE)
     infer = TimerInference.from_checkpoint(checkpoint, dtype="float32", device="cpu", batch_size=8,
@@ -77,7 +77,7 @@ def two_step(checkpoint):
 def test_help_and_recipe_errors(cli_env):
     proc = run(py("train/sft.py", "--help"), cli_env)
     assert "tiny-timer" in proc.stdout and "timer3b" in proc.stdout and "llama8b" not in proc.stdout
-    assert "timer.{lambda_time" in proc.stdout and "<SPK>" in proc.stdout
+    assert "timer.lambda_time=1.0" in proc.stdout and "<SPK>" in proc.stdout
     proc = run(py("train/sft.py", "recipe=tiny"), cli_env, check=False)
     assert proc.returncode == 2 and "is a 'dpo' recipe" in proc.stderr and "tiny-timer" in proc.stderr
     proc = run(py("train/sft.py", "recipe=tiny-timer", "timer.order=sideways"), cli_env, check=False)
@@ -95,7 +95,7 @@ def test_bad_input_names_file_and_record(cli_env, tmp_path):
     assert proc.returncode == 1
     assert f"{path}: record 'broken'" in proc.stderr and "must be the same length" in proc.stderr
     assert "data.on_error=skip" in proc.stderr
-    from timealign.data.timelychat import main as prep_main
+    from timealign.data.commands import dialogs_main as prep_main
 
     out = tmp_path / "prep"
     assert prep_main([*args, f"out={out}", "data.on_error=skip"]) == 0  # the data-prep CLI, in process
@@ -118,7 +118,7 @@ def test_python_full_finetune_then_two_step_inference(cli_env, prepared, tmp_pat
     assert {"loss", "loss_time", "loss_response", "time_tokens_frac", "mean_token_accuracy"} <= set(log[0])
     assert 0 < log[0]["time_tokens_frac"] < 0.5
     two_step(out)
-    from timealign.eval import timer_infer
+    from timealign.suites.timelychat import infer as timer_infer
 
     preds = tmp_path / "preds.jsonl"
     assert timer_infer.main([f"checkpoint={out}", "n=2", f"out={preds}"]) == 0  # the inference CLI, in process

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from timealign.data import synthetic as S
+from timealign.data.records import write_jsonl
+from timealign.data.synthetic.cli import main as synthetic_main
 from timealign.data.timing import GAP_TABLE, LEVELS, SENSITIVITIES, parse_iso
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -282,7 +284,7 @@ def test_v1_layout_matches_real_release_shape(records, tictoc_v1_dir):
 
 def test_annotated_jsonl_round_trip(tmp_path):
     recs = S.generate_annotated(5, seed=2)
-    path = S.write_annotated_jsonl(recs, tmp_path / "sub" / "a.jsonl")
+    path = write_jsonl(recs, tmp_path / "sub" / "a.jsonl")
     lines = path.read_text(encoding="utf-8").splitlines()
     assert [json.loads(x) for x in lines] == recs
 
@@ -296,14 +298,37 @@ def test_generation_speed():
 
 
 def test_cli(tmp_path):
-    assert S.main(["--n", "4", "--seed", "1", "--out", str(tmp_path / "a.jsonl")]) == 0
+    assert synthetic_main(["n=4", "seed=1", f"out={tmp_path / 'a.jsonl'}"]) == 0
     assert len((tmp_path / "a.jsonl").read_text().splitlines()) == 12
-    assert S.main(["--n", "4", "--split", "test", "--layout", "v1", "--out", str(tmp_path / "v1")]) == 0
+    assert synthetic_main(["n=4", "split=test", "layout=v1", f"out={tmp_path / 'v1'}"]) == 0
     assert {p.name for p in (tmp_path / "v1").iterdir()} == set(S.V1_FILES)
     proc = subprocess.run(
         [sys.executable, "-m", "timealign.data.synthetic", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
     )
-    assert proc.returncode == 0 and "--layout" in proc.stdout and "--split" in proc.stdout
+    assert proc.returncode == 0 and "layout=" in proc.stdout and "split=" in proc.stdout
+
+
+def test_cli_writes_the_generators_records(tmp_path, capsys):
+    """The files hold exactly what the generators return for the same options (dialogs too, also on stdout)."""
+    assert synthetic_main(["n=3", "seed=4", "split=train", f"out={tmp_path / 'a.jsonl'}"]) == 0
+    lines = (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(x) for x in lines] == S.generate_annotated(3, seed=4, split="train")
+    assert synthetic_main(["layout=timelychat", "n=5", "seed=2", f"out={tmp_path / 'd.jsonl'}"]) == 0
+    dialogs = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
+    assert dialogs == S.generate_timelychat(5, seed=2, split="train")
+    capsys.readouterr()
+    assert synthetic_main(["layout=timelychat", "n=2", "split=eval", "out=-"]) == 0
+    out = capsys.readouterr().out
+    assert [json.loads(x) for x in out.splitlines()] == S.generate_timelychat(2, seed=0, split="eval")
+
+
+def test_cli_rejects_bad_options(tmp_path, capsys):
+    assert synthetic_main(["n=2", "layout=csv", f"out={tmp_path / 'x'}"]) == 2
+    assert "layout must be one of annotated, v1, timelychat" in capsys.readouterr().err
+    assert synthetic_main(["n=2", "split=dev", f"out={tmp_path / 'x'}"]) == 2
+    assert synthetic_main(["n=2", "--split", "test", f"out={tmp_path / 'x'}"]) == 2  # the old flags are gone
+    assert synthetic_main(["n=2"]) == 2  # out is required
+    assert not (tmp_path / "x").exists()
 
 
 def test_every_tool_states_its_freshness():

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from timealign.reasoning import tcp
-from timealign.reasoning.tcp import LongAgent, Problem, ShortAgent
+from timealign.suites import tcp
+from timealign.suites.generate_sets import main as generate_main
+from timealign.data.records import write_jsonl
+from timealign.suites.tcp import LongAgent, Problem, ShortAgent
 
 # ------------------------------------------------------------------------------ independent brute force (test-only)
 
@@ -397,28 +399,28 @@ def test_score_breakdowns():
 
 def test_write_jsonl_roundtrip_and_cli(tmp_path):
     items = tcp.generate(8, seed=6, kind="mixed", variant="cot")
-    path = tcp.write_jsonl(items, tmp_path / "tcp.jsonl")
+    path = write_jsonl(items, tmp_path / "tcp.jsonl")
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert rows == items
     for row in rows:
         assert tcp.solve(tcp.problem_from_dict(row["problem"])).answer == row["answer"]
         assert "Let's think step by step." in row["prompt"]
-    assert tcp.main(["--n", "3", "--kind", "long", "--out", str(tmp_path / "l.jsonl")]) == 0
+    assert generate_main(["suite=tcp", "n=3", "kind=long", f"out={tmp_path / 'l.jsonl'}"]) == 0
     assert [json.loads(x)["kind"] for x in (tmp_path / "l.jsonl").read_text().splitlines()] == ["long"] * 3
-    out = subprocess.run([sys.executable, "-m", "timealign.reasoning.tcp", "--help"], capture_output=True, text=True,
-                         cwd=Path(__file__).resolve().parents[1], check=True).stdout
-    assert "--kind" in out and "--no-robust" in out
+    out = subprocess.run([sys.executable, "data_prep/reasoning.py", "suite=tcp", "--help"], capture_output=True,
+                         text=True, cwd=Path(__file__).resolve().parents[1], check=True).stdout
+    assert "kind='mixed'" in out and "robust=True" in out
 
 
 def test_suite_runs_on_the_tiny_model_and_counts_garbage_as_unclear(tiny_model_dir, tmp_path):
-    from timealign.eval.hf_backend import HFBackend
-    from timealign.eval.suites import EvalContext, get_suite
+    from timealign.backends.hf import HFBackend
+    from timealign.suites.registry import EvalContext, get_suite
 
     suite = get_suite("tcp")
     assert suite.run is tcp.run_suite
     backend = HFBackend(str(tiny_model_dir), batch_size=8)
-    report = suite.run(backend, EvalContext(recipe=None, out_dir=tmp_path,
-                                            options={"n": "4", "max_new_tokens": "8", "kind": "mixed"}))
+    report = suite.run(backend, EvalContext(recipe=None, out_dir=tmp_path, options=suite.parse_options(
+        {"n": "4", "max_new_tokens": "8", "kind": "mixed"})))
     o = report["overall"]
     assert o["n"] == 4 and len(report["samples"]) == 4
     preds = [tcp.parse_answer(s["output"], s["kind"]) for s in report["samples"]]
@@ -429,13 +431,13 @@ def test_suite_runs_on_the_tiny_model_and_counts_garbage_as_unclear(tiny_model_d
     assert report["settings"]["max_new_tokens"] == 8 and "random baseline" in report["markdown"]
     json.dumps(report)
     with pytest.raises(ValueError):
-        suite.run(backend, EvalContext(recipe=None, out_dir=tmp_path, options={"kind": "medium"}))
+        suite.run(backend, EvalContext(recipe=None, out_dir=tmp_path, options=suite.parse_options({"kind": "medium"})))
 
 
 def test_suite_records_a_failed_generation_and_resumes_from_the_cache(tiny_model_dir, tmp_path):
     """One failing prompt is listed under `errors` (scored as unclear), not a crash; a rerun reuses the cache."""
-    from timealign.eval.hf_backend import HFBackend
-    from timealign.eval.suites import EvalContext, get_suite
+    from timealign.backends.hf import HFBackend
+    from timealign.suites.registry import EvalContext, get_suite
 
     backend = HFBackend(str(tiny_model_dir), batch_size=2)
     healthy = backend.generate
@@ -447,12 +449,13 @@ def test_suite_records_a_failed_generation_and_resumes_from_the_cache(tiny_model
         return healthy(prompts, **kw)
 
     items = tcp.generate(3, 5)
-    from timealign.rendering import PromptRenderer
+    from timealign.render.chat import PromptRenderer
 
     failing["prompt"] = PromptRenderer(backend.tokenizer, timestamps=False).prompt(
         [{"role": "user", "content": items[1]["prompt"]}])
     backend.generate = flaky
-    ctx = EvalContext(recipe=None, out_dir=tmp_path, options={"n": "3", "seed": "5", "max_new_tokens": "4"})
+    ctx = EvalContext(recipe=None, out_dir=tmp_path,
+                      options=get_suite("tcp").parse_options({"n": "3", "seed": "5", "max_new_tokens": "4"}))
     report = get_suite("tcp").run(backend, ctx)
     assert report["overall"]["n"] == 3
     assert report["errors"] == [{"index": 1, "error": "RuntimeError: engine error on one request"}]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from timealign.config import DataSection
-from timealign.data.prepare import load_prepared, prepare
+from timealign.data.pairs import load_prepared, prepare
 from timealign.data.tictoc import (
     PREFER_NO_TOOL,
     PREFER_TOOL,
@@ -257,7 +257,7 @@ def test_balance_train_labels_equalises_each_scenario(tmp_path):
 
 
 def test_offset_scale_scales_the_rendered_offsets(tiny_tokenizer, tmp_path):
-    from timealign.rendering import PromptRenderer
+    from timealign.render.chat import PromptRenderer
     from timealign.train.dpo import render_split
 
     prepare(DataSection(source="synthetic", synthetic_trajectories=4), tmp_path / "prep")
@@ -277,3 +277,44 @@ def test_sensitivity_swap_never_touches_the_held_out_split(tmp_path):
     assert a["test"].to_list() == b["test"].to_list()
     assert a["train"]["tools"] != b["train"]["tools"]  # every train tool now states another update rate
     assert plain["splits"]["test"] == swapped["splits"]["test"]
+
+
+# ---------------------------------------------------------------------------------------------- shared loader pieces
+
+
+def test_annotated_records_from_memory_share_the_loader_contract():
+    """In-memory records go through the same validation as files; `on_error` decides raise or reject."""
+    from timealign.data.records import LoadResult, RecordError
+    from timealign.data.synthetic import generate_annotated
+    from timealign.data.tictoc import annotated_records
+
+    records = generate_annotated(2, seed=0, split="train")
+    result = annotated_records(records, "memory")
+    assert isinstance(result, LoadResult) and result.rejects == []
+    assert [(s.id, s.elapse_level) for s in result.samples] == [(r["id"], r["elapse_level"]) for r in records]
+    bad = dict(_record("stock_market_order_book_9"), score=7.0)
+    with pytest.raises(RecordError) as err:  # a TicTocFormatError is a RecordError, as DialogFormatError is
+        annotated_records([bad], "memory")
+    assert isinstance(err.value, TicTocFormatError) and "memory: record 'stock_market_order_book_9'" in str(err.value)
+    kept = annotated_records([bad, _record()], "memory", result, on_error="skip")
+    assert kept is result and len(result.samples) == len(records) + 1
+    assert result.rejects == [{"source": "memory", "id": "stock_market_order_book_9", "reason": err.value.reason}]
+    with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip'"):
+        annotated_records(records, "memory", on_error="ignore")
+
+
+def test_pairs_command_writes_the_prepared_folder_and_exits_1_on_bad_data(tmp_path, capsys):
+    from timealign.config.cli import DATA_HINT
+    from timealign.data.commands import pairs_main
+
+    assert pairs_main(["--help"]) == 0
+    assert "out=" in capsys.readouterr().out
+    out = tmp_path / "pairs"
+    assert pairs_main(["recipe=tiny", f"out={out}", "data.synthetic_trajectories=4"]) == 0
+    assert json.loads(capsys.readouterr().out.split("\nwrote ")[0])["pairs"] == 24  # 4 per split x 3 levels x 2
+    assert load_prepared(out)["train"].num_rows == 12
+    bad = _write_jsonl(tmp_path / "bad.jsonl", [dict(_record(), score=9.0)])
+    assert pairs_main(["recipe=tiny", "data.source=annotated", f"data.path={bad}", f"out={tmp_path / 'x'}"]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}: record 'stock_market_order_book_1'" in err and DATA_HINT in err
+    assert pairs_main(["recipe=tiny", "data.source=v1", f"data.path={tmp_path / 'none'}"]) == 1  # FileNotFoundError

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from timealign.timeinterval import (
+from timealign.render.intervals import (
     IntervalParseError,
     interval_bucket,
     parse_minutes,

@@ -7,17 +7,16 @@ from collections import defaultdict
 import pytest
 
 from timealign.config import DataSection, TimerSection
-from timealign.data.synthetic_dialogs import EVENTS, generate_timelychat
+from timealign.data.synthetic import EVENTS, generate_timelychat
 from timealign.data.timelychat import (
     DialogFormatError,
     load_dialogs,
     load_files,
     load_timelychat,
-    load_timer_prepared,
-    prepare_timer_data,
     timer_sequences,
 )
-from timealign.rendering import (
+from timealign.data.timer_prep import load_timer_prepared, prepare_timer_data
+from timealign.render.timer import (
     TIMER_SPK,
     TIMER_TIME,
     TIMER_UTT,
@@ -197,7 +196,7 @@ def test_byte_level_boundary_without_special_tokens(timer_tokenizer):
     assert typed(tok, f, TOKEN_TIME) == " 1 hour 30 minutes"
     assert typed(tok, f, TOKEN_RESPONSE) == f" I feel much better now!{tok.eos_token}"
     # Straddling pieces: a fake offset map where one token covers "A 1" (speaker + space + digit).
-    from timealign.rendering import _batch_token_types
+    from timealign.render.timer import _batch_token_types
 
     spans = [("A", TOKEN_OTHER), (" 1 hour", TOKEN_TIME), (" ok", TOKEN_RESPONSE)]
     text = "A 1 hour ok"
@@ -260,3 +259,23 @@ def test_inference_prompts_are_training_prefixes(timer_tokenizer):
         from transformers import AutoTokenizer
 
         TimerRenderer(AutoTokenizer.from_pretrained(tok.name_or_path))
+
+
+def test_dialog_records_and_the_dialogs_command(tmp_path, capsys):
+    """In-memory records share the loaders' validation; the data-prep command exits 1 on bad data, with the hint."""
+    from timealign.config.cli import DATA_HINT
+    from timealign.data.commands import dialogs_main
+    from timealign.data.records import RecordError
+    from timealign.data.timelychat import dialog_records
+
+    loaded = dialog_records(generate_timelychat(3, seed=1), "memory", split="eval", layout="timelychat")
+    assert [d.split for d in loaded.dialogs] == ["eval"] * 3 and loaded.samples is loaded.dialogs
+    with pytest.raises(RecordError, match="memory: record 'x': `timely_response` is empty"):
+        dialog_records([record(id="x", timely_response="")], "memory")
+    path = write_jsonl(tmp_path / "d.jsonl", [record(id="a"), record(id="a")])
+    args = ["recipe=tiny-timer", "data.source=timelychat", f"data.path={path}"]
+    assert dialogs_main([*args, f"out={tmp_path / 'p'}"]) == 1
+    err = capsys.readouterr().err
+    assert "record 'a': duplicate record id in this file" in err and DATA_HINT in err
+    assert dialogs_main([*args, f"out={tmp_path / 'p'}", "data.on_error=skip"]) == 0
+    assert json.loads((tmp_path / "p" / "manifest.json").read_text())["rejects"] == 1

@@ -9,23 +9,28 @@ import math
 import pytest
 
 from timealign.data.timelychat import TimerDialog, load_timelychat, timelychat_dialog
-from timealign.eval.suites import EvalContext, get_suite
-from timealign.eval.timelychat import (
-    JUDGE_METRICS,
+from timealign.render.checkpoint import (
+    CHECKPOINT_RECIPE,
     TimerCheckpointError,
-    bleu2,
-    evaluate_timelychat,
+    timer_renderer_for_checkpoint,
+    trained_timer_section,
+)
+from timealign.render.timer import TIMER_UTT, TimerRenderer, TimerTurn, add_timer_tokens
+from timealign.suites.registry import EvalContext, get_suite
+from timealign.suites.timelychat.judge import (
+    JUDGE_METRICS,
     judge_messages,
     judge_responses,
     parse_judge_score,
-    rmsle,
-    rouge_l,
+)
+from timealign.suites.timelychat.metrics import bleu2, rmsle, rouge_l, timing_metrics
+from timealign.suites.timelychat.suite import (
+    SUITE,
+    evaluate_timelychat,
     run_timelychat_suite,
     timer_renderer_for_backend,
     timing_cases,
-    timing_metrics,
 )
-from timealign.rendering import TIMER_UTT, TimerRenderer, TimerTurn, add_timer_tokens
 
 # ------------------------------------------------------------------------------------------------- timing metrics
 
@@ -351,8 +356,8 @@ def test_suite_options_registration_and_checks(timer_tokenizer, tiny_tokenizer, 
     data.write_text("\n".join(json.dumps({"id": d.id, "speaker_list": d.speakers[:-1], "context": d.utterances[:-1],
                                           "target_speaker": d.target_speaker, "time_elapsed": d.target_minutes,
                                           "timely_response": d.utterances[-1]}) for d in DIALOGS))
-    ctx = EvalContext(recipe=recipe, out_dir=tmp_path / "out", options={
-        "data": str(data), "timing_turns": "target", "unparsed": "wrong", "bertscore_model": "roberta-large"})
+    ctx = EvalContext(recipe=recipe, out_dir=tmp_path / "out", options=SUITE.parse_options({
+        "data": str(data), "timing_turns": "target", "unparsed": "wrong", "bertscore_model": "roberta-large"}))
     report = run_timelychat_suite(scripted(timer_tokenizer), ctx)
     t = report["timing"]
     assert t["cases"] == 2 and (t["tp"], t["fn"]) == (1, 1) and report["overall"]["fpr"] is None
@@ -364,12 +369,12 @@ def test_suite_options_registration_and_checks(timer_tokenizer, tiny_tokenizer, 
     except ImportError:
         assert any(n.startswith("BERTScore skipped") and "bert_score" in n for n in report["notes"])
 
-    with pytest.raises(ValueError, match="unknown timelychat options"):
-        run_timelychat_suite(scripted(timer_tokenizer), EvalContext(recipe, tmp_path, options={"nn": "3"}))
+    with pytest.raises(ValueError, match="unknown key 'timelychat.nn'"):  # checked where the options are read
+        SUITE.parse_options({"nn": "3"})
     # a checkpoint that was not TIMER-trained: no markers in its tokenizer
     plain = ScriptedBackend(tiny_tokenizer, {})
     with pytest.raises(TimerCheckpointError, match="train/sft.py"):
-        run_timelychat_suite(plain, EvalContext(recipe, tmp_path, options={"n": "2"}))
+        run_timelychat_suite(plain, EvalContext(recipe, tmp_path, options=SUITE.parse_options({"n": "2"})))
     # ...unless the plain (no-special-tokens) format is asked for
     assert timer_renderer_for_backend(plain, special_tokens=False).special_tokens is False
 
@@ -394,7 +399,7 @@ def timer_checkpoint(tiny_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf_timer(timer_checkpoint):
-    from timealign.eval.hf_backend import HFBackend
+    from timealign.backends.hf import HFBackend
 
     return HFBackend(str(timer_checkpoint[1]), dtype="float32", device="cpu", batch_size=32)
 
@@ -424,9 +429,9 @@ def check_report(report, dialogs):
 def test_suite_on_a_tiny_timer_checkpoint(timer_checkpoint, hf_timer, tmp_path):
     recipe, ckpt = timer_checkpoint
     assert timer_renderer_for_backend(hf_timer).special_tokens is True
-    ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options={"n": "4", "seed": "3", **SMALL})
+    ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options=SUITE.parse_options({"n": "4", "seed": "3", **SMALL}))
     report = get_suite("timelychat").run(hf_timer, ctx)
-    from timealign.eval.timelychat import load_eval_dialogs
+    from timealign.suites.timelychat.suite import load_eval_dialogs
 
     dialogs = load_eval_dialogs(None, 4, 3)
     assert [s["id"] for s in report["samples"]] == [d.id for d in dialogs]
@@ -437,7 +442,7 @@ def test_suite_on_a_tiny_timer_checkpoint(timer_checkpoint, hf_timer, tmp_path):
 
 def test_suite_on_the_real_timelychat_sample(hf_timer, timer_checkpoint, timelychat_sample, tmp_path):
     recipe, _ = timer_checkpoint
-    ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options={"data": str(timelychat_sample), **SMALL})
+    ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options=SUITE.parse_options({"data": str(timelychat_sample), **SMALL}))
     report = run_timelychat_suite(hf_timer, ctx)
     dialogs = load_timelychat(timelychat_sample).dialogs
     assert len(dialogs) == 6 and isinstance(dialogs[0], TimerDialog)
@@ -473,3 +478,18 @@ def test_renderer_follows_the_checkpoint_recipe_and_utterance_first_is_flagged(t
     (tmp_path / "timealign_recipe.yaml").write_text("task: dpo\ntimer:\n  special_tokens: false\n")
     with pytest.raises(TimerCheckpointError, match="lacks the TIMER markers"):
         timer_renderer_for_backend(backend)
+
+
+def test_checkpoint_timer_settings_are_read_from_sft_recipes_only(tiny_tokenizer, timer_tokenizer, tmp_path):
+    """The one reader of a checkpoint's TIMER settings (used by the suite and by `TimerInference.from_checkpoint`)."""
+    assert trained_timer_section(tmp_path) is None  # no saved recipe: callers use the defaults
+    assert timer_renderer_for_checkpoint(timer_tokenizer, tmp_path).order == "time_first"
+    (tmp_path / CHECKPOINT_RECIPE).write_text("task: sft\ntimer:\n  order: utterance_first\n  retired_key: 1\n")
+    section = trained_timer_section(tmp_path)
+    assert (section.special_tokens, section.order) == (True, "utterance_first")
+    assert timer_renderer_for_checkpoint(timer_tokenizer, tmp_path, order="time_first").order == "time_first"
+    (tmp_path / CHECKPOINT_RECIPE).write_text("task: dpo\ntimer:\n  special_tokens: false\n")
+    with pytest.raises(TimerCheckpointError, match="task: dpo"):
+        trained_timer_section(tmp_path)
+    with pytest.raises(TimerCheckpointError, match="lacks the TIMER markers"):  # even when asked for the plain format
+        timer_renderer_for_checkpoint(tiny_tokenizer, tmp_path, special_tokens=False)

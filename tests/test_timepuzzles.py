@@ -13,12 +13,27 @@ from datetime import date, timedelta
 import numpy as np
 import pytest
 
-from timealign.reasoning import timepuzzles as tp
-from timealign.reasoning import timepuzzles_kb as kb
-from timealign.reasoning.timepuzzles import (
-    ChineseZodiacFact, DayOfMonthFact, DayOfMonthRangeFact, DecadeFact, EventFact, ExplicitYearFact,
-    KnowledgeBaseEventFact, LeapYearFact, LunarMonthFact, MonthFact, MultiWeekdayFact, PersonAliveFact, SeasonFact,
-    USPresidentFact, WeekdayFact, WeekdayInMonthFact,
+from timealign.suites import timepuzzles as tp
+from timealign.suites.generate_sets import main as generate_main
+from timealign.data.records import read_jsonl
+from timealign.suites.timepuzzles import kb
+from timealign.suites.timepuzzles import (
+    ChineseZodiacFact,
+    DayOfMonthFact,
+    DayOfMonthRangeFact,
+    DecadeFact,
+    EventFact,
+    ExplicitYearFact,
+    KnowledgeBaseEventFact,
+    LeapYearFact,
+    LunarMonthFact,
+    MonthFact,
+    MultiWeekdayFact,
+    PersonAliveFact,
+    SeasonFact,
+    USPresidentFact,
+    WeekdayFact,
+    WeekdayInMonthFact,
 )
 
 D = date.fromisoformat
@@ -371,13 +386,13 @@ def test_generation_speed(capsys):
 
 def test_cli(tmp_path):
     out = tmp_path / "tp.jsonl"
-    assert tp.main(["--n", "6", "--seed", "1", "--variant", "explicit", "--out", str(out)]) == 0
-    records = tp.read_jsonl(out)
+    assert generate_main(["suite=timepuzzles", "n=6", "seed=1", "variant=explicit", f"out={out}"]) == 0
+    records = read_jsonl(out)
     assert [r["target_count"] for r in records] == [1, 2, 3, 4, 5, 6]
     assert records == tp.generate(6, 1, variant="explicit")
-    help_text = subprocess.run([sys.executable, "-m", "timealign.reasoning.timepuzzles", "--help"],
+    help_text = subprocess.run([sys.executable, "-m", "timealign.suites.generate_sets", "suite=timepuzzles", "--help"],
                                capture_output=True, text=True, check=True).stdout
-    for flag in ("--n", "--seed", "--variant", "--out"):
+    for flag in ("n=50", "seed=0", "variant='implicit'", "out="):
         assert flag in help_text
 
 
@@ -437,14 +452,14 @@ def test_score_outputs_macro_average():
 # ------------------------------------------------------------------------------------------------------------
 
 def test_suite_on_tiny_model(tiny_model_dir, tmp_path):
-    from timealign.eval.hf_backend import HFBackend
-    from timealign.eval.suites import EvalContext, get_suite
+    from timealign.backends.hf import HFBackend
+    from timealign.suites.registry import EvalContext, get_suite
 
     suite = get_suite("timepuzzles")
     assert suite.run is tp.run_suite
     backend = HFBackend(str(tiny_model_dir), batch_size=8)
     ctx = EvalContext(recipe=None, out_dir=tmp_path, timestamps=False,
-                      options={"n": "4", "seed": "2", "max_new_tokens": "16"})
+                      options=suite.parse_options({"n": "4", "seed": "2", "max_new_tokens": "16"}))
     report = suite.run(backend, ctx)
     o = report["overall"]
     assert o["n"] == 4 and o["em"] == 0 and o["f1"] == 0 and o["jaccard"] == 0 and o["unparseable"] == 1
@@ -453,5 +468,5 @@ def test_suite_on_tiny_model(tiny_model_dir, tmp_path):
     assert report["samples"][0]["gold"] == tp.generate(1, 2)[0]["gold"]
     assert "| EM |" in report["markdown"]
     json.dumps(report)
-    with pytest.raises(ValueError, match="unknown timepuzzles option"):
-        suite.run(backend, EvalContext(recipe=None, out_dir=tmp_path, options={"bogus": "1"}))
+    with pytest.raises(ValueError, match="unknown key 'timepuzzles.bogus'"):
+        suite.parse_options({"bogus": "1"})

@@ -7,10 +7,10 @@ import copy
 import pytest
 import torch
 
-from timealign.rendering import TOKEN_OTHER as O
-from timealign.rendering import TOKEN_RESPONSE as R
-from timealign.rendering import TOKEN_TIME as T
-from timealign.rendering import TimerRenderer, TimerTurn
+from timealign.render.timer import TOKEN_OTHER as O
+from timealign.render.timer import TOKEN_RESPONSE as R
+from timealign.render.timer import TOKEN_TIME as T
+from timealign.render.timer import TimerRenderer, TimerTurn
 
 # Hand-built rows: token ids and the kind of each token (0 other, 1 time, 2 response), as a renderer would mark
 # `<SPK> A <TIME> 20 minutes <UTT> I am back <eos>`; filled in with real TIMER token ids below.
@@ -209,7 +209,7 @@ def test_truncation_in_prepare_keeps_masks_aligned(base, tmp_path):
 
 
 def test_two_step_inference_with_a_fake_backend(base):
-    from timealign.eval.timer_infer import TimerInference
+    from timealign.suites.timelychat.infer import TimerInference
 
     _, tok, _ = base
     renderer = TimerRenderer(tok)
@@ -251,7 +251,7 @@ def test_recipes_carry_the_paper_settings(tmp_path):
     assert tiny.model.name_or_path == "tiny" and tiny.data.source == "synthetic"
     assert tiny.training["use_cpu"] is True and tiny.training["bf16"] is False
     assert (tiny.timer.lambda_time, tiny.timer.special_tokens, tiny.timer.order) == (0.0, False, "utterance_first")
-    assert "timer.{lambda_time" in describe_fields()
+    assert "timer.lambda_time=1.0" in describe_fields()
     with pytest.raises(RecipeError, match="is a 'sft' recipe"):
         load_recipe("tiny-timer", task="dpo")
     with pytest.raises(RecipeError, match="training.beta"):  # DPO-only field, checked against SFTConfig

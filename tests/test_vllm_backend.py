@@ -30,7 +30,8 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU build ot
 from test_backends import BOS, build_test_model, tictoc_rows  # noqa: E402
 
 from timealign.config import load_recipe  # noqa: E402
-from timealign.eval.backends import GenerationError, make_backend  # noqa: E402
+from timealign.backends.base import GenerationError
+from timealign.backends.factory import make_backend
 
 pytestmark = pytest.mark.slow
 MAX_NEW_TOKENS = 16
@@ -64,8 +65,8 @@ def lora_adapter(test_model, tmp_path_factory):
 
 
 def hf_outputs(checkpoint, rows):
-    from timealign.eval.hf_backend import HFBackend
-    from timealign.rendering import PromptRenderer
+    from timealign.backends.hf import HFBackend
+    from timealign.render.chat import PromptRenderer
 
     hf = HFBackend(str(checkpoint), batch_size=4, dtype="float32")
     renderer = PromptRenderer(hf.tokenizer)
@@ -78,7 +79,7 @@ def vllm_backend(checkpoint):
 
 
 def test_vllm_greedy_equals_hf_on_tictoc_prompts(test_model, rows, tmp_path):
-    from timealign.eval.tictoc import evaluate_tictoc
+    from timealign.suites.tictoc.suite import evaluate_tictoc
 
     hf, prompts, expected = hf_outputs(test_model, rows)
     assert len(set(expected)) > 3  # varied outputs: a wrong engine would not match them by chance

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 TINY_NAME = "tiny"  # `model.name_or_path: tiny` in a recipe selects this model (random weights)
@@ -20,6 +22,7 @@ TINY_AGENT_NAME = "tiny-agent"  # the same model after a short format warm-up on
 TINY_BLIND_AGENT_NAME = "tiny-agent-blind"
 BLIND_AGENT_SETTINGS = {"final_turns": True, "elapsed": True, "max_rounds": 1, "trajectories": 80, "epochs": 3}
 TINY_FORMAT_VERSION = "4"  # bump when the files written below change, so stale caches are rebuilt
+TINY_META = "timealign_tiny.json"  # written last into every built folder: its presence means "complete"
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 
@@ -144,7 +147,7 @@ def build_tiny_model(
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    (out / "timealign_tiny.json").write_text(json.dumps({"format": TINY_FORMAT_VERSION, "seed": seed}))
+    (out / TINY_META).write_text(json.dumps({"format": TINY_FORMAT_VERSION, "seed": seed}))
     return out
 
 
@@ -153,22 +156,26 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("TIMEALIGN_CACHE", Path.home() / ".cache" / "timealign"))
 
 
+def build_once(target: Path, build: Callable[[Path], object]) -> Path:
+    """`target`, built by `build(staging_folder)` unless already complete. The build goes to a folder of this process
+    and is renamed into place (atomic), so several processes may race: the first rename wins and the others' copies,
+    identical (fixed seeds), are dropped."""
+    if (target / TINY_META).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}-build-{os.getpid()}"
+    build(staging)
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def ensure_tiny_model(cache_dir: str | os.PathLike | None = None) -> Path:
     """Return the folder of the tiny model, building it once (atomic rename, safe under several processes)."""
     base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    target = base / f"tiny-llama-v{TINY_FORMAT_VERSION}"
-    if (target / "timealign_tiny.json").exists():
-        return target
-    base.mkdir(parents=True, exist_ok=True)
-    staging = base / f".tiny-build-{os.getpid()}"
-    build_tiny_model(staging)
-    try:
-        staging.rename(target)
-    except OSError:  # another process finished first; its copy is identical (fixed seed)
-        import shutil
-
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return build_once(base / f"tiny-llama-v{TINY_FORMAT_VERSION}", build_tiny_model)
 
 
 def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *, trajectories: int = 80,
@@ -193,12 +200,15 @@ def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *,
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
+    from timealign.config import DataSection
     from timealign.data.synthetic import generate_annotated
-    from timealign.data.tictoc import LoadResult, _annotated_records, build_pair
-    from timealign.rendering import PromptRenderer
+    from timealign.data.records import LoadResult
+    from timealign.data.tictoc import annotated_records, build_pair
+    from timealign.render.chat import PromptRenderer
 
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
-    renderers = [PromptRenderer(tokenizer, elapsed=elapsed), PromptRenderer(tokenizer, timestamps=False)]
+    data = DataSection(timestamps=True, elapsed=elapsed)
+    renderers = [PromptRenderer.for_data(tokenizer, data), PromptRenderer.for_data(tokenizer, data, timestamps=False)]
     records = generate_annotated(trajectories, seed=seed, split="train", max_rounds=max_rounds)
     rng = random.Random(seed)
     rows = []
@@ -212,8 +222,8 @@ def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *,
                              "completion": renderers[0].completion(history[:i], message, tools)})
     if final_turns:
         loaded = LoadResult()
-        _annotated_records(records, "tiny-agent warm-up", loaded, orientation="tool_high", on_error="raise",
-                           unknown="error")
+        annotated_records(records, "tiny-agent warm-up", loaded, orientation="tool_high", on_error="raise",
+                          unknown="error")
         for sample in loaded.samples:
             pair = build_pair(sample, default_margins={}, direct_answer="latest_tool_result")
             reply = pair["chosen" if rng.random() < 0.5 else "rejected"][0]
@@ -232,10 +242,8 @@ def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *,
     out = Path(out_dir)
     trainer.save_model(str(out))
     tokenizer.save_pretrained(out)
-    import shutil
-
     shutil.rmtree(out / "_trainer", ignore_errors=True)
-    (out / "timealign_tiny.json").write_text(json.dumps({
+    (out / TINY_META).write_text(json.dumps({
         "format": TINY_FORMAT_VERSION, "seed": seed, "warmup_examples": len(rows), "epochs": epochs,
         "final_turns": final_turns, "elapsed": elapsed, "max_rounds": max_rounds, "trajectories": trajectories}))
     return out
@@ -248,19 +256,13 @@ def ensure_tiny_agent(cache_dir: str | os.PathLike | None = None, *, blind: bool
     base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     name = TINY_BLIND_AGENT_NAME if blind else TINY_AGENT_NAME
     target = base / f"{name}-v{TINY_FORMAT_VERSION}"
-    if (target / "timealign_tiny.json").exists():
-        return target
-    logging.getLogger(__name__).warning("building %s once: a short format warm-up of the tiny model "
-                                        "(a few minutes on CPU; cached in %s)", name, target)
-    staging = base / f".{name}-build-{os.getpid()}"
-    build_tiny_agent(staging, ensure_tiny_model(base), **(BLIND_AGENT_SETTINGS if blind else {}))
-    try:
-        staging.rename(target)
-    except OSError:  # another process finished first
-        import shutil
 
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    def build(staging: Path) -> None:
+        logging.getLogger(__name__).warning("building %s once: a short format warm-up of the tiny model "
+                                            "(a few minutes on CPU; cached in %s)", name, target)
+        build_tiny_agent(staging, ensure_tiny_model(base), **(BLIND_AGENT_SETTINGS if blind else {}))
+
+    return build_once(target, build)
 
 
 def resolve_model_path(name_or_path: str) -> str:

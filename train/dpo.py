@@ -1,4 +1,6 @@
-"""Offset-DPO on TicToc pairs. Usage: [accelerate launch] train/dpo.py recipe=NAME [key=value ...] (--help)."""
+"""Offset-DPO on TicToc pairs. Usage: [accelerate launch] train/dpo.py recipe=NAME|--config PATH [key=value ...]
+
+--help lists the recipes and every recipe field."""
 
 import sys
 

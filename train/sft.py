@@ -1,4 +1,6 @@
-"""TIMER-style multi-task SFT. Usage: [accelerate launch] train/sft.py recipe=NAME [key=value ...] (--help)."""
+"""TIMER-style multi-task SFT. Usage: [accelerate launch] train/sft.py recipe=NAME|--config PATH [key=value ...]
+
+--help lists the recipes and every recipe field."""
 
 import sys
 

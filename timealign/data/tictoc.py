@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from timealign.data.records import LoadResult, RecordError, check_on_error, data_files
 from timealign.data.scenarios import Scenario, UnknownScenarioError, get_scenario, resolve_scenario_id
-from timealign.rendering import parse_time, parse_tool_arguments
+from timealign.render.timefmt import parse_time
+from timealign.render.chat import parse_tool_arguments
 
 PREFER_TOOL = "prefer_tool"
 PREFER_NO_TOOL = "prefer_no_tool"
@@ -31,13 +33,8 @@ LEVEL_NAMES = ("small", "medium", "large")
 ORIENTATIONS = ("tool_high", "tool_low")
 
 
-class TicTocFormatError(ValueError):
-    """A record that cannot be used; the message names the file and the record id."""
-
-    def __init__(self, source: str, record_id: str | None, reason: str):
-        self.source, self.record_id, self.reason = source, record_id, reason
-        where = f"{source}: record {record_id!r}" if record_id is not None else source
-        super().__init__(f"{where}: {reason}")
+class TicTocFormatError(RecordError):
+    """A TicToc record that cannot be used; the message names the file and the record id."""
 
 
 @dataclass
@@ -56,16 +53,6 @@ class TicTocSample:
     def num_turns(self) -> int:
         """Messages other than the system prompt (the paper's length buckets: <=7, 8-12, >=13)."""
         return sum(1 for m in self.history if m.get("role") != "system")
-
-
-@dataclass
-class LoadResult:
-    samples: list[TicTocSample] = field(default_factory=list)
-    rejects: list[dict] = field(default_factory=list)  # {"source", "id", "reason"}
-
-    def extend(self, other: "LoadResult") -> None:
-        self.samples += other.samples
-        self.rejects += other.rejects
 
 
 # ---------------------------------------------------------------------------------------------- validation
@@ -139,23 +126,6 @@ def _resolve(record: dict, source: str, rid: str, unknown: str) -> Scenario:
         raise TicTocFormatError(source, rid, str(err)) from None
 
 
-def _guard(result: LoadResult, on_error: str, source: str, rid: str | None, fn):
-    """Run `fn` for one record: raise, or record the reject and go on (`on_error="skip"`)."""
-    try:
-        sample = fn()
-    except TicTocFormatError as err:
-        if on_error != "skip":
-            raise
-        result.rejects.append({"source": source, "id": rid, "reason": err.reason})
-        return
-    result.samples.append(sample)
-
-
-def _check_on_error(on_error: str) -> None:
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-
-
 # ---------------------------------------------------------------------------------------------- loaders
 
 
@@ -170,9 +140,9 @@ def _read_json_list(path: Path) -> list:
     return data
 
 
-def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "error") -> LoadResult:
+def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "error") -> LoadResult[TicTocSample]:
     """The v1 release folder: label and elapse level come from each file's name."""
-    _check_on_error(on_error)
+    check_on_error(on_error)
     folder = Path(folder)
     files = sorted(p for p in folder.glob("*.json") if V1_FILE.match(p.name))
     if not files:
@@ -189,13 +159,12 @@ def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "erro
         except TicTocFormatError as err:
             if on_error != "skip":
                 raise
-            result.rejects.append({"source": source, "id": None, "reason": err.reason})
+            result.reject(source, None, err.reason)
             continue
         for idx, record in enumerate(records):
             rid = record.get("id") if isinstance(record, dict) else None
             rid = rid if rid is not None else f"#{idx}"
-            _guard(result, on_error, source, rid,
-                   lambda r=record, rid=rid: _v1_sample(r, rid, source, label, level, unknown))
+            result.add(on_error, lambda r=record, rid=rid: _v1_sample(r, rid, source, label, level, unknown))
     return result
 
 
@@ -251,26 +220,31 @@ def _annotated_sample(record: Any, rid: str, source: str, orientation: str, unkn
     )
 
 
-def _annotated_records(records: Iterable[Any], source: str, result: LoadResult, *, orientation: str,
-                       on_error: str, unknown: str) -> None:
+def annotated_records(records: Iterable[Any], source: str, result: LoadResult[TicTocSample] | None = None, *,
+                      orientation: str = "tool_high", on_error: str = "raise",
+                      unknown: str = "error") -> LoadResult[TicTocSample]:
+    """Samples from records already in memory, in the annotated layout (`generate_annotated`'s output, hub rows).
+
+    `source` names them in errors and rejects; a record without an `id` is called `#<index>`. The samples and
+    rejects are added to `result` (a new one when None), which is returned. `orientation`, `on_error` and `unknown`
+    are as in `load_annotated`.
+    """
+    check_on_error(on_error)
+    result = LoadResult() if result is None else result
     for idx, record in enumerate(records):
         rid = record.get("id") if isinstance(record, dict) else None
         rid = rid if rid is not None else f"#{idx}"
-        _guard(result, on_error, source, rid,
-               lambda r=record, rid=rid: _annotated_sample(r, rid, source, orientation, unknown))
+        result.add(on_error, lambda r=record, rid=rid: _annotated_sample(r, rid, source, orientation, unknown))
+    return result
 
 
 def load_annotated(path: str | Path, *, orientation: str = "tool_high", on_error: str = "raise",
-                   unknown: str = "error") -> LoadResult:
+                   unknown: str = "error") -> LoadResult[TicTocSample]:
     """A JSON list or JSONL file (or a folder of them) of annotated records."""
-    _check_on_error(on_error)
+    check_on_error(on_error)
     label_from_score(0.0, orientation)  # validates the orientation up front
-    path = Path(path)
-    files = sorted([*path.glob("*.jsonl"), *path.glob("*.json")]) if path.is_dir() else [path]
-    if not files:
-        raise FileNotFoundError(f"{path}: no .json or .jsonl files")
     result = LoadResult()
-    for file in files:
+    for file in data_files(Path(path)):
         source = str(file)
         if file.suffix == ".jsonl":
             records = []
@@ -283,29 +257,28 @@ def load_annotated(path: str | Path, *, orientation: str = "tool_high", on_error
                     except json.JSONDecodeError as err:
                         if on_error != "skip":
                             raise TicTocFormatError(source, f"line {lineno}", f"malformed JSON: {err}") from None
-                        result.rejects.append({"source": source, "id": f"line {lineno}",
-                                               "reason": f"malformed JSON: {err}"})
+                        result.reject(source, f"line {lineno}", f"malformed JSON: {err}")
         else:
             try:
                 records = _read_json_list(file)
             except TicTocFormatError as err:
                 if on_error != "skip":
                     raise
-                result.rejects.append({"source": source, "id": None, "reason": err.reason})
+                result.reject(source, None, err.reason)
                 continue
-        _annotated_records(records, source, result, orientation=orientation, on_error=on_error, unknown=unknown)
+        annotated_records(records, source, result, orientation=orientation, on_error=on_error, unknown=unknown)
     return result
 
 
 def load_hub(path: str, *, split: str = "train", orientation: str = "tool_high", on_error: str = "raise",
-             unknown: str = "error") -> LoadResult:
+             unknown: str = "error") -> LoadResult[TicTocSample]:
     """`datasets.load_dataset(path, split=split)` rows in the annotated layout (hub id or local path)."""
     from datasets import load_dataset
 
-    _check_on_error(on_error)
+    check_on_error(on_error)
     rows = load_dataset(path, split=split)
     result = LoadResult()
-    _annotated_records(rows, f"{path}[{split}]", result, orientation=orientation, on_error=on_error, unknown=unknown)
+    annotated_records(rows, f"{path}[{split}]", result, orientation=orientation, on_error=on_error, unknown=unknown)
     return result
 
 
@@ -422,17 +395,16 @@ def build_pair(sample: TicTocSample, *, default_margins: dict[str, float], direc
 
 def build_pairs(samples: Iterable[TicTocSample], *, default_margins: dict[str, float],
                 direct_answer: str = "latest_tool_result", min_margin: float = 0.0,
-                on_error: str = "raise") -> LoadResult:
+                on_error: str = "raise") -> LoadResult[dict]:
     """Pairs for every sample; `samples` of the result hold the pair rows (dicts)."""
-    _check_on_error(on_error)
+    check_on_error(on_error)
     result = LoadResult()
     for sample in samples:
         if sample.score is not None and abs(sample.score - 1.5) < min_margin:
-            result.rejects.append({"source": sample.source, "id": sample.id,
-                                   "reason": f"annotator margin |S-1.5| below min_margin {min_margin}"})
+            result.reject(sample.source, sample.id, f"annotator margin |S-1.5| below min_margin {min_margin}")
             continue
-        _guard(result, on_error, sample.source, sample.id,
-               lambda s=sample: build_pair(s, default_margins=default_margins, direct_answer=direct_answer))
+        result.add(on_error, lambda s=sample: build_pair(s, default_margins=default_margins,
+                                                         direct_answer=direct_answer))
     return result
 
 

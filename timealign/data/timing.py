@@ -26,7 +26,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from timealign.rendering import format_time, parse_time
+from timealign.render.timefmt import format_time, parse_time
 
 SENSITIVITIES = ("low", "medium", "high")
 LEVELS = (0, 1, 2)

@@ -1,24 +1,25 @@
 """Side-by-side comparison of evaluation reports (base vs trained), with deltas and an optional NAR bar chart.
 
-    python eval/compare.py BEFORE.json AFTER.json [BEFORE2.json AFTER2.json ...] [--png nar.png] [--labels a,b]
+    python eval/compare.py before=BEFORE.json after=AFTER.json [png=nar.png]
+    python eval/compare.py before=A0.json,B0.json after=A1.json,B1.json labels=llama3b,qwen3-8b png=nar.png
 
-Each BEFORE/AFTER pair is one model or run; `--png` draws the TicToc paper's Fig. 7: NAR before and after DPO per
+Each before/after pair is one model or run; `png=` draws the TicToc paper's Fig. 7: NAR before and after DPO per
 model, as grouped bars with the chance level (50%) marked.
 """
 
 from __future__ import annotations
 
 import json
-import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+from timealign.config import RecipeError
+from timealign.config.cli import Command, Invocation, run_command
+from timealign.config.schema import opt
 
 ROWS = (("NAR", "nar"), ("attempt rate, prefer-Tool", "attempt_rate_prefer_tool"),
         ("attempt rate, prefer-noTool", "attempt_rate_prefer_no_tool"), ("tool calls", "tool_calls"),
         ("samples", "n"))
-USAGE = ("usage: python eval/compare.py BEFORE.json AFTER.json [BEFORE2.json AFTER2.json ...] [--png PATH] "
-         "[--labels NAME1,NAME2,...]   (reports written by eval/run.py)")
-
-
 def compare_table(before: dict, after: dict, names=("before", "after")) -> str:
     b, a = before["overall"], after["overall"]
 
@@ -86,45 +87,46 @@ def nar_chart(pairs: list[tuple[str, dict, dict]], path: str | Path, names=("bef
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if any(a in ("-h", "--help") for a in argv):
-        print(USAGE)
-        return 0
-    png, labels, files = None, None, []
-    it = iter(argv)
-    for arg in it:
-        if arg in ("--png", "--labels"):
-            value = next(it, None)
-            if value is None:
-                print(f"error: {arg} needs a value\n{USAGE}", file=sys.stderr)
-                return 2
-            if arg == "--png":
-                png = value
-            else:
-                labels = [x for x in value.split(",")]
-        elif arg.startswith("--png="):
-            png = arg.split("=", 1)[1]
-        elif arg.startswith("--labels="):
-            labels = arg.split("=", 1)[1].split(",")
-        else:
-            files.append(arg)
-    if not files or len(files) % 2:
-        print(USAGE)
-        return 2
-    reports = [json.loads(Path(p).read_text()) for p in files]
-    pairs = [(run_label(b, a), b, a) for b, a in zip(reports[::2], reports[1::2])]
-    if labels:
+@dataclass
+class CompareOptions:
+    before: str = opt("", "comma list of reports (<out>/tictoc.json written by eval/run.py) before training")
+    after: str = opt("", "comma list of reports after training, one per `before` report, in the same order")
+    labels: str | None = opt(None, "comma list of names, one per pair (default: the trained checkpoint's folder)")
+    png: str | None = opt(None, "also draw NAR before/after per pair as grouped bars (the TicToc paper's Fig. 7)")
+
+
+COMMAND = Command(prog="python eval/compare.py", summary=__doc__.split("\n\n")[0], options=CompareOptions,
+                  recipe="none", examples="\n".join(line for line in __doc__.splitlines() if "compare.py" in line))
+
+
+def _files(text: str) -> list[str]:
+    return [x for x in text.split(",") if x]
+
+
+def run(invocation: Invocation) -> int:
+    opts = invocation.options
+    before, after = _files(opts.before), _files(opts.after)
+    if not before or len(before) != len(after):
+        raise RecipeError(f"before= and after= need the same number of reports (got {len(before)} and "
+                          f"{len(after)}); see --help")
+    reports = [(json.loads(Path(b).read_text()), json.loads(Path(a).read_text())) for b, a in zip(before, after)]
+    pairs = [(run_label(b, a), b, a) for b, a in reports]
+    if opts.labels:
+        labels = opts.labels.split(",")
         if len(labels) != len(pairs):
-            print(f"error: --labels has {len(labels)} names for {len(pairs)} before/after pairs", file=sys.stderr)
-            return 2
+            raise RecipeError(f"labels= has {len(labels)} names for {len(pairs)} before/after pairs")
         pairs = [(name, b, a) for name, (_, b, a) in zip(labels, pairs)]
-    for i, (label, before, after) in enumerate(pairs):
+    for i, (label, before_report, after_report) in enumerate(pairs):
         if i:
             print()
         head = f" [{label}]" if len(pairs) > 1 else ""
-        print(f"TicToc held-out tool-call decisions{head}: {before.get('checkpoint')} -> {after.get('checkpoint')}\n")
-        print(compare_table(before, after))
-    if png:
-        print(f"\nwrote {nar_chart(pairs, png)}")
+        print(f"TicToc held-out tool-call decisions{head}: {before_report.get('checkpoint')} -> "
+              f"{after_report.get('checkpoint')}\n")
+        print(compare_table(before_report, after_report))
+    if opts.png:
+        print(f"\nwrote {nar_chart(pairs, opts.png)}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(COMMAND, argv, run)

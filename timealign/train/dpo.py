@@ -13,56 +13,22 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-
 from timealign.config import RecipeError
+from timealign.config.cli import DATA_HINT, Command, run_command
 
 logger = logging.getLogger("timealign.train.dpo")
 
-HELP = """usage: [accelerate launch] train/dpo.py recipe=NAME [key=value ...]
-
-Offset-DPO (ODPO-style) on TicToc preference pairs:
-  loss = -log sigmoid(beta * (logratio_chosen - logratio_rejected) - delta),  delta = |S - 1.5| per pair.
-
-Recipes (recipes/NAME.yaml):
-{recipes}
+COMMAND = Command(
+    prog="[accelerate launch] train/dpo.py",
+    summary="Offset-DPO (ODPO-style) on TicToc preference pairs:",
+    examples="""  loss = -log sigmoid(beta * (logratio_chosen - logratio_rejected) - delta),  delta = |S - 1.5| per pair.
 
 Override any recipe field with dotted keys, for example:
   training.learning_rate=1e-6 training.beta=0.05 data.timestamps=false lora.enabled=true
-  data.source=v1 data.path=/data/tictoc-v1 output_dir=outputs/my-run training.report_to=wandb
-
-Fields:
-{fields}
-"""
-
-
-def _torch_dtype(name: str):
-    import torch
-
-    if name == "auto":
-        return "auto"
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
-    except KeyError:
-        raise RecipeError(f"model.dtype must be float32, bfloat16, float16 or auto, got {name!r}") from None
-
-
-def prepared_dir_for(recipe) -> Path:
-    return Path(recipe.data.prepared_dir or Path(recipe.resolved_output_dir()) / "data")
-
-
-def ensure_prepared(recipe) -> Path:
-    """Run data prep on the main process if needed; every process then reads the saved dataset."""
-    from accelerate import PartialState
-
-    from timealign.data.prepare import prepare
-
-    state = PartialState()
-    path = prepared_dir_for(recipe)
-    if state.is_main_process and not (path / "manifest.json").exists():
-        logger.info("preparing %s data into %s", recipe.data.source, path)
-        prepare(recipe.data, path)
-    state.wait_for_everyone()
-    return path
+  data.source=v1 data.path=/data/tictoc-v1 output_dir=outputs/my-run training.report_to=wandb""",
+    task="dpo",
+    recipe="required",
+)
 
 
 def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0):
@@ -84,25 +50,21 @@ def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0):
 
 def build_trainer(recipe):
     """Everything up to a ready OffsetDPOTrainer (used by main and by tests/benchmarks)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import DPOConfig
 
-    from timealign.data.prepare import load_prepared
-    from timealign.rendering import PromptRenderer
-    from timealign.tiny import resolve_model_path
+    from timealign.data.pairs import load_prepared
+    from timealign.data.prepared import ensure_prepared
+    from timealign.render.chat import PromptRenderer
+    from timealign.train.models import load_model, load_tokenizer, lora_config, resolve_base_model
     from timealign.train.odpo import OffsetDPOTrainer
+    from timealign.train.tracking import training_args
 
-    from accelerate import PartialState
-
-    with PartialState().main_process_first():  # `tiny`/`tiny-agent` are built once, by the main process
-        model_path = resolve_model_path(recipe.model.name_or_path)
+    model_path = resolve_base_model(recipe.model.name_or_path)
     data = load_prepared(ensure_prepared(recipe))
     if recipe.data.train_split not in data:
         raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=recipe.model.trust_remote_code)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = load_tokenizer(model_path, recipe.model)
     renderer = PromptRenderer.for_data(tokenizer, recipe.data)
     scale = recipe.data.offset_scale
     train_ds = render_split(data[recipe.data.train_split], renderer, "Rendering train pairs", scale)
@@ -110,43 +72,31 @@ def build_trainer(recipe):
     if recipe.data.eval_split in data and recipe.training.get("eval_strategy", "no") != "no":
         eval_ds = render_split(data[recipe.data.eval_split], renderer, "Rendering eval pairs", scale)
 
-    model = AutoModelForCausalLM.from_pretrained(
-        model_path,
-        dtype=_torch_dtype(recipe.model.dtype),
-        attn_implementation=recipe.model.attn_implementation,
-        trust_remote_code=recipe.model.trust_remote_code,
-    )
-    peft_config = None
-    if recipe.lora.enabled:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(r=recipe.lora.r, lora_alpha=recipe.lora.alpha, lora_dropout=recipe.lora.dropout,
-                                 target_modules=recipe.lora.target_modules, task_type="CAUSAL_LM")
-
-    from timealign.train.tracking import training_args
-
-    args = training_args(recipe, DPOConfig)
+    model = load_model(model_path, recipe.model)
     return OffsetDPOTrainer(
         model=model,
-        args=args,
+        args=training_args(recipe, DPOConfig),
         train_dataset=train_ds,
         eval_dataset=eval_ds,
         processing_class=tokenizer,
-        peft_config=peft_config,
+        peft_config=lora_config(recipe.lora) if recipe.lora.enabled else None,
     )
 
 
 def run(recipe) -> Path:
     """Train and save; resumes per training.resume_from_checkpoint (auto|path|false). On SIGUSR1/SIGTERM (or the
     SLURM launcher's stop file) it checkpoints, stops and raises TrainingPreempted (exit code 75: requeue me)."""
+    from timealign.data.prepared import prepared_dir_for
     from timealign.train.resume import train_and_save
 
     return train_and_save(build_trainer(recipe), recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from timealign.cli import recipe_main
+    """`train/dpo.py`: exit 0 after saving, 2 on a recipe error, 1 on bad input data (75 when preempted)."""
     from timealign.data.tictoc import TicTocFormatError
 
-    return recipe_main(argv, task="dpo", help_text=HELP, run=run, logger=logger,
-                       data_errors=(TicTocFormatError, FileNotFoundError))
+    def train(invocation) -> None:
+        logger.info("saved model to %s", run(invocation.recipe))
+
+    return run_command(COMMAND, argv, train, errors={TicTocFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT)

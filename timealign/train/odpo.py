@@ -22,10 +22,11 @@ The identity is exact only for loss_type "sigmoid" with the reverse-KL score, pl
 no WPO weighting and no label smoothing; everything else is refused at construction.
 
 The offset must also survive the data path: it is kept as a signature column (so `remove_unused_columns` keeps it),
-carried through the collator by a wrapper (TRL's `DataCollatorForPreference` drops unknown keys), left untouched by
-the reference precompute (which only appends columns), and stripped before every model forward, including
-`compute_ref_log_probs`. Caveat: under DeepSpeed, `Trainer._prepare_input` casts floating batch tensors to the
-DeepSpeed dtype, so delta is then rounded to bf16 (relative error <= 2**-9), like TRL's precomputed log-probs.
+carried through the collator by a wrapper (`timealign.train.collators`; TRL's `DataCollatorForPreference` drops
+unknown keys), left untouched by the reference precompute (which only appends columns), and stripped before every
+model forward, including `compute_ref_log_probs`. Caveat: under DeepSpeed, `Trainer._prepare_input` casts floating
+batch tensors to the DeepSpeed dtype, so delta is then rounded to bf16 (relative error <= 2**-9), like TRL's
+precomputed log-probs.
 
 TRL internals relied on (re-check on a TRL upgrade): `DPOTrainer._compute_loss` (reads `inputs["ref_chosen_logps"]`
 / `["ref_rejected_logps"]` when `self.precompute_ref_logps`; logs `rewards/*` by appending one value per call to
@@ -37,59 +38,17 @@ and the attributes `beta`, `precompute_ref_logps`, `ref_model`, `loss_types`, `_
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from trl import DPOConfig, DPOTrainer
 
-__all__ = ["OffsetDPOTrainer", "OffsetPreferenceCollator"]
+from timealign.train.collators import CarriesColumn, OffsetPreferenceCollator, check_offsets
+
+__all__ = ["OffsetDPOTrainer"]
 
 
-def _check_offsets(values: torch.Tensor, column: str) -> None:
-    if torch.isnan(values).any() or torch.isinf(values).any():
-        raise ValueError(f"Column '{column}' (ODPO offset) contains NaN/inf values.")
-    if (values < 0).any():
-        raise ValueError(
-            f"Column '{column}' (ODPO offset) must be >= 0; got min {values.min().item():.6g}. "
-            "A negative offset would reward the policy for preferring the rejected response."
-        )
-
-
-class OffsetPreferenceCollator:
-    """Wrap a preference collator so the per-example offset reaches the batch as a float32 tensor `[B]`.
-
-    TRL's `DataCollatorForPreference` builds its output from known keys only, so any extra column is lost there.
-    """
-
-    def __init__(self, base: Callable[[list[dict[str, Any]]], dict[str, Any]], margin_column: str = "margin"):
-        self.base = base
-        self.margin_column = margin_column
-
-    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
-        missing = [i for i, ex in enumerate(examples) if self.margin_column not in ex]
-        if missing:
-            raise ValueError(
-                f"ODPO offset column '{self.margin_column}' is missing from {len(missing)} example(s) of the batch."
-            )
-        try:
-            offsets = torch.tensor([float(ex[self.margin_column]) for ex in examples], dtype=torch.float32)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"Column '{self.margin_column}' (ODPO offset) must hold numbers: {err}") from err
-        _check_offsets(offsets, self.margin_column)
-        batch = self.base(examples)
-        batch[self.margin_column] = offsets
-        return batch
-
-    def __getattr__(self, name: str) -> Any:
-        # Delegate attribute reads (e.g. `pad_token_id`) to the wrapped collator. `__dict__` lookup keeps this safe
-        # while unpickling in DataLoader workers, before `base` exists.
-        base = self.__dict__.get("base")
-        if base is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(base, name)
-
-
-class OffsetDPOTrainer(DPOTrainer):
+class OffsetDPOTrainer(CarriesColumn, DPOTrainer):
     """`trl.DPOTrainer` with the ODPO per-example offset: loss = -logsigmoid(beta * (lr_w - lr_l) - delta).
 
     Args: those of `trl.DPOTrainer`, plus
@@ -119,23 +78,13 @@ class OffsetDPOTrainer(DPOTrainer):
         super().__init__(*args, **kwargs)
         _check_loss_config(self.args)  # covers args=None (TRL's default config)
 
-    # Trainer.__init__ assigns `self.data_collator` (TRL's default or the user's); wrapping it at assignment means the
-    # reference precompute, which runs inside DPOTrainer.__init__, already sees the offset-carrying collator.
+    # The offset column rides through the collator (`OffsetPreferenceCollator`, wrapped at assignment, so the reference
+    # precompute inside DPOTrainer.__init__ already sees it) and through `remove_unused_columns` (`CarriesColumn`).
+    column_collator = OffsetPreferenceCollator
+
     @property
-    def data_collator(self):
-        return self.__dict__.get("_offset_data_collator")
-
-    @data_collator.setter
-    def data_collator(self, collator):
-        if collator is not None and not isinstance(collator, OffsetPreferenceCollator):
-            collator = OffsetPreferenceCollator(collator, self.margin_column)
-        self.__dict__["_offset_data_collator"] = collator
-
-    def _set_signature_columns_if_needed(self):
-        # Keep the offset column through `remove_unused_columns`; all other extra columns are still dropped.
-        super()._set_signature_columns_if_needed()
-        if self.margin_column not in self._signature_columns:
-            self._signature_columns = [*self._signature_columns, self.margin_column]
+    def carried_column(self) -> str:
+        return self.margin_column
 
     def compute_ref_log_probs(self, model, inputs):
         # TRL forwards every batch key except a fixed set to the model; the offset must not be one of them.
@@ -257,4 +206,4 @@ def _check_margin_column(dataset, column: str, split: str) -> None:
     if isinstance(dataset, Dataset):  # an IterableDataset is checked batch by batch in the collator
         values = np.asarray(dataset.with_format("numpy", columns=[column])[column], dtype=np.float64)
         if values.size:
-            _check_offsets(torch.from_numpy(values), column)
+            check_offsets(torch.from_numpy(values), column)

@@ -33,6 +33,7 @@ import yaml
 from transformers import TrainerCallback
 
 from timealign.config import RecipeError
+from timealign.render.checkpoint import CHECKPOINT_RECIPE
 
 logger = logging.getLogger("timealign.train.resume")
 
@@ -41,7 +42,6 @@ STOP_FILE_ENV = "TIMEALIGN_STOP_FILE"
 REQUEUE_SUFFIX = ".requeue"
 PREEMPTED_FILE = "preempted.json"
 RUN_INFO_FILE = "run_info.json"
-CHECKPOINT_RECIPE = "timealign_recipe.yaml"
 TRAIN_LOG = "train_log.json"  # the trainer's log_history, written beside the saved model
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 AUTO_WORDS = ("auto", "true", "latest", "last", "yes", "1", "on")
@@ -244,7 +244,7 @@ class TrainingSession:
         self.provenance, self.wandb_run_id = provenance, wandb_run_id
 
     @classmethod
-    def start(cls, trainer, recipe, data_dir=None) -> "TrainingSession":
+    def start(cls, trainer, recipe, data_dir=None) -> TrainingSession:
         from timealign.train.tracking import run_provenance, setup_wandb
 
         value = recipe.training.get("resume_from_checkpoint")
@@ -328,7 +328,7 @@ def train_and_save(trainer, recipe, data_dir=None) -> Path:
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:
         trainer.processing_class.save_pretrained(str(out))
-        (out / "timealign_recipe.yaml").write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
+        (out / CHECKPOINT_RECIPE).write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
         (out / TRAIN_LOG).write_text(json.dumps(trainer.state.log_history, indent=1))
     trainer.accelerator.wait_for_everyone()
     return out

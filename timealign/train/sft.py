@@ -14,29 +14,25 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-
 from timealign.config import RecipeError
-from timealign.rendering import LOSS_TURNS, TIMER_ORDERS
+from timealign.config.cli import DATA_HINT, Command, run_command
+from timealign.render.timer import LOSS_TURNS, TIMER_ORDERS
 
 logger = logging.getLogger("timealign.train.sft")
 
-HELP = """usage: [accelerate launch] train/sft.py recipe=NAME [key=value ...]
-
-TIMER-style multi-task SFT on TimelyChat-style dialogs (TimelyChat paper, Sec. 5.2):
-  every turn is  <SPK> speaker <TIME> interval <UTT> utterance ;  loss = CE(response) + lambda * CE(time)
-
-Recipes for SFT (recipes/NAME.yaml):
-{recipes}
+COMMAND = Command(
+    prog="[accelerate launch] train/sft.py",
+    summary="TIMER-style multi-task SFT on TimelyChat-style dialogs (TimelyChat paper, Sec. 5.2):",
+    examples="""  every turn is  <SPK> speaker <TIME> interval <UTT> utterance ;  loss = CE(response) + lambda * CE(time)
 
 Override any recipe field with dotted keys, for example:
   timer.lambda_time=0 (w/o time loss)   timer.special_tokens=false (w/o special tokens)
   timer.order=utterance_first           timer.emit_instant_counterpart=true   timer.loss_turns=target
   data.source=timelychat data.path=/data/timelychat   lora.enabled=true   training.max_steps=100
-  training.learning_rate=1e-4 output_dir=outputs/my-run training.report_to=wandb
-
-Fields:
-{fields}
-"""
+  training.learning_rate=1e-4 output_dir=outputs/my-run training.report_to=wandb""",
+    task="sft",
+    recipe="required",
+)
 
 NEW_TOKEN_MODES = ("trainable_tokens", "modules_to_save")
 
@@ -55,22 +51,6 @@ def check_timer_section(timer) -> None:
     for key in ("synthetic_dialogs", "synthetic_eval_dialogs"):
         if getattr(timer, key) < 0:
             raise RecipeError(f"timer.{key} must be >= 0")
-
-
-def ensure_prepared(recipe) -> Path:
-    """Run dialog data prep on the main process if needed; every process then reads the saved dataset."""
-    from accelerate import PartialState
-
-    from timealign.data.timelychat import prepare_timer_data
-    from timealign.train.dpo import prepared_dir_for
-
-    state = PartialState()
-    path = prepared_dir_for(recipe)
-    if state.is_main_process and not (path / "manifest.json").exists():
-        logger.info("preparing %s dialogs into %s", recipe.data.source, path)
-        prepare_timer_data(recipe.data, recipe.timer, path)
-    state.wait_for_everyone()
-    return path
 
 
 def featurize(dataset, renderer, timer, max_length: int | None, num_proc: int | None = None,
@@ -98,24 +78,14 @@ def featurize(dataset, renderer, timer, max_length: int | None, num_proc: int | 
 
 def build_model_and_tokenizer(recipe):
     """The model and tokenizer with the TIMER tokens (when `timer.special_tokens`); returns (model, tok, ids)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from timealign.tiny import resolve_model_path
-    from timealign.train.dpo import _torch_dtype
+    from timealign.train.models import load_model, load_tokenizer, resolve_base_model
     from timealign.train.timer import add_timer_tokens_to_model
 
-    model_path = resolve_model_path(recipe.model.name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=recipe.model.trust_remote_code)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    model_path = resolve_base_model(recipe.model.name_or_path)
+    tokenizer = load_tokenizer(model_path, recipe.model)
     if not tokenizer.is_fast:
         raise RecipeError(f"{model_path}: TIMER token masks need a fast tokenizer (character offsets)")
-    model = AutoModelForCausalLM.from_pretrained(
-        model_path,
-        dtype=_torch_dtype(recipe.model.dtype),
-        attn_implementation=recipe.model.attn_implementation,
-        trust_remote_code=recipe.model.trust_remote_code,
-    )
+    model = load_model(model_path, recipe.model)
     token_ids = add_timer_tokens_to_model(model, tokenizer) if recipe.timer.special_tokens else None
     return model, tokenizer, token_ids
 
@@ -124,19 +94,18 @@ def build_trainer(recipe):
     """Everything up to a ready TimerSFTTrainer (used by main and by tests/benchmarks)."""
     from trl import SFTConfig
 
-    from timealign.data.timelychat import load_timer_prepared
-    from timealign.rendering import TimerRenderer
+    from timealign.data.prepared import ensure_prepared
+    from timealign.data.timer_prep import load_timer_prepared
+    from timealign.render.timer import TimerRenderer
     from timealign.train.timer import TimerSFTTrainer, timer_lora_config
+    from timealign.train.tracking import training_args
 
     check_timer_section(recipe.timer)
     data = load_timer_prepared(ensure_prepared(recipe))
     if recipe.data.train_split not in data:
         raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
     model, tokenizer, token_ids = build_model_and_tokenizer(recipe)
-    renderer = TimerRenderer(tokenizer, special_tokens=recipe.timer.special_tokens, order=recipe.timer.order)
-
-    from timealign.train.tracking import training_args
-
+    renderer = TimerRenderer.for_timer(tokenizer, recipe.timer)
     args = training_args(recipe, SFTConfig)
 
     train_ds = featurize(data[recipe.data.train_split], renderer, recipe.timer, args.max_length,
@@ -162,16 +131,17 @@ def build_trainer(recipe):
 
 def run(recipe) -> Path:
     """Train and save, with the same resume and preemption handling as DPO (timealign.train.resume)."""
-    from timealign.train.dpo import prepared_dir_for
+    from timealign.data.prepared import prepared_dir_for
     from timealign.train.resume import train_and_save
 
     return train_and_save(build_trainer(recipe), recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from timealign.cli import recipe_main
+    """`train/sft.py`: exit 0 after saving, 2 on a recipe error, 1 on bad input data (75 when preempted)."""
     from timealign.data.timelychat import DialogFormatError
 
-    return recipe_main(argv, task="sft", help_text=HELP, run=run, logger=logger,
-                       validate=lambda recipe: check_timer_section(recipe.timer),
-                       data_errors=(DialogFormatError, FileNotFoundError))
+    def train(invocation) -> None:
+        logger.info("saved model to %s", run(invocation.recipe))
+
+    return run_command(COMMAND, argv, train, errors={DialogFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT)

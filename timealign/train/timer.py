@@ -3,7 +3,7 @@ response loss over token-type masks.
 
     L = L_response + lambda * L_time
 
-Each training row is a pre-tokenized TIMER sequence (`timealign.rendering.TimerRenderer.batch_features`):
+Each training row is a pre-tokenized TIMER sequence (`timealign.render.timer.TimerRenderer.batch_features`):
 `input_ids`, `labels` (-100 outside trained spans) and `token_types` (0 other, 1 time, 2 response), so the loss
 knows which label is an interval token and which an utterance token.
 
@@ -40,60 +40,31 @@ output rows are trained through the fused head too.
 
 TRL internals relied on (re-check on a TRL upgrade): `SFTTrainer.compute_loss` calls the model once with
 `fused_lm_head=True`, whose output has per-token `log_probs` (B, L-1) aligned with `labels[:, 1:]` and `label_mask`;
-TRL builds the default collator inside `__init__` (wrapped here when it is assigned); `_prepare_dataset` keeps extra
-columns of a tokenized dataset (it only truncates input_ids/labels, so token_types are truncated here first);
-`_set_signature_columns_if_needed`; `_metrics`; and transformers' `get_batch_samples`/`loss_is_scaled_for_ga`.
+TRL builds the default collator inside `__init__` (wrapped when it is assigned: `timealign.train.collators`);
+`_prepare_dataset` keeps extra columns of a tokenized dataset (it only truncates input_ids/labels, so token_types are
+truncated here first); `_set_signature_columns_if_needed`; `_metrics`; and transformers'
+`get_batch_samples`/`loss_is_scaled_for_ga`.
 Packing and padding-free are refused: packing keeps only input_ids/labels, and padding-free refuses a collator.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from datasets import Dataset
 from trl import SFTTrainer
 
-from timealign.rendering import TOKEN_RESPONSE, TOKEN_TIME, add_timer_tokens
+from timealign.render.timer import TOKEN_RESPONSE, TOKEN_TIME, add_timer_tokens
+from timealign.train.collators import TOKEN_TYPES, CarriesColumn, TokenTypesCollator
+from timealign.train.models import lora_config
 
-__all__ = ["TimerSFTTrainer", "TimerCollator", "add_timer_tokens_to_model", "timer_lora_config",
-           "LOSS_NORMALIZATIONS"]
+__all__ = ["LOSS_NORMALIZATIONS", "TimerSFTTrainer", "add_timer_tokens_to_model", "timer_lora_config"]
 
 LOSS_NORMALIZATIONS = ("tokens", "per_type")
-TOKEN_TYPES = "token_types"
 
 
-class TimerCollator:
-    """Wrap TRL's language-modeling collator so `token_types` reaches the batch, right-padded with 0 like labels."""
-
-    def __init__(self, base: Callable[[list[dict[str, Any]]], dict[str, Any]], column: str = TOKEN_TYPES):
-        self.base = base
-        self.column = column
-
-    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
-        missing = [i for i, ex in enumerate(examples) if self.column not in ex]
-        if missing:
-            raise ValueError(f"TIMER column '{self.column}' is missing from {len(missing)} example(s) of the batch")
-        types = [list(ex[self.column]) for ex in examples]
-        for i, (ex, t) in enumerate(zip(examples, types)):
-            if len(t) != len(ex["input_ids"]):
-                raise ValueError(f"example {i}: {len(t)} token types for {len(ex['input_ids'])} input ids")
-        batch = self.base([{k: v for k, v in ex.items() if k != self.column} for ex in examples])
-        width = batch["input_ids"].shape[1]
-        padded = torch.zeros((len(types), width), dtype=torch.long)
-        for i, t in enumerate(types):
-            padded[i, : len(t)] = torch.as_tensor(t, dtype=torch.long)
-        batch[self.column] = padded
-        return batch
-
-    def __getattr__(self, name: str) -> Any:
-        base = self.__dict__.get("base")
-        if base is None or name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(base, name)
-
-
-class TimerSFTTrainer(SFTTrainer):
+class TimerSFTTrainer(CarriesColumn, SFTTrainer):
     """`trl.SFTTrainer` with TIMER's loss: L_response + lambda_time * L_time over the `token_types` masks.
 
     Args: those of `trl.SFTTrainer`, plus
@@ -140,20 +111,9 @@ class TimerSFTTrainer(SFTTrainer):
         _give_wrapper_a_bias(self.model)
 
     # -- data path ---------------------------------------------------------------------------------------------
-    @property
-    def data_collator(self):
-        return self.__dict__.get("_timer_data_collator")
-
-    @data_collator.setter
-    def data_collator(self, collator):
-        if collator is not None and not isinstance(collator, TimerCollator):
-            collator = TimerCollator(collator)
-        self.__dict__["_timer_data_collator"] = collator
-
-    def _set_signature_columns_if_needed(self):
-        super()._set_signature_columns_if_needed()
-        if TOKEN_TYPES not in self._signature_columns:
-            self._signature_columns = [*self._signature_columns, TOKEN_TYPES]
+    # `token_types` rides through the collator and `remove_unused_columns` (timealign.train.collators).
+    column_collator = TokenTypesCollator
+    carried_column = TOKEN_TYPES
 
     def _prepare_dataset(self, dataset, processing_class, args, packing, formatting_func, dataset_name):
         # TRL truncates input_ids and labels only; truncate token_types with them first (then TRL's is a no-op).
@@ -284,7 +244,7 @@ def _check_columns(dataset, split: str) -> None:
     missing = [c for c in ("input_ids", "labels", TOKEN_TYPES) if c not in names]
     if missing:
         raise ValueError(f"the {split} dataset lacks {missing}: TimerSFTTrainer takes pre-tokenized TIMER rows "
-                         f"(timealign.rendering.TimerRenderer.batch_features); columns: {sorted(names)}")
+                         f"(timealign.render.timer.TimerRenderer.batch_features); columns: {sorted(names)}")
 
 
 def _give_wrapper_a_bias(model) -> None:
@@ -341,8 +301,6 @@ def timer_lora_config(lora, model, token_ids: list[int] | None, new_tokens: str 
     tied) or "modules_to_save" (the whole input embedding and output layer). `token_ids=None`: no new tokens (the
     no-special-tokens ablation), plain LoRA.
     """
-    from peft import LoraConfig
-
     kwargs: dict[str, Any] = {}
     if token_ids:
         embed = _module_name(model, model.get_input_embeddings())
@@ -361,5 +319,4 @@ def timer_lora_config(lora, model, token_ids: list[int] | None, new_tokens: str 
                 kwargs["ensure_weight_tying"] = True  # one trained copy for the tied input/output matrix
         else:
             raise ValueError(f"timer.lora_new_tokens must be trainable_tokens or modules_to_save, got {new_tokens!r}")
-    return LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules,
-                      task_type="CAUSAL_LM", **kwargs)
+    return lora_config(lora, **kwargs)

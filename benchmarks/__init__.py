@@ -1,0 +1,1 @@
+"""Benchmark scripts that print numbers (not tests); `benchmarks.harness` is what they share."""

@@ -1,0 +1,36 @@
+"""The options of benchmarks/bench_dpo.py (`key=value` on its command line), shared by its three parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmarks.harness import REPO_ROOT
+from timealign.config.schema import opt
+
+DEFAULT_TICTOC = REPO_ROOT.parent / "shared" / "data" / "tictoc-v1"  # ../shared/data/tictoc-v1 beside the repo
+
+
+@dataclass
+class DpoBenchOptions:
+    tictoc: str = opt(str(DEFAULT_TICTOC), "folder of the real TicToc v1 release (prefer{Tool,NoTool}_elapse_*.json) "
+                                           "for part 1; part 1 is skipped if it is absent")
+    data_runs: int = opt(3, "data-prep repetitions (each into a fresh folder); best and median are reported")
+    steps: int = opt(12, "max_steps of each training run; the first `warmup` steps are not timed")
+    warmup: int = opt(2, "untimed warm-up steps at the start of each run")
+    repeats: int = opt(2, "rounds of one ODPO and one TRL run each, order alternating per round (ODPO,TRL / "
+                          "TRL,ODPO) to cancel drift; medians, spread and per-round ratios are reported")
+    batch_size: int = opt(8, "per_device_train_batch_size, pairs per step")
+    pairs: int = opt(64, "synthetic train pairs used by the CPU comparison (tiny recipe data prep)")
+    max_length: int = opt(1024, "DPOConfig.max_length of the CPU runs")
+    seed: int = opt(0, "DPOConfig.seed, the same for every run")
+    ab_steps: int = opt(6, "steps per trainer of the interleaved per-step A/B run after each comparison (both "
+                           "trainers built once, single steps alternated; robust to other processes on the "
+                           "machine); 0 skips it")
+    no_precompute: bool = opt(False, "skip the second comparison with precompute_ref_log_probs=True")
+    skip_data: bool = opt(False, "skip part 1 (data prep)")
+    skip_train: bool = opt(False, "skip parts 2 and 3 (training throughput)")
+    peak_tflops: float = opt(989.0, "accelerator peak bf16 dense TFLOP/s for MFU in part 3 (989: H100 SXM)")
+    gpu_seq_len: int = opt(1024, "part 3: target tokens per sequence (prompt + completion)")
+    gpu_steps: int = opt(12, "part 3: max_steps per run")
+    gpu_batch_size: int = opt(8, "part 3: pairs per step")
+    json: str | None = opt(None, "also write every number to this JSON file")

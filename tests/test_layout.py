@@ -1,0 +1,136 @@
+"""The package layout holds: data flows one way, no import cycles, no private names across modules.
+
+Read from the code's own imports (every `import` / `from ... import`, also those inside functions), so a lazy
+import that climbs a layer counts as much as a top-level one.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "timealign"
+
+# What each package may import (besides itself). Lower layers never import upper ones:
+# config -> render -> data -> tiny -> train; backends -> suites -> eval; experiment on top.
+ALLOWED = {
+    "config": set(),
+    "render": {"config"},
+    "data": {"config", "render"},
+    "tiny": {"config", "render", "data"},
+    "train": {"config", "render", "data", "tiny"},
+    "backends": {"config", "render", "tiny"},
+    "suites": {"config", "render", "data", "tiny", "backends"},
+    "eval": {"config", "render", "data", "tiny", "backends", "suites"},
+    "cluster": {"config"},
+    "experiment": {"config", "render", "data", "tiny", "train", "backends", "suites", "eval"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(path: Path) -> list[tuple[str, list[str], int]]:
+    """(module, names, line) of every timealign import in the file, relative imports resolved."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    here = _module_name(path)
+    package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+                   for stmt in block.body for n in ast.walk(stmt)}  # annotations only: never run
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(a.name, [], node.lineno) for a in node.names if a.name.startswith("timealign")]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([module] if module else []))
+            if module.startswith("timealign"):
+                found.append((module, [a.name for a in node.names], node.lineno))
+    return found
+
+
+def _sources() -> list[Path]:
+    return sorted(p for p in ROOT.rglob("*.py"))
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_package_has_a_layer():
+    packages = {_layer(_module_name(p)) for p in _sources()} - {None}
+    assert packages <= set(ALLOWED), f"add {sorted(packages - set(ALLOWED))} to ALLOWED with its allowed imports"
+
+
+def test_data_flows_one_way():
+    upward = []
+    for path in _sources():
+        source = _layer(_module_name(path))
+        for module, _, line in _imports(path):
+            target = _layer(module)
+            if source and target and target != source and target not in ALLOWED[source]:
+                upward.append(f"{path.relative_to(ROOT.parent)}:{line} imports {module} ({source} -> {target})")
+    assert not upward, "imports against the layer order:\n" + "\n".join(upward)
+
+
+def test_no_import_cycles():
+    modules = {_module_name(p): p for p in _sources()}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        for module, names, _ in _imports(path):
+            targets = [f"{module}.{n}" for n in names if f"{module}.{n}" in modules] or [module]
+            graph[name].update(t for t in targets if t in modules and t != name and not name.startswith(t + "."))
+    # Tarjan's strongly connected components
+    index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_no_private_names_imported_across_modules():
+    private = []
+    for path in _sources():
+        for module, names, line in _imports(path):
+            for name in names:
+                if name.startswith("_") and not name.startswith("__"):
+                    private.append(f"{path.relative_to(ROOT.parent)}:{line} imports {module}.{name}")
+    assert not private, "\n".join(private)

@@ -1,0 +1,69 @@
+"""Batched generation with transformers (CPU or GPU), full checkpoints or LoRA adapters (`timealign.backends.base`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from timealign.backends.base import BaseBackend, model_fingerprint
+
+
+class HFBackend(BaseBackend):
+    """Generates continuations of already-rendered prompt strings (rendered by the shared PromptRenderer)."""
+
+    name = "hf"
+
+    def __init__(self, model_path: str, *, dtype: str = "auto", device: str | None = None, batch_size: int = 16,
+                 trust_remote_code: bool = False, sampling: dict | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        super().__init__(sampling)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        torch_dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
+                       "float16": torch.float16}[dtype]
+        adapter = Path(model_path, "adapter_config.json")
+        if adapter.exists():  # a LoRA checkpoint: load its base, then the adapter
+            from peft import AutoPeftModelForCausalLM
+
+            self.model = AutoPeftModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype)
+        else:
+            self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype,
+                                                              trust_remote_code=trust_remote_code)
+        self.model.to(self.device).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+        self.tokenizer.padding_side = "left"  # decoder-only batched generation
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.batch_size = batch_size
+        self.cache_chunk = 4 * batch_size  # prompts per call from cached_generate: whole batches only
+        self.model_id = model_fingerprint(model_path)
+        eos = self.model.generation_config.eos_token_id
+        eos = [eos] if isinstance(eos, int) else list(eos or [])
+        self.eos_ids = set(eos) | ({self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set())
+
+    def generate(self, prompts: list[str], *, max_new_tokens: int = 64, temperature: float | None = None,
+                 top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
+                 desc: str | None = "Generating") -> list[str]:
+        import torch
+
+        s = self.resolve_sampling(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
+        sampling = s["temperature"] > 0
+        knobs = ({"do_sample": True, "temperature": s["temperature"], "top_p": s["top_p"], "top_k": s["top_k"],
+                  "min_p": s["min_p"]} if sampling else {"do_sample": False})
+        if sampling:
+            torch.manual_seed(s["seed"])
+        outputs: list[str] = []
+        for start in tqdm(range(0, len(prompts), self.batch_size), desc=desc, unit="batch", disable=desc is None):
+            batch = prompts[start:start + self.batch_size]
+            enc = self.tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=True).to(self.device)
+            with torch.no_grad():
+                out = self.model.generate(**enc, max_new_tokens=max_new_tokens,
+                                          pad_token_id=self.tokenizer.pad_token_id, **knobs)
+            for row in out[:, enc["input_ids"].shape[1]:].tolist():
+                # End at the first EOS (kept): later positions are padding of rows that finished early.
+                end = next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), len(row))
+                # Keep special tokens: tool-call markers such as <tool_call> are special in several tokenizers.
+                outputs.append(self.tokenizer.decode(row[:end], skip_special_tokens=False))
+        return outputs

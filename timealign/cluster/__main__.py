@@ -1,0 +1,5 @@
+import sys
+
+from timealign.cluster.cli import main
+
+sys.exit(main())

@@ -1,0 +1,159 @@
+"""The recipe schema: one dataclass per section, every field with its help text (what `--help` prints).
+
+A recipe YAML (`recipes/NAME.yaml`) and the command line's dotted `key=value` overrides are merged onto these
+dataclasses by `timealign.config.recipes.load_recipe` (OmegaConf structured configs: unknown keys and wrong types
+fail). `training` is free-form here and checked against the installed TRL's DPOConfig/SFTConfig.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def opt(default: Any, help: str) -> Any:
+    """A field with its help text (TRL's `metadata={"help": ...}` convention)."""
+    return field(default=default, metadata={"help": help})
+
+
+def opt_list(help: str) -> Any:
+    return field(default_factory=list, metadata={"help": help})
+
+
+def section(cls: type, help: str) -> Any:
+    return field(default_factory=cls, metadata={"help": help})
+
+
+@dataclass
+class ModelSection:
+    name_or_path: str = opt("tiny", "hub id, local folder, or `tiny` (built locally on first use)")
+    dtype: str = opt("bfloat16", "float32 | bfloat16 | float16 | auto")
+    attn_implementation: str | None = opt(None, "e.g. sdpa, flash_attention_2")
+    trust_remote_code: bool = opt(False, "let transformers run the model repository's own code (needed by some hub models)")
+
+
+@dataclass
+class LoraSection:
+    enabled: bool = opt(False, "train a LoRA adapter instead of all weights (PEFT)")
+    r: int = opt(16, "LoRA rank")
+    alpha: int = opt(32, "LoRA scaling alpha")
+    dropout: float = opt(0.05, "dropout on the LoRA branch")
+    target_modules: Any = opt("all-linear", "modules given adapters: all-linear or a list of module names")
+
+
+@dataclass
+class DataSection:
+    source: str = opt("synthetic", "synthetic: embedded generator (no download) | v1: TicToc v1 release folder | annotated: JSON/JSONL with per-sample mean score S | hub: datasets.load_dataset(path) rows in the annotated layout")
+    path: str | None = opt(None, "the source's folder, file or hub id (not used by source=synthetic)")
+    prepared_dir: str | None = opt(None, "where data prep writes (and training reads) the pair dataset")
+    timestamps: bool = opt(True, "ISO time at the start of every user/assistant/tool message")
+    elapsed: bool = opt(False, "also '(+3 minutes 13 seconds since the last tool result)' after the reply's stamp")
+    score_orientation: str = opt("tool_high", "tool_high: S = 3 means Tool (App. D.2) | tool_low: S = 0 means Tool (Sec. 2.5)")
+    margin_prefer_tool: float = opt(1.0, "delta when S is unknown (v1 release); retained v1 samples have |S-1.5| > 1")
+    margin_prefer_no_tool: float = opt(1.0, "delta for prefer-noTool pairs when S is unknown (v1 release)")
+    offset_scale: float = opt(1.0, "ODPO's alpha: offset = offset_scale * |S - 1.5|; 0 = plain DPO on the same pairs")
+    min_margin: float = opt(0.0, "drop pairs with |S - 1.5| below this (the paper's evaluation keeps > 1.0)")
+    unknown_scenarios: str = opt("error", "error | bucket (kept under scenario 'unknown', split 'unknown')")
+    direct_answer: str = opt("latest_tool_result", "strategy when a sample has no direct-answer text")
+    on_error: str = opt("raise", "raise | skip (bad records go to rejects.jsonl with their reason)")
+    synthetic_trajectories: int = opt(240, "per split, for source=synthetic")
+    synthetic_max_rounds: int = opt(2, "retrieval rounds before the follow-up (1 = shorter sequences)")
+    synthetic_sensitivity_swap: float = opt(0.0, "train split: share of tools given another sensitivity (see timealign/data/synthetic/generator.py)")
+    balance_train_labels: bool = opt(False, "subsample the train split to equal prefer-Tool/noTool counts per scenario")
+    seed: int = opt(0, "seed of the synthetic generators and of label balancing")
+    train_split: str = opt("train", "split that training reads")
+    eval_split: str = opt("test", "held-out split that evaluation reads")
+
+
+@dataclass
+class EvalSection:
+    backend: str = opt("hf", "hf (transformers) | vllm (offline vllm.LLM engine) | openai (OpenAI-compatible server)")
+    max_samples: int | None = opt(None, "cap on held-out samples (None: all)")
+    max_new_tokens: int = opt(24, "tokens generated per sample")
+    batch_size: int = opt(16, "hf: prompts per generate call; openai: concurrent requests")
+    temperature: float | None = opt(None, "sampling temperature; None: the paper's default (0 = greedy; Qwen3 reasoning mode: 0.6)")
+    top_p: float | None = opt(None, "nucleus sampling; None: the paper's default (1.0; Qwen3 reasoning mode: 0.95)")
+    top_k: int | None = opt(None, "0: no top-k")
+    min_p: float | None = opt(None, "min-p sampling; None: the paper's default (0)")
+    seed: int = opt(0, "sampling seed (used when temperature > 0)")
+    reasoning: bool | None = opt(None, "Qwen3 thinking on/off (chat template's enable_thinking); None: template default")
+    dtype: str | None = opt(None, "hf/vllm weights dtype; None: model.dtype (bfloat16 -> the checkpoint's own, 'auto')")
+    cache: bool = opt(True, "cache finished samples in <out>/generations/<suite>.jsonl; a killed run resumes from it")
+    tensor_parallel_size: int = opt(1, "vllm: GPUs that shard the model")
+    max_model_len: int | None = opt(None, "vllm: context length; None: the model's own")
+    enforce_eager: bool = opt(False, "vllm: no CUDA graphs / compilation (faster start; required on CPU in practice)")
+    gpu_memory_utilization: float = opt(0.9, "vllm: share of GPU memory the engine may take")
+    max_lora_rank: int | None = opt(None, "vllm: largest LoRA rank to serve; None: read off the adapter's adapter_config.json")
+    kv_cache_gib: float | None = opt(None, "vllm: KV-cache size in GiB; None: vLLM's own (GPU) or VLLM_CPU_KVCACHE_SPACE / 1 GiB (CPU)")
+    base_url: str | None = opt(None, "openai: the OpenAI-compatible server (e.g. `vllm serve`), e.g. http://node17:8000/v1")
+    served_model: str | None = opt(None, "openai: the server's model name (default: the checkpoint as given)")
+    api_key_env: str = opt("OPENAI_API_KEY", "openai: environment variable holding the API key (unset: no key sent)")
+    request_timeout: float = opt(600.0, "openai: seconds per request")
+    max_retries: int = opt(5, "openai: retries with exponential backoff on connection errors, 408/409/429/5xx")
+
+
+@dataclass
+class TimerSection:
+    """TIMER-style multi-task SFT (TimelyChat paper, Sec. 5.2 and the Sec. 6.5 ablations); read by task: sft only."""
+
+    lambda_time: float = opt(1.0, "loss = CE(response tokens) + lambda * CE(time tokens); 0 = the 'w/o time loss' ablation")
+    special_tokens: bool = opt(True, "<SPK> <TIME> <UTT> markers; false = the 'w/o special tokens' ablation")
+    order: str = opt("time_first", "time_first: <SPK> s <TIME> tau <UTT> u | utterance_first: the ablation")
+    loss_turns: str = opt("all", "all: every turn after the first (Eq. 4, t = 2..T) | target: the final turn only")
+    loss_normalization: str = opt("tokens", "tokens: one normalizer for both sums (Eq. 4-5) | per_type: two token means")
+    emit_instant_counterpart: bool = opt(False, "also train the untimely reply given tau = 0 (tau given, not trained)")
+    lora_new_tokens: str = opt("trainable_tokens", "with LoRA: trainable_tokens (new rows only) | modules_to_save")
+    synthetic_dialogs: int = opt(2000, "train dialogs for data.source=synthetic")
+    synthetic_eval_dialogs: int = opt(200, "held-out dialogs for data.source=synthetic")
+
+
+@dataclass
+class WandbSection:
+    project: str = opt("timealign", "W&B project of training and evaluation runs")
+    entity: str | None = opt(None, "W&B entity (team or user); None: your default")
+    name: str | None = opt(None, "run name; None: W&B picks one")
+    tags: list = opt_list("extra run tags (the recipe, data fingerprint and git commit are added)")
+
+
+@dataclass
+class LaunchSection:
+    """Cluster launch defaults, read by `python -m timealign.cluster` and slurm/*.sbatch (a plain run ignores them)."""
+
+    accelerate_config: str = opt("ddp", "recipes/accelerate/NAME.yaml or a path: ddp | fsdp | fsdp_offload | zero2 | zero3 | zero3_offload")
+    nodes: int = opt(1, "nodes of a SLURM job")
+    gpus_per_node: int = opt(8, "processes per node; inside a job the allocation's GPU count wins")
+    gpu_type: str | None = opt(None, "gres type, e.g. a100, l40s (None: any GPU)")
+    partition: str | None = opt(None, "SLURM partition (None: the cluster's default)")
+    account: str | None = opt(None, "SLURM account (None: your default)")
+    time: str = opt("24:00:00", "SLURM time limit (HH:MM:SS or D-HH:MM:SS)")
+    cpus_per_gpu: int = opt(8, "SLURM CPUs per GPU")
+    requeue: bool = opt(True, "checkpoint on the warning signal, requeue, resume from the newest checkpoint")
+    signal_seconds: int = opt(120, "the warning signal comes this long before the time limit (--signal=B:USR1@N)")
+    max_requeues: int = opt(20, "give up after this many requeues")
+    main_process_port: int | None = opt(None, "None: 20000 + job id % 20000")
+    setup: str | None = opt(None, "shell line run first on every node, e.g. 'module load cuda; source .venv/bin/activate'")
+
+
+@dataclass
+class Recipe:
+    name: str = opt("", "the recipe's name (its file name, unless set)")
+    description: str = opt("", "one line shown in recipe listings")
+    task: str = opt("dpo", "dpo (offset-DPO on TicToc pairs) | sft (TIMER-style SFT on dialogs)")
+    output_dir: str = opt("outputs/{name}", "where checkpoints and the final model go ({name} is the recipe's name)")
+    model: ModelSection = section(ModelSection, "the policy model")
+    lora: LoraSection = section(LoraSection, "LoRA instead of full fine-tuning")
+    data: DataSection = section(DataSection, "data prep and prompt rendering")
+    eval: EvalSection = section(EvalSection, "evaluation backend and generation")
+    wandb: WandbSection = section(WandbSection, "Weights & Biases run settings")
+    timer: TimerSection = section(TimerSection, "TIMER-style SFT (task: sft)")
+    launch: LaunchSection = section(LaunchSection, "cluster launch (slurm/*.sbatch, timealign.cluster)")
+    training: dict = field(default_factory=dict, metadata={
+        "help": "any field of TRL's DPOConfig (task dpo) or SFTConfig (task sft), checked against the installed TRL"})
+
+    def resolved_output_dir(self) -> str:
+        return self.output_dir.format(name=self.name)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+

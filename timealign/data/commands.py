@@ -1,0 +1,88 @@
+"""The data-prep commands: TicToc offset-DPO pairs and TIMER SFT dialogs, each from a recipe's `data` section.
+
+    python data_prep/tictoc.py recipe=tiny out=/tmp/pairs data.synthetic_trajectories=60
+    python data_prep/timelychat.py recipe=tiny-timer data.source=timelychat data.path=/data/timelychat
+
+Each writes a prepared folder (`dataset/`, `manifest.json`, `rejects.jsonl`) to `out=`, else `data.prepared_dir`,
+else `<output_dir>/data`, and prints the manifest's counts. Bad input data exits 1 with a hint on skipping bad
+records; a bad recipe or option exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from timealign.config.cli import DATA_HINT, Command, Invocation, run_command
+from timealign.data.pairs import prepare
+from timealign.data.prepared import prepared_dir_for
+from timealign.data.records import RecordError
+from timealign.data.timer_prep import prepare_timer_data
+
+# Exceptions that mean the input data is wrong (not the command line): exit code 1, printed with DATA_HINT.
+DATA_ERRORS: dict[type[BaseException], int] = {RecordError: 1, FileNotFoundError: 1}
+
+
+@dataclass
+class PrepOptions:
+    out: str | None = field(default=None, metadata={
+        "help": "folder to write (dataset/, manifest.json, rejects.jsonl); default: data.prepared_dir, else "
+                "<output_dir>/data"})
+
+
+PAIRS = Command(
+    prog="python data_prep/tictoc.py",
+    summary="Builds margin-weighted offset-DPO pairs from TicToc data (data.source=synthetic|v1|annotated|hub, "
+            "data.path=FOLDER/FILE/HUB_ID) and saves them (datasets save_to_disk) with a manifest.",
+    options=PrepOptions,
+    examples="examples:\n"
+             "  python data_prep/tictoc.py recipe=tiny out=/tmp/pairs\n"
+             "  python data_prep/tictoc.py recipe=llama8b data.source=v1 data.path=/data/tictoc-v1 "
+             "data.on_error=skip",
+)
+
+DIALOGS = Command(
+    prog="python data_prep/timelychat.py",
+    summary="Loads and validates dialogs for TIMER-style SFT (data.source=synthetic|timelychat|dialogs|hub, "
+            "data.path=FILE/FOLDER/HUB_ID) and saves them (datasets save_to_disk) with a manifest.",
+    options=PrepOptions,
+    task="sft",
+    examples="examples:\n"
+             "  python data_prep/timelychat.py recipe=tiny-timer out=/tmp/dialogs timer.synthetic_dialogs=100\n"
+             "  python data_prep/timelychat.py recipe=timer3b data.source=timelychat data.path=/data/timelychat",
+)
+
+
+def _target(invocation: Invocation) -> Path:
+    out = invocation.options.out
+    return Path(out) if out else prepared_dir_for(invocation.recipe)
+
+
+def _report(info: dict, keys: tuple[str, ...], target: Path) -> None:
+    print(json.dumps({k: info[k] for k in keys}, indent=2))
+    print(f"wrote {target}")
+
+
+def _prepare_pairs(invocation: Invocation) -> int:
+    target = _target(invocation)
+    info = prepare(invocation.recipe.data, target)
+    _report(info, ("pairs", "splits", "rejects", "reject_reasons", "seconds"), target)
+    return 0
+
+
+def _prepare_dialogs(invocation: Invocation) -> int:
+    target = _target(invocation)
+    info = prepare_timer_data(invocation.recipe.data, invocation.recipe.timer, target)
+    _report(info, ("dialogs", "splits", "rejects", "reject_reasons", "seconds"), target)
+    return 0
+
+
+def pairs_main(argv: list[str] | None = None) -> int:
+    """`python data_prep/tictoc.py`: TicToc offset-DPO pairs; returns the exit code."""
+    return run_command(PAIRS, argv, _prepare_pairs, errors=DATA_ERRORS, hint=DATA_HINT)
+
+
+def dialogs_main(argv: list[str] | None = None) -> int:
+    """`python data_prep/timelychat.py`: TIMER SFT dialogs; returns the exit code."""
+    return run_command(DIALOGS, argv, _prepare_dialogs, errors=DATA_ERRORS, hint=DATA_HINT)

@@ -1,0 +1,131 @@
+"""TicToc data prep for offset-DPO: load a source, build margin-weighted pairs, split by scenario, save with a manifest.
+
+`prepare` (run by `train/dpo.py`, or `python data_prep/tictoc.py recipe=NAME out=DIR`) writes the folder
+(`data.prepared_dir`); `load_prepared` reads it back:
+    dataset/         datasets.DatasetDict saved with save_to_disk, one split per scenario split (train/test)
+    manifest.json    counts per split, label and elapse level; rejects with reasons; the data settings used
+    rejects.jsonl    every rejected record with its file, id and reason
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from timealign.config import DataSection
+from timealign.data.records import LoadResult
+from timealign.data.tictoc import (
+    PREFER_NO_TOOL,
+    PREFER_TOOL,
+    TicTocSample,
+    annotated_records,
+    build_pairs,
+    load_annotated,
+    load_hub,
+    load_v1,
+    manifest,
+)
+
+logger = logging.getLogger(__name__)
+SOURCES = ("synthetic", "v1", "annotated", "hub")
+
+
+def load_samples(data: DataSection) -> LoadResult[TicTocSample]:
+    """Samples (not pairs yet) from the configured source."""
+    common = {"on_error": data.on_error, "unknown": data.unknown_scenarios}
+    if data.source == "synthetic":
+        from timealign.data.synthetic import generate_annotated
+
+        result = LoadResult()
+        for offset, split in enumerate((data.train_split, data.eval_split)):
+            swap = data.synthetic_sensitivity_swap if split == data.train_split else 0.0  # held-out: never
+            records = generate_annotated(data.synthetic_trajectories, seed=data.seed + 1000 * offset, split=split,
+                                         max_rounds=data.synthetic_max_rounds, sensitivity_swap=swap)
+            annotated_records(records, f"synthetic[{split}]", result, orientation="tool_high", **common)
+        return result
+    if not data.path:
+        raise ValueError(f"data.source={data.source} needs data.path (a folder, file or hub id)")
+    if data.source == "v1":
+        return load_v1(data.path, **common)
+    if data.source == "annotated":
+        return load_annotated(data.path, orientation=data.score_orientation, **common)
+    if data.source == "hub":
+        result = LoadResult()
+        for split in (data.train_split, data.eval_split):
+            result.extend(load_hub(data.path, split=split, orientation=data.score_orientation, **common))
+        return result
+    raise ValueError(f"unknown data.source {data.source!r}; known: {', '.join(SOURCES)}")
+
+
+def balance_labels(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]:
+    """Keep equal prefer-Tool and prefer-noTool counts within every scenario (seeded subsample of the larger side).
+
+    Removes the label-prior shortcut: a model that ignores time then scores exactly chance on every training
+    scenario, so whatever it learns beyond chance has to come from the conversation's times. Returns (kept, dropped).
+    """
+    import random
+
+    by_scenario: dict[str, dict[str, list[dict]]] = {}
+    for row in rows:
+        by_scenario.setdefault(row["scenario"], {PREFER_TOOL: [], PREFER_NO_TOOL: []})[row["label"]].append(row)
+    rng = random.Random(seed)
+    keep_ids: set[int] = set()
+    for scenario in sorted(by_scenario):
+        groups = by_scenario[scenario]
+        n = min(len(groups[PREFER_TOOL]), len(groups[PREFER_NO_TOOL]))
+        for label in (PREFER_TOOL, PREFER_NO_TOOL):
+            keep_ids.update(id(r) for r in rng.sample(groups[label], n))
+    kept = [r for r in rows if id(r) in keep_ids]
+    dropped = [r for r in rows if id(r) not in keep_ids]
+    return kept, dropped
+
+
+def prepare(data: DataSection, out_dir: str | Path) -> dict:
+    """Run data prep and write the pair dataset; returns the manifest."""
+    from datasets import Dataset, DatasetDict
+
+    start = time.perf_counter()
+    loaded = load_samples(data)
+    margins = {PREFER_TOOL: data.margin_prefer_tool, PREFER_NO_TOOL: data.margin_prefer_no_tool}
+    pairs = build_pairs(loaded.samples, default_margins=margins, direct_answer=data.direct_answer,
+                        min_margin=data.min_margin, on_error=data.on_error)
+    rows, rejects = pairs.samples, loaded.rejects + pairs.rejects
+    dropped: list[dict] = []
+    if data.balance_train_labels:
+        train = [r for r in rows if r["split"] == data.train_split]
+        kept, dropped = balance_labels(train, data.seed)
+        rows = [r for r in rows if r["split"] != data.train_split] + kept
+        logger.info("balance_train_labels: kept %d of %d %s pairs (equal labels per scenario)", len(kept),
+                    len(train), data.train_split)
+    if not rows:
+        raise ValueError(f"data prep produced no pairs from {data.source} {data.path or ''}; "
+                         f"{len(rejects)} records were rejected")
+    splits = {}
+    for split in sorted({r["split"] for r in rows}):
+        splits[split] = Dataset.from_list([r for r in rows if r["split"] == split])
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    DatasetDict(splits).save_to_disk(str(out / "dataset"))
+    with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:
+        for reject in rejects:
+            fh.write(json.dumps(reject) + "\n")
+    info = manifest(rows, rejects)
+    info["data"] = {k: getattr(data, k) for k in data.__dataclass_fields__}
+    info["balance_dropped"] = len(dropped)
+    info["seconds"] = round(time.perf_counter() - start, 3)
+    (out / "manifest.json").write_text(json.dumps(info, indent=2))
+    logger.info("wrote %d pairs (%s) to %s; %d rejects", len(rows),
+                ", ".join(f"{k}={v['pairs']}" for k, v in info["splits"].items()), out, len(rejects))
+    return info
+
+
+def load_prepared(prepared_dir: str | Path):
+    """The DatasetDict written by `prepare`."""
+    from datasets import load_from_disk
+
+    path = Path(prepared_dir) / "dataset"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no prepared dataset; run data prep first (python data_prep/tictoc.py ...)")
+    return load_from_disk(str(path))

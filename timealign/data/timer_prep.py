@@ -1,0 +1,132 @@
+"""TIMER SFT data prep: load the recipe's dialogs, validate them, save them with a manifest.
+
+`prepare_timer_data` (run by `train/sft.py`, or `python data_prep/timelychat.py recipe=NAME out=DIR`) reads the
+source named by `data.source` (synthetic | timelychat | dialogs | hub; loaders in `timealign.data.timelychat`) and
+writes:
+    dataset/         datasets.DatasetDict saved with save_to_disk: the dialogs, one split per data split
+    manifest.json    counts, the target interval distribution over the paper's buckets, rejects, the settings used
+    rejects.jsonl    every rejected record with its file, id and reason
+`load_timer_prepared` reads the folder back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+
+from timealign.data.records import LoadResult
+from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_hub_dialogs, load_timelychat
+from timealign.render.intervals import interval_bucket
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "timer-dialogs/1"
+SOURCES = ("synthetic", "timelychat", "dialogs", "hub")
+
+
+def load_timer_source(data, timer) -> LoadResult[TimerDialog]:
+    """Dialogs from the recipe's data source (a `DataSection` and a `TimerSection`), in the splits
+    `data.train_split` and `data.eval_split`."""
+    names = {"train": data.train_split, "eval": data.eval_split}
+    if data.source == "synthetic":
+        from timealign.data.synthetic import generate_timelychat
+
+        result = LoadResult()
+        for split, n, seed in ((data.train_split, timer.synthetic_dialogs, data.seed),
+                               (data.eval_split, timer.synthetic_eval_dialogs, data.seed + 1000)):
+            records = generate_timelychat(n, seed=seed, split=split)
+            dialog_records(records, f"synthetic[{split}]", split, layout="timelychat", on_error=data.on_error,
+                           result=result)
+        return result
+    if not data.path:
+        raise ValueError(f"data.source={data.source} needs data.path (a file, folder or hub id)")
+    if data.source == "timelychat":
+        return load_timelychat(data.path, data.on_error, names)
+    if data.source == "dialogs":
+        return load_dialogs(data.path, data.on_error, names)
+    if data.source == "hub":
+        result = LoadResult()
+        for split in (data.train_split, data.eval_split):
+            try:
+                result.extend(load_hub_dialogs(data.path, split, split, data.on_error))
+            except ValueError as err:  # datasets raises ValueError for an unknown split
+                if split == data.train_split or "split" not in str(err).lower():
+                    raise
+                logger.warning("hub dataset %s has no %r split; no eval split", data.path, split)
+        return result
+    raise ValueError(f"unknown data.source {data.source!r} for SFT; known: {', '.join(SOURCES)}")
+
+
+
+def manifest(dialogs: list[TimerDialog], rejects: list[dict]) -> dict:
+    """Counts per split, the target interval buckets, and the rejects with their reasons."""
+    splits: dict[str, dict] = {}
+    for split in sorted({d.split for d in dialogs}):
+        subset = [d for d in dialogs if d.split == split]
+        buckets = Counter(interval_bucket(d.target_minutes) for d in subset)
+        splits[split] = {
+            "dialogs": len(subset),
+            "with_instant_response": sum(1 for d in subset if d.instant_response),
+            "turns_mean": round(sum(len(d.speakers) for d in subset) / len(subset), 3),
+            "target_minutes_mean": round(sum(d.target_minutes for d in subset) / len(subset), 3),
+            "target_interval_buckets": dict(sorted(buckets.items())),
+        }
+    return {
+        "format": FORMAT,
+        "dialogs": len(dialogs),
+        "splits": splits,
+        "rejects": len(rejects),
+        "reject_reasons": dict(Counter(r["reason"].split(":")[0] for r in rejects)),
+    }
+
+
+def prepare_timer_data(data, timer, out_dir: str | Path) -> dict:
+    """Load, validate and save the dialogs (see the module docstring); returns the manifest."""
+    from datasets import Dataset, DatasetDict
+
+    start = time.perf_counter()
+    loaded = load_timer_source(data, timer)
+    if not loaded.dialogs:
+        raise ValueError(f"SFT data prep found no usable dialogs in {data.source} {data.path or ''}; "
+                         f"{len(loaded.rejects)} records were rejected")
+    splits = {}
+    for split in sorted({d.split for d in loaded.dialogs}):
+        rows = [d for d in loaded.dialogs if d.split == split]
+        columns = {key: [getattr(d, key) for d in rows] for key in
+                   ("id", "speakers", "utterances", "minutes", "instant_response", "source", "split", "narrative")}
+        splits[split] = Dataset.from_dict(columns)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    DatasetDict(splits).save_to_disk(str(out / "dataset"))
+    with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:
+        for reject in loaded.rejects:
+            fh.write(json.dumps(reject) + "\n")
+    info = manifest(loaded.dialogs, loaded.rejects)
+    info["data"] = {k: getattr(data, k) for k in data.__dataclass_fields__}
+    info["timer"] = {k: getattr(timer, k) for k in timer.__dataclass_fields__}
+    info["seconds"] = round(time.perf_counter() - start, 3)
+    (out / "manifest.json").write_text(json.dumps(info, indent=2))
+    logger.info("wrote %d dialogs (%s) to %s; %d rejects", info["dialogs"],
+                ", ".join(f"{k}={v['dialogs']}" for k, v in info["splits"].items()), out, len(loaded.rejects))
+    return info
+
+
+def load_timer_prepared(prepared_dir: str | Path):
+    """The DatasetDict written by `prepare_timer_data` (refuses a folder prepared for another task)."""
+    from datasets import load_from_disk
+
+    prepared = Path(prepared_dir)
+    manifest_file = prepared / "manifest.json"
+    if manifest_file.exists():
+        fmt = json.loads(manifest_file.read_text()).get("format")
+        if fmt != FORMAT:
+            raise ValueError(f"{prepared}: prepared for another task (format {fmt!r}), not TIMER SFT dialogs; "
+                             "point data.prepared_dir elsewhere or delete it")
+    path = prepared / "dataset"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no prepared dialogs; run data prep first "
+                                "(python data_prep/timelychat.py recipe=NAME out=DIR)")
+    return load_from_disk(str(path))

@@ -1,0 +1,127 @@
+"""Checkpoint evaluation entry point (`eval/run.py` is the thin script).
+
+    python eval/run.py recipe=tiny checkpoint=outputs/tiny [suites=tictoc] [out=results/tiny] [key=value ...]
+
+`checkpoint` defaults to the recipe's model (the base model). Writes `<out>/<suite>.json` and `<out>/report.md`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from timealign.config import RecipeError
+from timealign.config.cli import Command, Invocation, run_command
+from timealign.config.schema import opt
+
+logger = logging.getLogger("timealign.eval")
+
+SUMMARY = """Scores a checkpoint (full model folder or LoRA adapter folder; default: the recipe's base model) with the
+same prompt rendering as training. Writes <out>/<suite>.json and <out>/report.md.
+
+Generation engine: eval.backend=hf|vllm|openai (default: the recipe's); vllm: eval.tensor_parallel_size,
+eval.max_model_len, eval.enforce_eager; openai: eval.base_url, eval.served_model, eval.api_key_env. Sampling:
+eval.temperature/top_p/top_k/min_p (default: greedy; with eval.reasoning=true, Qwen3's 0.6/0.95/20/0). Finished
+samples are cached in <out>/generations/ and a rerun with the same out= resumes (eval.cache=false: off)."""
+
+
+@dataclass
+class EvalOptions:
+    checkpoint: str | None = opt(None, "model or adapter folder, hub id, or tiny / tiny-agent (default: the recipe's "
+                                       "model.name_or_path)")
+    suites: str = opt("tictoc", "comma-separated suites to run (see the SUITE.* options below for the list)")
+    out: str | None = opt(None, "where the reports go (default: <checkpoint>/eval, or <output_dir>/eval-base)")
+    timestamps: bool | None = opt(None, "render with or without timestamps (default: the recipe's data.timestamps)")
+    prompt_mode: str = opt("none", "none | reminder | rules: the TicToc paper's system-prompt strategies "
+                                   "(Sec. 3.4, Fig. 12)")
+    family: str | None = opt(None, "tool-call syntax: tiny | qwen | llama3 | mistral (default: detected from the "
+                                   "chat template)")
+    wandb: bool = opt(False, "log suite metrics and per-sample tables to a W&B run (project: wandb.project)")
+
+
+def suite_namespaces() -> dict[str, tuple[type, str]]:
+    """`SUITE.key=value` options of every registered suite that has options."""
+    from timealign.suites.registry import available_suites
+
+    return {name: (suite.options, suite.description) for name, suite in available_suites().items()
+            if getattr(suite, "options", None) is not None}
+
+
+COMMAND = Command(prog="python eval/run.py", summary=SUMMARY, options=EvalOptions, recipe="required",
+                  namespaces=suite_namespaces,
+                  examples="    python eval/run.py recipe=tiny checkpoint=outputs/tiny suites=tictoc,timepuzzles "
+                           "timepuzzles.n=200")
+
+
+def make_backend(recipe, checkpoint: str):
+    """The recipe's `eval.backend` (hf | vllm | openai) for `checkpoint` (`timealign.backends.base.make_backend`)."""
+    from timealign.backends.factory import make_backend as build
+
+    dtype = recipe.eval.dtype or (recipe.model.dtype if recipe.model.dtype != "bfloat16" else "auto")
+    return build(recipe.eval, checkpoint, dtype=dtype, trust_remote_code=recipe.model.trust_remote_code)
+
+
+def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamps: bool | None = None,
+             prompt_mode: str = "none", family: str | None = None,
+             suite_options: dict[str, dict[str, str]] | None = None) -> dict[str, dict]:
+    """Run each suite on one backend; write <out>/<suite>.json and <out>/report.md; return the reports."""
+    from timealign.suites.registry import EvalContext, get_suite, overall_markdown
+
+    selected = [get_suite(name) for name in suites]  # fail on a bad name or option before loading any model
+    options = {suite.name: suite.parse_options((suite_options or {}).get(suite.name)) for suite in selected}
+    backend = make_backend(recipe, checkpoint)
+    out.mkdir(parents=True, exist_ok=True)
+    reports, sections = {}, []
+    try:
+        for suite in selected:
+            ctx = EvalContext(recipe=recipe, out_dir=out, prompt_mode=prompt_mode, family=family,
+                              timestamps=recipe.data.timestamps if timestamps is None else timestamps,
+                              options=options[suite.name], checkpoint=str(checkpoint))
+            report = suite.run(backend, ctx)
+            report["suite"], report["checkpoint"] = suite.name, str(checkpoint)
+            report["backend"] = {"name": backend.name, "model": getattr(backend, "fingerprint", None),
+                                 "sampling": backend.resolve_sampling() if hasattr(backend, "resolve_sampling")
+                                 else None}
+            markdown = report.pop("markdown", None)
+            title = f"{suite.name}: {checkpoint}"
+            sections.append(f"## {title}\n\n{markdown}" if markdown else overall_markdown(title, report))
+            (out / f"{suite.name}.json").write_text(json.dumps(report, indent=1))
+            logger.info("%s: %s", suite.name,
+                        {k: v for k, v in report["overall"].items() if not isinstance(v, dict)})
+            reports[suite.name] = report
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+    (out / "report.md").write_text("\n".join(sections))
+    return reports
+
+
+def run(invocation: Invocation) -> int:
+    from timealign.eval.wandb_reports import log_reports_to_wandb
+    from timealign.suites.registry import available_suites
+
+    recipe, opts = invocation.recipe, invocation.options
+    suites = [s for s in opts.suites.split(",") if s]
+    known = available_suites()
+    unknown = [s for s in suites if s not in known]
+    if unknown:
+        raise RecipeError(f"unknown suite(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    checkpoint = opts.checkpoint or recipe.model.name_or_path
+    out = Path(opts.out or (Path(checkpoint) / "eval" if Path(checkpoint).is_dir()
+                            else Path(recipe.resolved_output_dir()) / "eval-base"))
+    evaluate(recipe, checkpoint, suites, out, timestamps=opts.timestamps, prompt_mode=opts.prompt_mode,
+             family=opts.family, suite_options=invocation.namespace_raw)
+    if opts.wandb:
+        run_dir = log_reports_to_wandb(recipe, checkpoint, out)
+        print(f"logged to W&B ({run_dir})")
+    print(f"wrote {out}/report.md")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from timealign.backends.base import BackendError
+
+    return run_command(COMMAND, argv, run, errors={BackendError: 1})

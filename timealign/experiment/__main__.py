@@ -1,0 +1,5 @@
+import sys
+
+from timealign.experiment.cli import main
+
+sys.exit(main())

@@ -1,1 +1,0 @@
-"""Temporal reasoning benchmarks (Time Puzzles and others): generators, solvers and evaluation suites."""

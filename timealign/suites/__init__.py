@@ -1,0 +1,1 @@
+"""Evaluation suites, one module or package per benchmark, registered in `registry`."""

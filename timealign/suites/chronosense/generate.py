@@ -1,0 +1,107 @@
+"""ChronoSense generation: round-robin over the tasks, each positive followed by its negative, few-shot examples."""
+
+from __future__ import annotations
+
+import random
+from typing import Iterable, Sequence
+
+from timealign.suites.chronosense.allen import (ALLEN_RELATIONS, BUILTIN_EVENTS, negative_candidates,
+                                                pairs_by_relation, sample_pair)
+from timealign.suites.chronosense.arithmetic import ARITHMETIC_TASKS, sample_arithmetic
+from timealign.suites.chronosense.prompts import N_SHOTS, TEMPLATES, build_prompt, normalize_setting, render_question
+
+TASKS = ALLEN_RELATIONS + ARITHMETIC_TASKS
+
+
+def select_tasks(tasks: str | Sequence[str] = "all") -> tuple[str, ...]:
+    if isinstance(tasks, str):
+        if tasks == "all":
+            return TASKS
+        if tasks == "allen":
+            return ALLEN_RELATIONS
+        if tasks == "arithmetic":
+            return ARITHMETIC_TASKS
+        tasks = [t.strip() for t in tasks.split(",") if t.strip()]
+    by_lower = {t.lower(): t for t in TASKS}
+    out = []
+    for t in tasks:
+        if t.lower() not in by_lower:
+            raise ValueError(f"unknown task {t!r}; known: all, allen, arithmetic, {', '.join(TASKS)}")
+        out.append(by_lower[t.lower()])
+    return tuple(out)
+
+
+def _make_pair(category: str, rng: random.Random, *, named: dict | None, years: tuple[int, int]) -> list[dict]:
+    """A positive item and its negative (same context) for one task."""
+    if category in ALLEN_RELATIONS:
+        if named is not None:
+            ea, eb = rng.choice(named[category])
+        else:
+            a, b = sample_pair(category, rng, years=years)
+            ea, eb = ("Event A", *a), ("Event B", *b)
+        neg_rel = rng.choice(negative_candidates(category))
+        base = {"task": "allen", "category": category, "abstract": named is None,
+                "event_a": {"name": ea[0], "start": ea[1], "end": ea[2]},
+                "event_b": {"name": eb[0], "start": eb[1], "end": eb[2]}}
+        return [dict(base, hypothesis_relation=category, label=True),
+                dict(base, hypothesis_relation=neg_rel, label=False)]
+    draw = sample_arithmetic(category, rng, years=years)
+    base = {"task": "arithmetic", "category": category, "abstract": True, "event": "Event A",
+            "params": draw["params"]}
+    return [dict(base, hypothesis_year=draw["positive_year"], label=True),
+            dict(base, hypothesis_year=draw["negative_year"], label=False)]
+
+
+def _finish(item: dict) -> dict:
+    item["answer"] = "True" if item["label"] else "False"
+    return item
+
+
+def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setting: str = "0-shot",
+             template: int = 0, named: bool = False, events: Iterable[tuple[str, int, int]] | None = None,
+             years: tuple[int, int] = (1500, 2020)) -> list[dict]:
+    """`n` items, round-robin over the tasks, each positive followed by its negative (n even: exactly balanced).
+
+    named=True (or `events` given) uses named events for the Allen tasks: pairs of `events` (default
+    `BUILTIN_EVENTS`) grouped by their true relation; tasks whose relation no pair has are skipped.
+    Few-shot examples come from a separate random stream, same task, and never repeat the question.
+    """
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    setting = normalize_setting(setting)
+    if template not in range(len(TEMPLATES)):
+        raise ValueError(f"template must be 0..{len(TEMPLATES) - 1}")
+    categories = select_tasks(tasks)
+    named_pairs = None
+    if named or events is not None:
+        named_pairs = pairs_by_relation(BUILTIN_EVENTS if events is None else events)
+        categories = tuple(c for c in categories if c in ARITHMETIC_TASKS or c in named_pairs)
+    if not categories:
+        raise ValueError("no task left to generate (named events realise none of the requested relations)")
+    rng = random.Random(f"chronosense-{seed}")
+    items: list[dict] = []
+    pair_idx = 0
+    while len(items) < n:
+        category = categories[pair_idx % len(categories)]
+        for item in _make_pair(category, rng, named=named_pairs, years=years):
+            item["pair_id"] = pair_idx
+            items.append(_finish(item))
+        pair_idx += 1
+    items = items[:n]
+    k = N_SHOTS[setting]
+    for i, item in enumerate(items):
+        item["id"] = f"chronosense-s{seed}-{i:05d}"
+        shots: list[dict] = []
+        if k:
+            shot_rng = random.Random(f"chronosense-shots-{seed}-{i}")
+            question = render_question(item, template)
+            first_true = shot_rng.random() < 0.5  # labels alternate from a random start: T,F,T or F,T,F
+            while len(shots) < k:
+                pos, neg = _make_pair(item["category"], shot_rng, named=named_pairs, years=years)
+                cand = _finish(pos if (len(shots) % 2 == 0) == first_true else neg)
+                if render_question(cand, template) != question:
+                    shots.append(cand)
+        item["setting"], item["template"] = setting, template
+        item["shots"] = [{"question": render_question(s, template), "answer": s["answer"]} for s in shots]
+        item["prompt"] = build_prompt(item, setting=setting, template=template, shots=shots)
+    return items

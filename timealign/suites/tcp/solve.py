@@ -1,0 +1,211 @@
+"""TCP solving: the earliest completion by exhaustive search over task assignments and start units.
+
+`answers_by_reading` solves a prototype under every combination of the readings the paper leaves implicit
+(`problem.READINGS`; see the package docstring), so the generator can keep only items that do not hinge on one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Iterable, Sequence
+
+from timealign.suites.tcp.problem import (AGENT_NAMES, LONG_HORIZON_DAYS, READINGS, SHORT_HORIZON_HOURS, TASKS,
+                                          LongAgent, Problem, ShortAgent, project_start, resolve_day)
+
+
+@dataclass(frozen=True)
+class UnitProblem:
+    """The scheduling core: units (hours or days) 0..horizon-1 counted from the project start."""
+
+    durations: tuple[int, ...]
+    deps: tuple[tuple[int, int], ...]  # (before, after) task indices
+    available: tuple[tuple[bool, ...], ...]  # [agent][unit]
+    break_between: tuple[int | None, ...]
+    break_after: tuple[tuple[int, int] | None, ...]  # (max consecutive, min rest) per agent
+    horizon: int
+
+
+def fatigue_ok(units: Iterable[int], max_consecutive: int, min_rest: int) -> bool:
+    """Worked units since the last rest of >= min_rest free units never exceed max_consecutive."""
+    count, prev = 0, None
+    for u in sorted(units):
+        if prev is not None and u - prev - 1 >= min_rest:
+            count = 0
+        count += 1
+        if count > max_consecutive:
+            return False
+        prev = u
+    return True
+
+
+def contiguous_ok(units: Iterable[int], max_consecutive: int, min_rest: int) -> bool:
+    """Each unbroken run of work is at most max_consecutive long; a run of exactly that length is followed by at
+    least min_rest free units."""
+    runs: list[list[int]] = []
+    for u in sorted(units):
+        if runs and u == runs[-1][1] + 1:
+            runs[-1][1] = u
+        else:
+            runs.append([u, u])
+    for i, (a, b) in enumerate(runs):
+        length = b - a + 1
+        if length > max_consecutive:
+            return False
+        if length == max_consecutive and i + 1 < len(runs) and runs[i + 1][0] - b - 1 < min_rest:
+            return False
+    return True
+
+
+def _topo_order(n: int, deps: Sequence[tuple[int, int]]) -> list[int]:
+    order, placed = [], set()
+    while len(order) < n:
+        for t in range(n):
+            if t not in placed and all(a in placed for a, b in deps if b == t):
+                order.append(t)
+                placed.add(t)
+                break
+        else:
+            raise ValueError("dependency cycle")
+    return order
+
+
+def solve_units(up: UnitProblem, break_after_mode: str = "fatigue") -> tuple[int | None, list[tuple[int, int]]]:
+    """Exhaustive search: the minimal completion unit (end of the last task) and one optimal plan
+    [(agent, start) per task], or (None, []) when nothing fits in the horizon."""
+    check_rest = {"fatigue": fatigue_ok, "contiguous": contiguous_ok}[break_after_mode]
+    n_tasks, n_agents = len(up.durations), len(up.available)
+    order = _topo_order(n_tasks, up.deps)
+    preds = [[a for a, b in up.deps if b == t] for t in range(n_tasks)]
+    starts = [[[s for s in range(up.horizon - d + 1) if all(up.available[g][s:s + d])] for g in range(n_agents)]
+              for d in up.durations]
+    best = [up.horizon + 1, []]
+    plan: dict[int, tuple[int, int, int]] = {}  # task -> (agent, start, end)
+
+    def agent_rules_ok() -> bool:
+        for g in range(n_agents):
+            rule = up.break_after[g]
+            if rule is None:
+                continue
+            units = [u for a, s, e in plan.values() if a == g for u in range(s, e)]
+            if units and not check_rest(units, *rule):
+                return False
+        return True
+
+    def rec(k: int) -> None:
+        if k == n_tasks:
+            if agent_rules_ok():
+                end = max(e for _, _, e in plan.values())
+                if end < best[0]:
+                    best[0], best[1] = end, [(plan[t][0], plan[t][1]) for t in range(n_tasks)]
+            return
+        t = order[k]
+        d = up.durations[t]
+        ready = max((plan[p][2] for p in preds[t]), default=0)
+        for g in range(n_agents):
+            gap = up.break_between[g] or 0
+            mine = [(s2, e2) for a, s2, e2 in plan.values() if a == g]
+            for s in starts[t][g]:
+                if s < ready:
+                    continue
+                e = s + d
+                if e >= best[0]:
+                    break
+                if any(s < e2 + gap and s2 < e + gap for s2, e2 in mine):  # overlap or too short a break
+                    continue
+                plan[t] = (g, s, e)
+                rec(k + 1)
+                del plan[t]
+
+    rec(0)
+    return (None, []) if best[0] > up.horizon else (best[0], best[1])
+
+
+def short_availability(agent: ShortAgent, start: datetime, horizon: int, shift_rule: str = "paper") -> list[bool]:
+    """Hour slots [start + u h, start + (u+1) h) in which the agent can work (GMT)."""
+    avail = [False] * horizon
+    for day in range(-2, horizon // 24 + 3):
+        local_date = start.date() + timedelta(days=day)
+        shift_start = datetime.combine(local_date, datetime.min.time()) + timedelta(hours=agent.work[0] - agent.offset)
+        if shift_rule == "paper" and shift_start < start:
+            continue
+        if shift_rule not in ("paper", "periodic"):
+            raise ValueError(f"unknown shift_rule {shift_rule!r}")
+        for h in range(agent.work[0], agent.work[1]):
+            if agent.meal[0] <= h < agent.meal[1]:
+                continue
+            slot = shift_start + timedelta(hours=h - agent.work[0])
+            u = (slot - start) / timedelta(hours=1)
+            if 0 <= u < horizon and u == int(u):
+                avail[int(u)] = True
+    return avail
+
+
+def long_availability(agent: LongAgent, start: date, conversation: date, horizon: int,
+                      next_reading: str = "calendar") -> list[bool]:
+    off = {resolve_day(x, conversation, next_reading) for x in agent.unavailable}
+    days = [start + timedelta(days=u) for u in range(horizon)]
+    return [(not agent.weekdays_only or d.weekday() < 5) and d not in off for d in days]
+
+
+def to_units(p: Problem, *, shift_rule: str = "paper", next_reading: str = "calendar") -> UnitProblem:
+    start = project_start(p, next_reading)
+    if p.kind == "short":
+        horizon = SHORT_HORIZON_HOURS
+        avail = [short_availability(a, start, horizon, shift_rule) for a in p.agents]
+    else:
+        horizon = LONG_HORIZON_DAYS
+        conv = date.fromisoformat(p.conversation)
+        avail = [long_availability(a, start.date(), conv, horizon, next_reading) for a in p.agents]
+    idx = {t: i for i, t in enumerate(TASKS)}
+    return UnitProblem(
+        durations=tuple(p.durations), deps=tuple((idx[a], idx[b]) for a, b in p.deps),
+        available=tuple(tuple(a) for a in avail), break_between=tuple(a.break_between for a in p.agents),
+        break_after=tuple((a.max_consecutive, a.min_rest) if a.max_consecutive else None for a in p.agents),
+        horizon=horizon)
+
+
+def format_answer(p: Problem, end_unit: int, start: datetime) -> str:
+    if p.kind == "short":
+        return (start + timedelta(hours=end_unit)).strftime("%Y-%m-%d %H:%M GMT")
+    return (start.date() + timedelta(days=end_unit - 1)).isoformat()
+
+
+@dataclass
+class Solution:
+    answer: str | None
+    end_unit: int | None
+    schedule: list[dict] = field(default_factory=list)
+
+
+def solve(p: Problem, *, shift_rule: str = "paper", next_reading: str = "calendar",
+          break_after_mode: str = "fatigue") -> Solution:
+    """Earliest completion (the answer string) and one optimal schedule; answer None if it does not fit."""
+    start = project_start(p, next_reading)
+    end, plan = solve_units(to_units(p, shift_rule=shift_rule, next_reading=next_reading), break_after_mode)
+    if end is None:
+        return Solution(None, None, [])
+    schedule = []
+    for t, (g, s) in zip(TASKS, plan):
+        d = p.durations[TASKS.index(t)]
+        if p.kind == "short":
+            span = (start + timedelta(hours=s)).strftime("%Y-%m-%d %H:%M"), \
+                (start + timedelta(hours=s + d)).strftime("%Y-%m-%d %H:%M")
+        else:
+            first = start.date() + timedelta(days=s)
+            span = first.isoformat(), (first + timedelta(days=d - 1)).isoformat()
+        schedule.append({"task": f"Task {t}", "agent": AGENT_NAMES[g], "start": span[0], "end": span[1]})
+    return Solution(format_answer(p, end, start), end, schedule)
+
+
+def answers_by_reading(p: Problem) -> dict[tuple[str, str, str], str | None]:
+    """The answer under every combination of the implicit readings (see READINGS)."""
+    out = {}
+    shift_rules = READINGS["shift_rule"] if p.kind == "short" else ("paper",)
+    next_readings = READINGS["next_reading"] if p.kind == "long" else ("calendar",)
+    has_rest = any(a.max_consecutive for a in p.agents)
+    modes = READINGS["break_after_mode"] if has_rest else ("fatigue",)
+    for sr, nr, mode in itertools.product(shift_rules, next_readings, modes):
+        out[(sr, nr, mode)] = solve(p, shift_rule=sr, next_reading=nr, break_after_mode=mode).answer
+    return out

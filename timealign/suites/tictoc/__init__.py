@@ -1,0 +1,1 @@
+"""TicToc: tool-call decisions after elapsed time (NAR, attempt rates)."""

@@ -1,0 +1,110 @@
+"""TicToc evaluation: render each held-out sample's prompt, generate, detect a tool-call attempt, score NAR.
+
+Prompts are rendered by the renderer training used (`PromptRenderer.for_data` on the recipe's `data` section, with
+the evaluation-time `timestamps` / `prompt_mode` of the eval command), so a sample's prompt here is the prompt part
+of its training pair (`tests/test_render_parity.py` checks it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from timealign.backends.cache import cached_generate
+from timealign.config import DataSection
+from timealign.render.chat import PromptRenderer
+from timealign.suites.registry import EvalContext, Suite, suite_cache_dir
+from timealign.suites.tictoc.metrics import tictoc_report
+from timealign.suites.tictoc.tool_calls import detect_family, is_tool_call
+
+
+def tictoc_prompts(renderer: PromptRenderer, rows: list[dict]) -> list[str]:
+    """The generation prompt of each prepared pair row (its `prompt` messages and `tools`)."""
+    return [renderer.prompt(r["prompt"], r["tools"]) for r in rows]
+
+
+def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None = None, *, family: str | None = None,
+                    max_new_tokens: int = 24, desc: str = "TicToc", cache_dir: str | Path | None = None) -> dict:
+    """Score one backend on prepared pair rows (the `prompt` and `tools` columns; labels from `label`).
+
+    `renderer` renders the prompts (default: the recipe defaults, `PromptRenderer.for_data` on a default
+    `DataSection`: timestamps on, no elapsed badge, no system-prompt addition). Generation goes through
+    `cached_generate`: finished samples are cached in `cache_dir/tictoc.jsonl` (a killed run resumes), and a sample
+    whose generation fails is listed under `errors` (and in its sample record) and left out of the metrics instead of
+    stopping the run. Returns the report (overall NAR and attempt rates, breakdowns) plus per-sample records.
+    """
+    tokenizer = backend.tokenizer
+    family = family or detect_family(tokenizer.chat_template)
+    renderer = renderer or PromptRenderer.for_data(tokenizer, DataSection())
+    gens = cached_generate(backend, tictoc_prompts(renderer, rows), suite="tictoc", cache_dir=cache_dir,
+                           max_new_tokens=max_new_tokens, desc=desc)
+    outputs = gens.outputs
+    attempted = [is_tool_call(text, family) if text is not None else None for text in outputs]
+    scored = [i for i, text in enumerate(outputs) if text is not None]
+    report = tictoc_report([rows[i] for i in scored], [attempted[i] for i in scored])
+    resolve = getattr(backend, "resolve_sampling", None)
+    report["settings"] = {"timestamps": renderer.timestamps, "elapsed": renderer.elapsed and renderer.timestamps,
+                          "prompt_mode": renderer.prompt_mode, "family": family,
+                          "backend": backend.name, "max_new_tokens": max_new_tokens,
+                          "sampling": resolve() if resolve else None}
+    report["generation"] = gens.summary()
+    report["errors"] = [{"id": rows[i]["id"], "elapse_level": rows[i]["elapse_level"], "error": err}
+                        for i, err in sorted(gens.errors.items())]
+    report["samples"] = []
+    for i, (r, called, text) in enumerate(zip(rows, attempted, outputs, strict=True)):
+        sample = {"id": r["id"], "elapse_level": r["elapse_level"], "label": r["label"], "tool_call": called,
+                  "output": text}
+        if i in gens.errors:
+            sample["error"] = gens.errors[i]
+        report["samples"].append(sample)
+    return report
+
+
+def heldout_rows(recipe) -> list[dict]:
+    """The recipe's held-out split of prepared pairs (prepared first if needed), capped at `eval.max_samples`."""
+    from timealign.data.pairs import load_prepared
+    from timealign.data.prepared import ensure_prepared
+
+    data = load_prepared(ensure_prepared(recipe, kind="pairs"))
+    if recipe.data.eval_split not in data:
+        raise ValueError(f"prepared data has no {recipe.data.eval_split!r} split (has: {', '.join(data)})")
+    rows = data[recipe.data.eval_split].to_list()
+    return rows[: recipe.eval.max_samples] if recipe.eval.max_samples else rows
+
+
+def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
+    recipe = ctx.recipe
+    renderer = PromptRenderer.for_data(backend.tokenizer, recipe.data, timestamps=ctx.timestamps,
+                                       prompt_mode=ctx.prompt_mode)
+    report = evaluate_tictoc(backend, heldout_rows(recipe), renderer, family=ctx.family,
+                             max_new_tokens=recipe.eval.max_new_tokens, cache_dir=suite_cache_dir(ctx))
+    report["markdown"] = markdown_summary(report)
+    return report
+
+
+SUITE = Suite("tictoc", "TicToc tool-call alignment (NAR, attempt rates) on the recipe's held-out split",
+              run_tictoc_suite)
+
+
+def markdown_summary(report: dict) -> str:
+    o = report["overall"]
+
+    def fmt(v):
+        return "n/a" if v is None else f"{v:.3f}"
+
+    lines = ["| metric | value |", "|---|---|",
+             f"| samples | {o['n']} |", f"| NAR | {fmt(o['nar'])} |",
+             f"| attempt rate, prefer-Tool | {fmt(o['attempt_rate_prefer_tool'])} |",
+             f"| attempt rate, prefer-noTool | {fmt(o['attempt_rate_prefer_no_tool'])} |",
+             f"| tool calls | {o['tool_calls']} |"]
+    failed = len(report.get("errors") or [])
+    if failed:
+        lines.append(f"| failed samples (not scored; see `errors`) | {failed} |")
+    lines.append("")
+    for group in ("by_sensitivity", "by_elapse_level", "by_length"):
+        lines += [f"**{group.replace('_', ' ')}**", "", "| bucket | n | NAR | attempt (Tool) | attempt (noTool) |",
+                  "|---|---|---|---|---|"]
+        for bucket, m in report[group].items():
+            lines.append(f"| {bucket} | {m['n']} | {fmt(m['nar'])} | {fmt(m['attempt_rate_prefer_tool'])} | "
+                         f"{fmt(m['attempt_rate_prefer_no_tool'])} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""TimelyChat: response timing and time-conditioned replies of TIMER checkpoints."""

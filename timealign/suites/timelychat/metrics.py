@@ -1,0 +1,196 @@
+"""TimelyChat turn-level metrics (TimelyChat paper, Sec. 4.2 "Turn-level Evaluation", Sec. 6.2, Table 2 and 3).
+
+Response timing prediction (`timing_metrics`, `rmsle`):
+- Classification (Sec. 4.2: "whether the model correctly classifies the next turn as either delayed or instant"):
+  a turn is *delayed* when its interval is > `instant_max_minutes` (default 0: instant = exactly 0 minutes),
+  *instant* otherwise. Delayed is the positive class: Sec. 6.2 reads instruction-tuned models' "low precision ...
+  and high FPR" as "over-predict[ing] the need for a delay", i.e. a false positive is a predicted delay on an
+  instant turn. precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2TP/(2TP+FP+FN) (= 2PR/(P+R)), FPR =
+  FP/(FP+TN), as fractions in [0, 1] like Table 2. A metric whose denominator is 0 is None (undefined), and the
+  four counts are always reported. (The authors' script returns 0 for an undefined metric.)
+- RMSLE (Sec. 4.2: "root mean squared logarithmic error ... by converting each time interval into minutes"):
+  sqrt(mean_i (ln(1 + pred_i) - ln(1 + gold_i))^2) with minutes, natural log and +1 (the paper states neither
+  base nor offset; this is the standard RMSLE, e.g. sklearn's, and the authors' script uses numpy.log1p; the +1
+  is what makes 0-minute intervals usable). `rmsle` is over the same cases as the classification;
+  `rmsle_target` over the target turns only (the paper does not say which set Table 2's RMSLE is over).
+- Unparseable predicted intervals (`parse_minutes` raises) are counted in `unparsed`. How they enter the metrics is
+  the `unparsed` policy:
+    "instant" (default): scored as 0 minutes, i.e. predicted instant, in the classification and in RMSLE. This is
+      what the agent does (the two-step inference replies instantly when it cannot read its own interval:
+      `TimerInference.fallback_minutes`) and what the authors' script does (an unreadable interval -> 0.0).
+    "wrong": counted as misclassified (a delayed gold -> FN, an instant gold -> FP) and left out of RMSLE.
+    "exclude": left out of every timing metric.
+
+Time-conditioned response generation (scores x100 like Table 3):
+- BLEU-2 (`bleu2`): corpus BLEU with n-grams up to 2, uniform weights, brevity penalty, sacrebleu's default 13a
+  tokenizer, case-sensitive, no smoothing (`sacrebleu.metrics.BLEU(max_ngram_order=2, smooth_method="none")`). The
+  paper only says "BLEU (Papineni et al., 2002)" and reports B-2; this is what the authors' script computes
+  (torchmetrics `SacreBLEUScore(n_gram=2)`, the same sacrebleu definition). Per sample: `sentence_bleu2`,
+  sacrebleu's sentence BLEU-2 (effective order, exp smoothing), for inspection only.
+- ROUGE-L (`rouge_l`): the mean over samples of the ROUGE-L F-measure (`rouge_score`, `rougeL`, no stemming:
+  lowercased alphanumeric tokens), as the authors' script (torchmetrics `ROUGEScore`, rougeL_fmeasure, same
+  tokenization).
+- BERTScore (`bertscore`, optional): mean F1 of `bert_score.score` with a model name or local path (the authors used
+  the `evaluate` default for English: roberta-large, layer 17, no idf, no baseline rescaling) and `num_layers`
+  (required for a model bert_score does not know).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+__all__ = ["UNPARSED_POLICIES", "is_delayed", "rmsle", "timing_metrics", "bleu2", "sentence_bleu2", "rouge_l",
+           "bertscore"]
+
+UNPARSED_POLICIES = ("instant", "wrong", "exclude")
+
+
+# ================================================================================================ timing metrics
+
+
+def is_delayed(minutes: float, instant_max_minutes: float) -> bool:
+    """Delayed (the positive class) means longer than `instant_max_minutes`; instant otherwise."""
+    return minutes > instant_max_minutes
+
+
+def rmsle(gold: Sequence[float], pred: Sequence[float]) -> float | None:
+    """sqrt(mean (ln(1 + pred) - ln(1 + gold))^2), intervals in minutes (module docstring); None for no pairs."""
+    if len(gold) != len(pred):
+        raise ValueError(f"{len(gold)} gold intervals but {len(pred)} predictions")
+    if not gold:
+        return None
+    for value in (*gold, *pred):
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"intervals must be finite minutes >= 0, got {value!r}")
+    return math.sqrt(sum((math.log1p(p) - math.log1p(g)) ** 2 for g, p in zip(gold, pred)) / len(gold))
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def timing_metrics(gold: Sequence[float], pred: Sequence[float | None], *, unparsed: str = "instant",
+                   instant_max_minutes: float = 0.0, targets: Sequence[bool] | None = None) -> dict:
+    """Delayed-vs-instant classification and RMSLE (module docstring, Sec. 4.2).
+
+    gold: gold minutes per case; pred: predicted minutes, None where the model's interval could not be parsed;
+    unparsed: how an unparseable prediction is scored ("instant" | "wrong" | "exclude"); targets: which cases are
+    target turns (for `rmsle_target`; default: none).
+    """
+    if unparsed not in UNPARSED_POLICIES:
+        raise ValueError(f"unparsed={unparsed!r}; known: {', '.join(UNPARSED_POLICIES)}")
+    if len(gold) != len(pred):
+        raise ValueError(f"{len(gold)} gold intervals but {len(pred)} predictions")
+    targets = list(targets) if targets is not None else [False] * len(gold)
+    if len(targets) != len(gold):
+        raise ValueError(f"{len(targets)} target flags for {len(gold)} cases")
+    tp = fp = tn = fn = 0
+    reg_gold: list[float] = []
+    reg_pred: list[float] = []
+    tgt_gold: list[float] = []
+    tgt_pred: list[float] = []
+    n_unparsed = 0
+    for g, p, is_target in zip(gold, pred, targets):
+        gold_delayed = is_delayed(g, instant_max_minutes)
+        if p is None:
+            n_unparsed += 1
+            if unparsed == "exclude":
+                continue
+            if unparsed == "wrong":
+                if gold_delayed:
+                    fn += 1
+                else:
+                    fp += 1
+                continue
+            p = 0.0  # "instant"
+        pred_delayed = is_delayed(p, instant_max_minutes)
+        if gold_delayed and pred_delayed:
+            tp += 1
+        elif gold_delayed:
+            fn += 1
+        elif pred_delayed:
+            fp += 1
+        else:
+            tn += 1
+        reg_gold.append(g)
+        reg_pred.append(p)
+        if is_target:
+            tgt_gold.append(g)
+            tgt_pred.append(p)
+    return {
+        "cases": len(gold),
+        "delayed_gold": sum(is_delayed(g, instant_max_minutes) for g in gold),
+        "instant_gold": sum(not is_delayed(g, instant_max_minutes) for g in gold),
+        "unparsed": n_unparsed,
+        "unparsed_rate": _ratio(n_unparsed, len(gold)),
+        "classified": tp + fp + tn + fn,
+        "tp": tp, "fp": fp, "tn": tn, "fn": fn,
+        "precision": _ratio(tp, tp + fp),
+        "recall": _ratio(tp, tp + fn),
+        "f1": _ratio(2 * tp, 2 * tp + fp + fn),
+        "fpr": _ratio(fp, fp + tn),
+        "rmsle": rmsle(reg_gold, reg_pred),
+        "rmsle_cases": len(reg_gold),
+        "rmsle_target": rmsle(tgt_gold, tgt_pred),
+        "rmsle_target_cases": len(tgt_gold),
+        "unparsed_policy": unparsed,
+        "instant_max_minutes": instant_max_minutes,
+    }
+
+
+# ============================================================================================== response metrics
+
+
+def _need(module: str, pip_name: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"the TimelyChat response metrics need `{pip_name}`: pip install {pip_name}") from None
+
+
+def bleu2(hypotheses: Sequence[str], references: Sequence[str]) -> float | None:
+    """Corpus BLEU-2 (x100) with sacrebleu: n-grams 1-2, 13a tokenizer, no smoothing (module docstring)."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    if not hypotheses:
+        return None
+    metrics = _need("sacrebleu.metrics", "sacrebleu")
+    scorer = metrics.BLEU(max_ngram_order=2, smooth_method="none")
+    return float(scorer.corpus_score(list(hypotheses), [list(references)]).score)
+
+
+def sentence_bleu2(hypothesis: str, reference: str) -> float:
+    """Sentence-level BLEU-2 (x100; effective order, exp smoothing): per-sample inspection only."""
+    metrics = _need("sacrebleu.metrics", "sacrebleu")
+    return float(metrics.BLEU(max_ngram_order=2, effective_order=True).sentence_score(hypothesis, [reference]).score)
+
+
+def rouge_l(hypotheses: Sequence[str], references: Sequence[str], *,
+            use_stemmer: bool = False) -> tuple[float | None, list[float]]:
+    """(mean ROUGE-L F-measure x100, per-sample F-measures x100) with rouge_score's `rougeL`."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    scorer_mod = _need("rouge_score.rouge_scorer", "rouge-score")
+    scorer = scorer_mod.RougeScorer(["rougeL"], use_stemmer=use_stemmer)
+    per = [100.0 * scorer.score(ref, hyp)["rougeL"].fmeasure for hyp, ref in zip(hypotheses, references)]
+    return (sum(per) / len(per) if per else None), per
+
+
+def bertscore(hypotheses: Sequence[str], references: Sequence[str], model: str, *, num_layers: int | None = None,
+              batch_size: int = 32, device: str | None = None, idf: bool = False) -> tuple[float, list[float]]:
+    """(mean BERTScore F1 x100, per-sample F1 x100) with `bert_score.score`; raises ImportError if not installed."""
+    try:
+        from bert_score import score
+    except ImportError:
+        raise ImportError("BERTScore needs the `bert_score` package (pip install bert-score)") from None
+    try:
+        _, _, f1 = score(list(hypotheses), list(references), model_type=model, num_layers=num_layers,
+                         batch_size=batch_size, device=device, idf=idf, lang="en", verbose=False)
+    except KeyError:
+        raise ValueError(f"bert_score does not know the layer to use for {model!r}: give bertscore_num_layers=N "
+                         "(roberta-large: 17, the authors' setting)") from None
+    per = [100.0 * float(v) for v in f1.tolist()]
+    return sum(per) / len(per), per
