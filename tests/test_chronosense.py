@@ -16,7 +16,7 @@ import pytest
 
 from timealign.suites import chronosense as cs
 from timealign.suites.generate_sets import main as generate_main
-from timealign.suites.questions import write_jsonl
+from timealign.data.records import write_jsonl
 
 # Allen's relations re-derived from endpoint comparisons (A = (a1, a2), B = (b1, b2)), independently of the module.
 DEFINITIONS = {
