@@ -244,6 +244,55 @@ def test_prompt_settings_and_templates():
         cs.generate(4, setting="5-shot")
 
 
+def _test_context(item: dict) -> list[str]:
+    """The sentences that state the test item's facts, in both event orders (independent of `context_key`)."""
+    if item["task"] == "allen":
+        a, b = ((item[k]["name"], item[k]["start"], item[k]["end"]) for k in ("event_a", "event_b"))
+        return [cs.prompts.allen_context(a, b), cs.prompts.allen_context(b, a)]
+    return [cs.prompts.ARITHMETIC_TEXT[item["category"]][0].format(a="'Event A'", **item["params"])]
+
+
+def _context_of_shot(question: str) -> list[str]:
+    """A template-0 question's facts: everything before its hypothesis."""
+    return [question.split(" Did ")[0]]
+
+
+def _shares_event_pair(item: dict, shot_question: str) -> bool:
+    if item["task"] == "allen" and not item["abstract"]:
+        names = (item["event_a"]["name"], item["event_b"]["name"])
+        return all(f"The event '{n}' occurred" in shot_question for n in names)
+    return any(context in shot_question for context in _test_context(item))
+
+
+@pytest.mark.parametrize("named,tasks", [(True, "allen"), (False, "all")])
+def test_few_shot_prompts_never_share_the_test_pair_repeat_a_shot_or_show_the_question(named, tasks):
+    # Issue 12: a third of the named 3-shot prompts had a shot about the test's two events (some asking the same
+    # relation, so the shown answer was the test's answer) and some repeated a shot.
+    for setting in ("3-shot", "1-shot"):
+        items = cs.generate(390 if setting == "3-shot" else 130, seed=7, setting=setting, named=named, tasks=tasks)
+        for it in items:
+            questions = [s["question"] for s in it["shots"]]
+            assert len(questions) == cs.prompts.N_SHOTS[setting]
+            assert len(set(questions)) == len(questions), it["id"]
+            assert cs.render_question(it, 0) not in questions
+            assert not any(_shares_event_pair(it, q) for q in questions), it["id"]
+            for i, q in enumerate(questions):  # shots share no context with each other either
+                assert not any(c in other for c in _context_of_shot(q) for other in questions[i + 1:])
+
+
+def test_a_relation_with_one_named_pair_gets_abstract_shots_instead_of_its_own_pair():
+    # Equals has a single named pair (World War II / its European theatre): every shot would be about it.
+    items = cs.generate(8, seed=1, setting="3-shot", named=True, tasks="Equals")
+    assert {it["event_a"]["name"] for it in items} <= {"World War II", "European theatre of World War II"}
+    for it in items:
+        assert len(it["shots"]) == 3
+        assert all("World War II" not in s["question"] and "'Event A'" in s["question"] for s in it["shots"])
+    # Before has hundreds of pairs: its shots stay named.
+    before = cs.generate(8, seed=1, setting="3-shot", named=True, tasks="Before")
+    assert all("'Event A'" not in s["question"] for it in before for s in it["shots"])
+    assert cs.context_key(items[0]) == cs.context_key(dict(items[0], hypothesis_relation="Before"))
+
+
 # ----------------------------------------------------------------------------------------------------- parsing
 
 @pytest.mark.parametrize("text, expected", [

@@ -1,10 +1,8 @@
-"""TicToc metrics on hand-counted examples; tool-call detection on each family's real output format."""
+"""TicToc metrics on hand-counted examples, empty outputs under both protocols (detection: test_tool_calls.py)."""
 
 import pytest
 
 from timealign.suites.tictoc.metrics import confusion, length_bucket, nar_from_counts, summarize, tictoc_report
-from timealign.suites.tictoc.tool_calls import detect_family, is_tool_call, known_families
-from timealign.tiny import TINY_CHAT_TEMPLATE
 
 T, N = "prefer_tool", "prefer_no_tool"
 
@@ -40,42 +38,33 @@ def test_length_buckets_and_breakdowns():
     assert report["by_length"]["long"]["n"] == 1
 
 
-QWEN_CALL = '<tool_call>\n{"name": "get_stock_price", "arguments": {"symbol": "ACME"}}\n</tool_call><|im_end|>'
-QWEN3_THINK_CALL = ("<think>\nThe last check was 3 hours ago, prices move.\n</think>\n\n" + QWEN_CALL)
-QWEN3_THINK_ANSWER = ("<think>\nMaybe I should emit <tool_call> again... no, it was 4 seconds ago.\n</think>\n\n"
-                      "ACME is at 101.25 USD.<|im_end|>")
-LLAMA_CALL = '{"name": "get_stock_price", "parameters": {"symbol": "ACME"}}<|eot_id|>'
-LLAMA_TRUNCATED = '{"name": "get_stock_price", "parameters": {"sym'
-LLAMA_BUILTIN = '<|python_tag|>brave_search.call(query="ACME stock price")<|eom_id|>'
-LLAMA_TEXT = 'ACME is at 101.25. The last lookup returned {"price": 101.25}.<|eot_id|>'
-MISTRAL_CALL = '[TOOL_CALLS][{"name": "get_stock_price", "arguments": {"symbol": "ACME"}}]</s>'
-MISTRAL_V11_CALL = '[TOOL_CALLS]get_stock_price[ARGS]{"symbol": "ACME"}</s>'
+def test_empty_outputs_are_counted_and_dropped_only_in_paper_protocol():
+    # 4 prefer-Tool samples: 2 calls, 1 plain answer, 1 empty; 4 prefer-noTool: 3 answers, 1 empty.
+    labels = [T] * 4 + [N] * 4
+    called = [True, True, False, False] + [False] * 4
+    empty = [False, False, False, True] + [False, False, False, True]
+    ours = summarize(labels, called, empty, protocol="timealign")
+    assert ours["n"] == 8 and ours["empty_outputs"] == 2
+    assert (ours["tp"], ours["fn"], ours["tn"], ours["fp"]) == (2, 2, 4, 0)  # an empty reply is "no call"
+    assert ours["nar"] == pytest.approx(0.5 * (2 / 4 + 4 / 4))
+    paper = summarize(labels, called, empty, protocol="paper")
+    assert paper["n"] == 6 and paper["empty_outputs"] == 2  # get_metric.py: total = len(outputs) - failed
+    assert (paper["tp"], paper["fn"], paper["tn"], paper["fp"]) == (2, 1, 3, 0)
+    assert paper["nar"] == pytest.approx(0.5 * (2 / 3 + 3 / 3))
+    assert summarize(labels, called)["empty_outputs"] == 0  # no flags given: nothing is empty
+    with pytest.raises(ValueError, match="protocol"):
+        summarize(labels, called, empty, protocol="bfcl")
 
 
-@pytest.mark.parametrize("family, text, expected", [
-    ("qwen", QWEN_CALL, True), ("qwen", QWEN3_THINK_CALL, True), ("qwen", QWEN3_THINK_ANSWER, False),
-    ("qwen", "ACME is at 101.25 USD.<|im_end|>", False),
-    ("llama3", LLAMA_CALL, True), ("llama3", LLAMA_TRUNCATED, True), ("llama3", LLAMA_BUILTIN, True),
-    ("llama3", LLAMA_TEXT, False), ("llama3", '{"answer": 3}', False),
-    ("mistral", MISTRAL_CALL, True), ("mistral", MISTRAL_V11_CALL, True), ("mistral", "ACME is at 101.", False),
-    ("tiny", '<tool_call>{"name": "get_price", "arguments": {}}</tool_call><|im_end|>', True),
-    ("tiny", "The price is 3.<|im_end|>", False),
-])
-def test_tool_call_detection(family, text, expected):
-    assert is_tool_call(text, family) is expected
-
-
-def test_unknown_family_lists_known_ones():
-    with pytest.raises(ValueError) as err:
-        is_tool_call("x", "gemma")
-    for family in known_families():
-        assert family in str(err.value)
-    with pytest.raises(ValueError, match="set eval.family"):
-        detect_family("{{ messages }}")
-
-
-def test_family_detection_from_templates():
-    assert detect_family(TINY_CHAT_TEMPLATE) == "tiny"
-    assert detect_family("{{- '<|start_header_id|>' + message['role'] }}") == "llama3"
-    assert detect_family("{%- if tools %}<tools>{% endif %}<|im_start|>...<tool_call>") == "qwen"
-    assert detect_family("[AVAILABLE_TOOLS]...[TOOL_CALLS]") == "mistral"
+def test_empty_outputs_in_breakdowns():
+    rows = [{"label": T, "sensitivity": "high", "elapse_level": 2, "num_turns": 5},
+            {"label": T, "sensitivity": "high", "elapse_level": 2, "num_turns": 5},
+            {"label": N, "sensitivity": "low", "elapse_level": 0, "num_turns": 13}]
+    called, empty = [True, False, False], [False, True, False]
+    paper = tictoc_report(rows, called, empty, protocol="paper")
+    assert paper["overall"]["empty_outputs"] == 1 and paper["overall"]["nar"] == 1.0
+    assert paper["by_sensitivity"]["high"] == {**paper["by_sensitivity"]["high"], "n": 1, "empty_outputs": 1}
+    assert paper["by_sensitivity"]["low"]["empty_outputs"] == 0
+    ours = tictoc_report(rows, called, empty)
+    assert ours["overall"]["n"] == 3 and ours["overall"]["empty_outputs"] == 1
+    assert ours["overall"]["nar"] == pytest.approx(0.5 * (1 / 2 + 1))

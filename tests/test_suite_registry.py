@@ -43,7 +43,7 @@ def test_options_are_typed_from_command_line_text(name, defaults):
 
 
 def test_a_suite_without_options_refuses_them():
-    suite = get_suite("tictoc")
+    suite = Suite("bare", "a suite that declares no options", lambda backend, ctx: {})
     assert suite.options is None and suite.parse_options({}) is None
     with pytest.raises(RecipeError, match="takes no options"):
         suite.parse_options({"n": "3"})
@@ -87,3 +87,11 @@ def test_data_prep_cli_help_and_errors(capsys):
     assert "unknown key 'max_new_tokens'" in capsys.readouterr().err
     assert generate_main(["suite=tcp", "kind=medium"]) == 2
     assert "kind must be short, long or mixed" in capsys.readouterr().err
+
+
+def test_tictoc_detection_protocol_is_a_suite_option():
+    suite = get_suite("tictoc")
+    assert suite.parse_options({}).detection == "timealign"
+    assert suite.parse_options({"detection": "paper"}).detection == "paper"
+    with pytest.raises(RecipeError, match="unknown key 'tictoc.detect'"):
+        suite.parse_options({"detect": "paper"})

@@ -85,38 +85,55 @@ def bf_setup(d: dict, shift_rule: str = "paper"):
     return start, avail, 7
 
 
-def bf_valid(d: dict, avail, horizon, who, starts) -> bool:
+def bf_end(avail_row, s: int, du: int, pause: bool) -> int | None:
+    """End unit of a task begun at s: du consecutive free units, or (pause) du free units counted one by one."""
+    if not pause:
+        return s + du if s + du <= len(avail_row) and all(avail_row[s:s + du]) else None
+    left, u = du, s
+    while u < len(avail_row):
+        if avail_row[u]:
+            left -= 1
+            if left == 0:
+                return u + 1
+        elif u == s:
+            return None
+        u += 1
+    return None
+
+
+def bf_valid(d: dict, avail, horizon, who, starts, pause: bool = False) -> bool:
     dur = d["durations"]
     names = "ABC"
+    ends = [bf_end(avail[who[t]], starts[t], dur[t], pause) for t in range(3)]
+    if None in ends:
+        return False
     for a, b in tcp.DEPENDENCY_TYPES[d["dependency_type"]]:
-        if starts[names.index(b)] < starts[names.index(a)] + dur[names.index(a)]:
-            return False
-    for t in range(3):
-        if starts[t] + dur[t] > horizon or not all(avail[who[t]][starts[t]:starts[t] + dur[t]]):
+        if starts[names.index(b)] < ends[names.index(a)]:
             return False
     for g, agent in enumerate(d["agents"]):
-        mine = sorted((starts[t], starts[t] + dur[t]) for t in range(3) if who[t] == g)
+        mine = sorted((starts[t], ends[t]) for t in range(3) if who[t] == g)
         gap = agent["break_between"] or 0
         if any(s2 < e1 + gap for (_, e1), (s2, _) in zip(mine, mine[1:])):
             return False
         if agent["max_consecutive"]:
-            worked = {u for s, e in mine for u in range(s, e)}
+            worked = {u for s, e in mine for u in range(s, e) if avail[g][u]}
             if not bf_rest_ok(worked, horizon, agent["max_consecutive"], agent["min_rest"]):
                 return False
     return True
 
 
-def brute_force(d: dict, shift_rule: str = "paper") -> str | None:
-    """Every assignment x every start unit of every task; the earliest completion as the answer string."""
+def brute_force(d: dict, shift_rule: str = "paper", pause: bool = False) -> str | None:
+    """Every assignment x every start unit of every task; the earliest completion as the answer string. pause:
+    a task may stop over its agent's unavailable units (the "pause" reading)."""
     start, avail, horizon = bf_setup(d, shift_rule)
     best = None
     for who in itertools.product(range(2), repeat=3):
-        # every start at which the task's agent is free for the whole task (the rest is checked by bf_valid)
-        fits = [[s for s in range(horizon - du + 1) if all(avail[who[t]][s:s + du])]
+        # every start at which the task's agent can do the task (the rest is checked by bf_valid)
+        fits = [[s for s in range(horizon) if bf_end(avail[who[t]], s, du, pause) is not None]
                 for t, du in enumerate(d["durations"])]
         for starts in itertools.product(*fits):
-            if bf_valid(d, avail, horizon, who, starts):
-                end = max(s + du for s, du in zip(starts, d["durations"]))
+            if bf_valid(d, avail, horizon, who, starts, pause):
+                end = max(bf_end(avail[w], s, du, pause) for w, s, du in zip(who, starts, d["durations"]))
                 best = end if best is None else min(best, end)
     if best is None:
         return None
@@ -175,6 +192,64 @@ def test_robust_filter_removes_reading_dependent_prototypes():
     robust = tcp.generate(60, seed=5, kind="short")
     assert all(len(set(tcp.answers_by_reading(tcp.problem_from_dict(it["problem"])).values())) == 1
                for it in robust)
+
+
+def test_solver_matches_brute_force_when_tasks_may_pause_over_days_off():
+    rng = random.Random("bf-pause")
+    differs = 0
+    for i in range(40):
+        p = tcp.sample_long(rng, list(tcp.DEPENDENCY_TYPES)[i % 3])
+        paused = tcp.solve(p, task_pause="pause").answer
+        assert paused == brute_force(tcp.problem_to_dict(p), pause=True), i
+        differs += paused != tcp.solve(p).answer
+    assert differs  # the reading matters on some sampled prototypes
+
+
+# Issue 12: readings of the long problems the ambiguity filter did not try.
+PAUSE_CASE = Problem("long", "A->B, B->C", (1, 2, 1), (LongAgent(True), LongAgent(True)), "tomorrow", "2024-12-04")
+
+
+def test_a_task_that_may_pause_over_a_weekend_changes_the_answer_so_the_item_is_rejected():
+    # Wednesday; the project starts Thursday 12-05; both work weekdays only; A 1 day, then B 2 days, then C 1 day.
+    # Whole tasks: A Thu, B Mon-Tue (Fri+Mon is not two days in a row), C Wed 12-11. Pausing: B Fri and Mon, C Tue.
+    assert tcp.solve(PAUSE_CASE).answer == "2024-12-11" == brute_force(tcp.problem_to_dict(PAUSE_CASE))
+    assert tcp.solve(PAUSE_CASE, task_pause="pause").answer == "2024-12-10"
+    assert brute_force(tcp.problem_to_dict(PAUSE_CASE), pause=True) == "2024-12-10"
+    assert tcp.task_end([True, True, False, False, True], 1, 2, "pause") == 5
+    assert tcp.task_end([True, True, False, False, True], 1, 2) is None
+    assert tcp.make_item(PAUSE_CASE, item_id="x") is None
+    assert tcp.make_item(PAUSE_CASE, item_id="x", robust=False)["answer"] == "2024-12-11"
+
+
+def test_next_saturday_said_on_a_sunday_is_never_generated():
+    sunday = date(2024, 12, 8)
+    assert tcp.resolve_day("next Saturday", sunday) == date(2024, 12, 14)  # weeks from Monday (and first after)
+    assert tcp.resolve_day("next Saturday", sunday, "sunday_week") == date(2024, 12, 21)  # weeks from Sunday
+    assert tcp.resolve_day("next Sunday", date(2024, 12, 4), "sunday_week") == date(2024, 12, 8)
+    assert tcp.resolve_day("next Tuesday", date(2024, 12, 5), "sunday_week") == date(2024, 12, 10)
+    assert not tcp.next_is_unambiguous("next Saturday", sunday)
+    assert tcp.next_is_unambiguous("next Monday", date(2024, 12, 3))
+    p = Problem("long", "A->B, A->C", (1, 1, 1), (LongAgent(False), LongAgent(False)), "next Saturday",
+                sunday.isoformat())
+    assert len(set(tcp.answers_by_reading(p).values())) == 2 and tcp.make_item(p, item_id="x") is None
+
+
+def test_generated_long_items_hinge_neither_on_the_week_start_nor_on_pausing():
+    items = tcp.generate(300, seed=21, kind="long")
+    for it in items:
+        d = it["problem"]
+        conv = date.fromisoformat(d["conversation"])
+        for expr in [d["start"]] + [x for a in d["agents"] for x in a["unavailable"]]:
+            if expr.startswith("next "):  # the same day for weeks from Monday, weeks from Sunday, first after
+                name = expr.split()[1].lower()
+                sunday_first = ["sunday"] + DAY_NAMES[:6]
+                next_sunday_week = conv + timedelta(days=7 - conv.isoweekday() % 7)
+                first_after = next(conv + timedelta(days=k) for k in range(1, 8)
+                                   if DAY_NAMES[(conv + timedelta(days=k)).weekday()] == name)
+                assert bf_day(expr, conv) == next_sunday_week + timedelta(days=sunday_first.index(name)) \
+                    == first_after, (it["id"], expr)
+        assert brute_force(d, pause=True) == brute_force(d) == it["answer"], it["id"]
+        assert set(tcp.answers_by_reading(tcp.problem_from_dict(d)).values()) == {it["answer"]}
 
 
 def test_rest_rules_differ_only_where_expected():

@@ -7,6 +7,7 @@ import pytest
 
 from timealign.render.intervals import (
     IntervalParseError,
+    extract_interval,
     interval_bucket,
     parse_minutes,
     render_minutes,
@@ -137,3 +138,48 @@ def test_split_leading_and_trailing_interval():
     assert split_trailing_interval("I'm back! 2 hours") == ("I'm back! ", 120.0)
     assert split_trailing_interval("no interval here") is None
     assert split_trailing_interval("20 minutes") is None  # the whole text is not a "trailing" part
+
+
+# What instruction-tuned baselines write when asked for the interval (TimelyChat's zero-shot, few-shot and CoT
+# prompts end with "The estimated time interval is:"; GPT-4o answers in a JSON "answer" field).
+BASELINE_OUTPUTS = [
+    ("20 minutes", 20),  # the strict form: what TIMER writes
+    ("**20 minutes**", 20),
+    ("The estimated time interval is: 20 minutes", 20),
+    ("The estimated time interval is: **2 hours**.", 120),
+    ("I'd say about 2 hours later.", 120),
+    ("[20 minutes]", 20),
+    ("B: (30 minutes later) Just got back!", 30),
+    ('{"answer": "1 hour 30 minutes"}', 90),
+    ("Answer format: n (0<=n<=1440) minutes\nThe estimated time interval is: 45 minutes", 45),
+    (("Reasoning: the laundry cycle takes 30 minutes and drying another 40 minutes.\n"
+      "Therefore, the answer: 70 minutes"), 70),
+    ("Given that 2 people are cooking, it would take around 40 minutes.", 40),  # "2 people" has no unit
+    ("It would take a while, probably 2-3 hours.", 150),
+    ("$\\boxed{30 \\text{ minutes}}$", 30),
+    ("The time interval is 0 minutes, since the reply is immediate.", 0),
+    ("The next response is expected immediately.", 0),
+    ("### Estimated delay: about an hour", 60),
+    ("An hour and a half.", 90),
+    ("PT2H", 120),
+]
+
+
+@pytest.mark.parametrize("text,minutes", BASELINE_OUTPUTS)
+def test_extract_interval_from_prose_and_markdown(text, minutes):
+    assert extract_interval(text) == pytest.approx(minutes)
+
+
+@pytest.mark.parametrize("text", ["I don't know.", "It will be 3 pm.", "Sure, let's meet at 5.", "", "   ", None,
+                                  "soonish", "a while"])
+def test_extract_interval_without_an_interval_is_none(text):
+    assert extract_interval(text) is None
+
+
+def test_extraction_leaves_the_strict_reading_alone():
+    assert extract_interval(20) == 20.0 and extract_interval(-1) is None
+    for text in ("**20 minutes**", "The estimated time interval is: 20 minutes"):
+        with pytest.raises(IntervalParseError):
+            parse_minutes(text)
+    # a quantity wins over a zero phrase wherever it stands
+    assert extract_interval("Not immediately: about 20 minutes.") == 20.0

@@ -24,9 +24,11 @@ from timealign.suites.timelychat.judge import (
     parse_judge_score,
 )
 from timealign.suites.timelychat.metrics import bleu2, rmsle, rouge_l, timing_metrics
+from timealign.suites.timelychat.postprocess import clean_reply
 from timealign.suites.timelychat.suite import (
     SUITE,
     evaluate_timelychat,
+    markdown_summary,
     run_timelychat_suite,
     timer_renderer_for_backend,
     timing_cases,
@@ -112,6 +114,24 @@ def test_unparsed_policies(policy, counts, p, r, fpr, rmsle_pairs):
     assert m["rmsle"] == pytest.approx(hand_rmsle(rmsle_pairs)) and m["rmsle_cases"] == len(rmsle_pairs)
     with pytest.raises(ValueError, match="unparsed"):
         timing_metrics(GOLD, [0.0] * 5, unparsed="zero")
+
+
+def test_target_turn_metrics_beside_all_turn_metrics():
+    # targets: 30->20 TP, 0->10 FP (an instant target), 0->0 TN; context: 120->0 FN, 45->60 TP
+    pred = [20.0, 0.0, 60.0, 10.0, 0.0]
+    m = timing_metrics(GOLD, pred, targets=[True, False, False, True, True])
+    assert (m["tp"], m["fn"], m["fp"], m["tn"]) == (2, 1, 1, 1)  # all turns, as before
+    assert (m["target_tp"], m["target_fn"], m["target_fp"], m["target_tn"]) == (1, 0, 1, 1)
+    assert (m["target_cases"], m["target_delayed_gold"], m["target_instant_gold"]) == (3, 1, 2)
+    assert m["target_precision"] == pytest.approx(1 / 2) and m["target_recall"] == pytest.approx(1.0)
+    assert m["target_f1"] == pytest.approx(2 / 3) and m["target_fpr"] == pytest.approx(1 / 2)
+    assert m["rmsle_target"] == pytest.approx(hand_rmsle([(30, 20), (0, 10), (0, 0)]))
+    # an unparsed target follows the same policy as every case
+    m = timing_metrics(GOLD, [None, 0.0, 60.0, 10.0, 0.0], targets=[True, False, False, False, False],
+                       unparsed="wrong")
+    assert m["target_unparsed"] == 1 and m["target_fn"] == 1 and m["rmsle_target"] is None
+    m = timing_metrics(GOLD, pred)  # no targets flagged: target metrics undefined, counts zero
+    assert m["target_cases"] == 0 and m["target_f1"] is None and m["rmsle_target"] is None
 
 
 # ------------------------------------------------------------------------------------------------ response metrics
@@ -281,9 +301,9 @@ class ScriptedBackend:
         return [self.script[p] for p in prompts]
 
 
-def scripted(tokenizer, fail_target_interval_of=None):
+def scripted(tokenizer, fail_target_interval_of=None, intervals=None, replies=None):
     r = TimerRenderer(tokenizer)
-    intervals = {  # (dialog, turn) -> what the model writes at <TIME>
+    intervals = intervals or {  # (dialog, turn) -> what the model writes at <TIME>
         (0, 1): "0 minutes" + TIMER_UTT, (0, 2): "30 minutes" + TIMER_UTT,  # TN, TP
         (1, 1): "1 hour" + TIMER_UTT, (1, 2): "soonish" + TIMER_UTT,  # FP, unparsed (-> instant: TN)
         (1, 3): "0 minutes" + TIMER_UTT,  # FN
@@ -294,7 +314,7 @@ def scripted(tokenizer, fail_target_interval_of=None):
         script[prompt] = intervals[(c.dialog, c.turn)]
         if fail_target_interval_of == c.dialog and c.is_target:
             fail.add(prompt)
-    replies = ["I feel so refreshed now!" + tokenizer.eos_token, "Still studying." + "<SPK>B"]
+    replies = replies or ["I feel so refreshed now!" + tokenizer.eos_token, "Still studying." + "<SPK>B"]
     for d, reply in zip(DIALOGS, replies):
         script[r.response_prompt(d.context, d.target_speaker, d.target_minutes)] = reply
     return ScriptedBackend(tokenizer, script, fail)
@@ -345,6 +365,79 @@ def test_a_failed_generation_is_left_out_not_fatal(timer_tokenizer):
     assert report["overall"]["responses"] == 2
 
 
+def test_report_leads_with_the_target_turn_metrics(timer_tokenizer):
+    report = evaluate_timelychat(scripted(timer_tokenizer), DIALOGS)
+    o, md = report["overall"], markdown_summary(report)
+    # targets: dialog 0 20 -> 30 (TP), dialog 1 120 -> 0 (FN); no instant target, so no target FPR
+    assert (o["target_cases"], o["target_delayed_gold"], o["target_instant_gold"]) == (2, 2, 0)
+    assert o["target_precision"] == 1.0 and o["target_recall"] == 0.5
+    assert o["target_f1"] == pytest.approx(2 / 3) and o["target_fpr"] is None
+    assert o["rmsle_target"] == pytest.approx(hand_rmsle([(20, 30), (120, 0)]))
+    assert (o["all_turns_f1"], o["all_turns_fpr"], o["all_turns_rmsle"]) == (o["f1"], o["fpr"], o["rmsle"])
+    assert any("target-turn FPR is undefined" in n for n in report["notes"])
+    target_at, all_at = md.index("target turn"), md.index("all turns")
+    assert md.index("comparable with TimelyChat Table 2") < all_at and target_at < all_at
+    assert "| 2 | 2 / 0 | 0 | 1.000 | 0.500 | 0.667 | n/a |" in md[:all_at]
+    assert "| 5 | 2 / 3 | 1 | 0.500 | 0.500 | 0.500 | 0.333 |" in md[all_at:]
+
+
+PROSE_INTERVALS = {  # what an instruction-tuned model might write at <TIME>
+    (0, 1): "0 minutes" + TIMER_UTT, (0, 2): "**30 minutes**" + TIMER_UTT,  # TN, TP (markdown)
+    (1, 1): "The estimated time interval is: 1 hour" + TIMER_UTT,  # FP (prose)
+    (1, 2): "I'm not sure." + TIMER_UTT,  # unreadable either way (-> instant: TN)
+    (1, 3): "I'd say about 2 hours later." + TIMER_UTT,  # TP (prose)
+}
+
+
+def test_intervals_in_prose_are_extracted_unless_strict(timer_tokenizer):
+    report = evaluate_timelychat(scripted(timer_tokenizer, intervals=PROSE_INTERVALS), DIALOGS)
+    t = report["timing"]
+    assert t["extracted"] == 3 and t["target_extracted"] == 2 and t["unparsed"] == 1
+    assert (t["tp"], t["fp"], t["tn"], t["fn"]) == (2, 1, 2, 0)
+    assert t["rmsle_target"] == pytest.approx(hand_rmsle([(20, 30), (120, 120)]))
+    cases = [c for s in report["samples"] for c in s["timing"]]
+    assert [c["extracted"] for c in cases] == [False, True, True, False, True]
+    assert [c["pred_minutes"] for c in cases] == [0.0, 30.0, 60.0, None, 120.0]
+    assert report["overall"]["timing_extracted"] == 3 and report["settings"]["interval_reading"] == "extract"
+
+    strict = evaluate_timelychat(scripted(timer_tokenizer, intervals=PROSE_INTERVALS), DIALOGS,
+                                 interval_reading="strict")
+    assert strict["timing"]["extracted"] == 0 and strict["timing"]["unparsed"] == 4
+    with pytest.raises(ValueError, match="interval_reading"):
+        evaluate_timelychat(scripted(timer_tokenizer), DIALOGS, interval_reading="loose")
+
+
+@pytest.mark.parametrize("raw,clean", [
+    ("B: (20 minutes later) I'm back! How was the game?\nA: We won!", "I'm back! How was the game?"),
+    ("A: Sure, see you soon. B: Bye!", "Sure, see you soon."),
+    ("[30 minutes later] (smiling) Done with the laundry -- finally.", "Done with the laundry"),
+    ("Just got home ... what a day", "Just got home"),
+    ("All done! <|eot_id|>", "All done!"),
+    ("Finished   the  report. ## Next turn", "Finished the report."),
+    ("Plain reply.", "Plain reply."),
+    ("(20 minutes later)", ""),
+])
+def test_clean_reply_follows_the_authors_postprocessing(raw, clean):
+    assert clean_reply(raw) == clean
+
+
+def test_postprocess_option_cleans_replies_before_scoring(timer_tokenizer):
+    replies = ["B: (20 minutes later) I feel so refreshed now!\nA: Great." + timer_tokenizer.eos_token,
+               "Still studying. B: really" + "<SPK>B"]
+    hyps = ["I feel so refreshed now!", "Still studying."]
+    refs = [d.utterances[-1] for d in DIALOGS]
+    raw = evaluate_timelychat(scripted(timer_tokenizer, replies=replies), DIALOGS)
+    assert [s["response"] for s in raw["samples"]] == [r.split("<")[0].split(timer_tokenizer.eos_token)[0]
+                                                       for r in replies]
+    assert "response_raw" not in raw["samples"][0] and raw["settings"]["postprocess"] is False
+    report = evaluate_timelychat(scripted(timer_tokenizer, replies=replies), DIALOGS, postprocess=True)
+    assert [s["response"] for s in report["samples"]] == hyps
+    assert report["samples"][0]["response_raw"].startswith("B: (20 minutes later)")
+    assert report["overall"]["bleu2"] == pytest.approx(bleu2(hyps, refs))
+    assert report["overall"]["bleu2"] > raw["overall"]["bleu2"]
+    assert any("2 of 2 changed" in n for n in report["notes"])
+
+
 def test_suite_options_registration_and_checks(timer_tokenizer, tiny_tokenizer, tmp_path):
     from timealign.config import load_recipe
 
@@ -357,13 +450,15 @@ def test_suite_options_registration_and_checks(timer_tokenizer, tiny_tokenizer, 
                                           "target_speaker": d.target_speaker, "time_elapsed": d.target_minutes,
                                           "timely_response": d.utterances[-1]}) for d in DIALOGS))
     ctx = EvalContext(recipe=recipe, out_dir=tmp_path / "out", options=SUITE.parse_options({
-        "data": str(data), "timing_turns": "target", "unparsed": "wrong", "bertscore_model": "roberta-large"}))
+        "data": str(data), "timing_turns": "target", "unparsed": "wrong", "bertscore_model": "roberta-large",
+        "interval_reading": "strict", "postprocess": "true"}))
     report = run_timelychat_suite(scripted(timer_tokenizer), ctx)
     t = report["timing"]
     assert t["cases"] == 2 and (t["tp"], t["fn"]) == (1, 1) and report["overall"]["fpr"] is None
     assert any("FPR is undefined" in n for n in report["notes"])
     assert "| 2 | 2 / 0 | 0 | 1.000 | 0.500 | 0.667 | n/a |" in report["markdown"]
     assert (tmp_path / "out" / "generations" / "timelychat-interval.jsonl").is_file()
+    assert report["settings"]["interval_reading"] == "strict" and report["settings"]["postprocess"] is True
     try:
         import bert_score  # noqa: F401
     except ImportError:

@@ -253,6 +253,45 @@ def test_ambiguity_guard(cal):
     assert not tp.is_ambiguous([PersonAliveFact("Kobe Bryant"), ExplicitYearFact(2020)], cal)
 
 
+def test_guards_cover_a_term_with_no_end_and_the_tokyo_2020_games(cal):
+    # Issue 12. Trump's second term has no end in the knowledge base: "Trump was President, on a Wednesday,
+    # September 2 of a leap year" is 2020-09-02 in D, but 2028-09-06 too were D to run on (a generated puzzle).
+    leap_september = [USPresidentFact("Donald Trump"), LeapYearFact(True), MonthFact(9), WeekdayFact(WED),
+                      DecadeFact(2020)]
+    assert [d.year for d in tp.solve(leap_september, cal)] == [2020] * 5
+    assert tp.depends_on_range_end(leap_september, cal) and not tp.is_ambiguous(leap_september, cal)
+    assert not tp.depends_on_range_end(leap_september + [ExplicitYearFact(2020)], cal)
+    assert not tp.depends_on_range_end([USPresidentFact("Barack Obama"), MonthFact(3)], cal)
+    # Past D the sports tables are unknown: a World Cup may be held in 2026, 2030, ... (none is listed).
+    assert tp.depends_on_range_end([USPresidentFact("Donald Trump"), EventFact("fifa_world_cup", True)], cal)
+    # The Games named Tokyo 2020 were held in 2021: "Summer Olympics held in this year" hinges on the reading for
+    # July 2021 (Biden's term also holds July 2024, an unambiguous Olympic year), as it does for 2020.
+    biden_july_olympics = [USPresidentFact("Joe Biden"), EventFact("summer_olympics", True), MonthFact(7)]
+    assert {d.year for d in tp.solve(biden_july_olympics, cal)} == {2021, 2024}
+    assert tp.is_ambiguous(biden_july_olympics, cal)
+    assert tp.is_ambiguous([EventFact("summer_olympics", False), ExplicitYearFact(2021), MonthFact(5)], cal)
+    assert not tp.is_ambiguous([EventFact("summer_olympics", True), ExplicitYearFact(2024), MonthFact(5)], cal)
+
+
+def test_generated_answers_depend_neither_on_the_end_of_d_nor_on_tokyo_2020():
+    """Solving each generated puzzle over a date set running five years past D gives the same answers, and no
+    puzzle with a Summer-Olympics fact admits a 2020 or 2021 date."""
+    from timealign.suites.timepuzzles.calendar import Calendar
+
+    cal = tp.get_calendar()
+    wider = Calendar(tp.DATE_MIN, date(2030, 12, 31))
+    records = tp.generate(300, seed=12)
+    open_term_anchors = 0
+    for rec in records:
+        facts = [tp.fact_from_dict(f) for f in rec["facts"]]
+        assert [d.isoformat() for d in tp.solve(facts, wider)] == rec["gold"], rec["id"]
+        if any(f.category == "EventFact" and f.event == "summer_olympics" for f in facts):
+            others = [f for f in facts if not (f.category == "EventFact" and f.event == "summer_olympics")]
+            assert not any(d.year in (2020, 2021) for d in tp.solve(others, cal)), rec["id"]
+        open_term_anchors += any(f["anchor"] and f["params"].get("name") == "Donald Trump" for f in rec["facts"])
+    assert open_term_anchors  # the open term is drawn as an anchor, so the first assertion is exercised
+
+
 # ------------------------------------------------------------------------------------------------------------
 # Generation
 # ------------------------------------------------------------------------------------------------------------

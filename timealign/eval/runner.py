@@ -36,8 +36,8 @@ class EvalOptions:
     timestamps: bool | None = opt(None, "render with or without timestamps (default: the recipe's data.timestamps)")
     prompt_mode: str = opt("none", "none | reminder | rules: the TicToc paper's system-prompt strategies "
                                    "(Sec. 3.4, Fig. 12)")
-    family: str | None = opt(None, "tool-call syntax: tiny | qwen | llama3 | mistral (default: detected from the "
-                                   "chat template)")
+    family: str | None = opt(None, "tool-call syntax: tiny | qwen | llama3 | mistral | deepseek_r1 (default: "
+                                   "detected from the chat template)")
     wandb: bool = opt(False, "log suite metrics and per-sample tables to a W&B run (project: wandb.project)")
 
 

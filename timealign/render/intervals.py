@@ -31,6 +31,12 @@ Choices for vague phrases (documented, tested, and deliberately simple):
 - a bare number is minutes only when given as an int/float (the dialog layout's `delay: 20`); a string needs a unit
   ("20" raises), since "20" in text is ambiguous.
 - "a while", "later", "soon", "some time" and other unit-less vagueness raise.
+
+Strict and lenient reading: `parse_minutes` is strict (the whole text must be one interval); it is what TIMER
+emits, since training only shows the canonical form. Instruction-tuned baselines answer in prose and markdown
+("**20 minutes**", "The estimated time interval is: 20 minutes", "I'd say about 2 hours later."), so evaluation
+reads model outputs with `extract_interval`, which finds the interval inside such text (module docstring of
+`extract_interval`) and returns None when there is none.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import re
 __all__ = [
     "IntervalParseError",
     "parse_minutes",
+    "extract_interval",
     "render_minutes",
     "split_leading_interval",
     "split_trailing_interval",
@@ -331,6 +338,80 @@ def split_trailing_interval(text: str, max_words: int = 8) -> tuple[str, float] 
         except IntervalParseError:
             continue
     return None
+
+
+# ------------------------------------------------------------------------------------- lenient extraction
+
+# "The estimated time interval is:", "Therefore, the answer:", '{"answer": ', "Estimate: ": the answer follows.
+_ANSWER_MARKER = re.compile(
+    r"\b(?:answer|interval|estimate|estimation|estimated\s+time|prediction|delay|response\s+time)\b[\"'\s]*"
+    r"(?:(?:is|would\s+be|will\s+be|of)\b\s*:?|[:=])",
+    re.IGNORECASE,
+)
+# Markdown and LaTeX wrappers baselines put around answers; removed before searching.
+_MARKUP = re.compile(r"\*\*|__|`+|\$+|\\boxed\{|\\text\{|\\mathrm\{|\\,|(?<=\w)\}|^#+\s*", re.MULTILINE)
+_ZERO_IN_PROSE = re.compile(
+    r"\b(?:no\s+delay|without\s+(?:any\s+)?delay|immediately|instantly|right\s+away|straight\s+away|at\s+once)\b",
+    re.IGNORECASE,
+)
+# Words an interval can start with (after leading punctuation): a digit or a quantity word.
+_QUANTITY_STARTS = set(_ONES) | set(_TENS) | {"a", "an", "half", "quarter", "few", "several", "couple", "between"}
+
+
+def _could_start_interval(word: str) -> bool:
+    w = word.lstrip("[({<\"'~*_").lower()
+    return bool(w) and (w[0].isdigit() or w in _QUANTITY_STARTS or w.rstrip(",.;:!?)]\"'") in _QUANTITY_STARTS
+                        or bool(_ISO.match(w.rstrip(",.;:!?)]\"'"))))
+
+
+def _first_interval(text: str, max_words: int) -> float | None:
+    """The first word position where an interval starts, read as the longest phrase that parses there."""
+    for match in re.finditer(r"\S+", text):
+        if not _could_start_interval(match.group()):
+            continue
+        found = split_leading_interval(text[match.start():], max_words=max_words)
+        if found is not None:
+            return found[0]
+    return None
+
+
+def extract_interval(text, max_words: int = 8) -> float | None:
+    """Minutes of the time interval inside model output (prose, markdown, JSON), or None when it holds none.
+
+        extract_interval("**20 minutes**") == 20.0
+        extract_interval("The estimated time interval is: 20 minutes") == 20.0
+        extract_interval("I'd say about 2 hours later.") == 120.0
+        extract_interval("Reasoning: cooking takes 30 minutes... Therefore, the answer: 45 minutes") == 45.0
+        extract_interval("I don't know.") is None
+
+    Reading order: the whole text by `parse_minutes` (strict; what TIMER writes); then, with markdown / LaTeX
+    wrappers removed, the first interval after the last answer marker ("answer:", "interval is", "estimate:", a
+    JSON "answer" field), so a chain of thought's intermediate durations do not count; then the first interval
+    anywhere (the phrase starting there that parses, longest first, at most `max_words` words, so
+    "1 hour 30 minutes" is 90); then, only when no quantity was found, a zero phrase ("no delay", "immediately",
+    "right away") -> 0.0. Numbers without a unit ("20") are not intervals, as in `parse_minutes`.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        try:
+            return parse_minutes(text)
+        except IntervalParseError:
+            return None
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        return parse_minutes(text)
+    except IntervalParseError:
+        pass
+    plain = _MARKUP.sub(" ", text)
+    markers = list(_ANSWER_MARKER.finditer(plain))
+    if markers:
+        found = _first_interval(plain[markers[-1].end():], max_words)
+        if found is not None:
+            return found
+    found = _first_interval(plain, max_words)
+    if found is not None:
+        return found
+    return 0.0 if _ZERO_IN_PROSE.search(plain) else None
 
 
 # TimelyChat paper, Appendix A.3, Table 6: semantic interval categories, [low, high) in minutes.

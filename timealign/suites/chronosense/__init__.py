@@ -13,7 +13,9 @@ Every item is a (Context, Hypothesis, Correctness) triple asked as a True/False 
   context with a wrong year (the paper changes 1921 to 1950 in its Next Occurrence example).
 
 Each positive has its negative, so True is exactly half of an even-sized set, per task too. Prompt settings are
-the paper's 0-shot, 1-shot, 3-shot and CoT ("Let's think step by step." appended, Sec. 4); three wordings
+the paper's 0-shot, 1-shot, 3-shot and CoT ("Let's think step by step." appended, Sec. 4); few-shot examples are
+of the same task, never about the test's two events (or context) and never repeated (`generate.context_key`; the
+paper does not say how it drew them); three wordings
 (`template` 0-2) stand for its three prompt variants (App. A.3). The paper's Tables 3 and 10 are images that
 are not in the text we have; only the context sentence and the "Before" hypothesis are quoted in Sec. 3, so
 the other verbalisations here are ours, written in the same style. Answers are parsed to True / False / unclear
@@ -30,7 +32,7 @@ from timealign.suites.chronosense.allen import (ALLEN_RELATIONS, BUILTIN_EVENTS,
                                                 allen_relation, negative_candidates, pairs_by_relation, sample_pair)
 from timealign.suites.chronosense.arithmetic import (ARITHMETIC_TASKS, arithmetic_truth, end_timepoint,
                                                      is_intermediate, next_occurrence, occurs_in, sample_arithmetic)
-from timealign.suites.chronosense.generate import TASKS, generate, select_tasks
+from timealign.suites.chronosense.generate import TASKS, context_key, generate, select_tasks
 from timealign.suites.chronosense.prompts import (SETTINGS, TEMPLATES, build_prompt, normalize_setting,
                                                   render_question)
 from timealign.suites.chronosense.score import markdown_summary, parse_true_false, score

@@ -57,6 +57,47 @@ def _finish(item: dict) -> dict:
     return item
 
 
+def context_key(item: dict) -> tuple:
+    """What the question is about, regardless of the hypothesis: the unordered pair of events (name and years) of an
+    Allen item, the task and parameters of an arithmetic one. Two items with one key share their facts."""
+    if item["task"] == "allen":
+        events = (tuple(item[k][f] for f in ("name", "start", "end")) for k in ("event_a", "event_b"))
+        return ("allen", frozenset(events))
+    return ("arithmetic", item["category"], tuple(sorted(item["params"].items())))
+
+
+def _draw_shots(item: dict, k: int, rng: random.Random, *, named: dict | None,
+                years: tuple[int, int]) -> list[dict]:
+    """`k` solved examples of the item's task, labels alternating from a random start (T,F,T or F,T,F).
+
+    No shot shares a context with the test item or with another shot: a shot about the same two events would show
+    the test's answer (same relation) or give it away (another relation of the same pair). Named pairs are drawn
+    without replacement; when the task's named pairs run out (e.g. Equals has one pair), the remaining shots use
+    abstract events (Event A / Event B with random years), which never share a named pair.
+    """
+    first_true = rng.random() < 0.5
+    seen = {context_key(item)}
+    named_pool: list = []
+    if named is not None and item["task"] == "allen":
+        by_key = {}
+        for pair in named[item["category"]]:
+            by_key.setdefault(frozenset(pair), pair)  # (A, B) and (B, A) are one pair
+        named_pool = [pair for key, pair in by_key.items() if ("allen", key) not in seen]
+        rng.shuffle(named_pool)
+    shots: list[dict] = []
+    while len(shots) < k:
+        if named_pool:
+            pair = named_pool.pop()
+            pos, neg = _make_pair(item["category"], rng, named={item["category"]: [pair]}, years=years)
+        else:
+            pos, neg = _make_pair(item["category"], rng, named=None, years=years)
+        if context_key(pos) in seen:
+            continue
+        seen.add(context_key(pos))
+        shots.append(_finish(pos if (len(shots) % 2 == 0) == first_true else neg))
+    return shots
+
+
 def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setting: str = "0-shot",
              template: int = 0, named: bool = False, events: Iterable[tuple[str, int, int]] | None = None,
              years: tuple[int, int] = (1500, 2020)) -> list[dict]:
@@ -64,7 +105,8 @@ def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setti
 
     named=True (or `events` given) uses named events for the Allen tasks: pairs of `events` (default
     `BUILTIN_EVENTS`) grouped by their true relation; tasks whose relation no pair has are skipped.
-    Few-shot examples come from a separate random stream, same task, and never repeat the question.
+    Few-shot examples come from a separate random stream, same task (see `_draw_shots`): a shot never shares the
+    test's event pair or context, so it never shows the test's question or answer, and no shot repeats another.
     """
     if n < 0:
         raise ValueError("n must be >= 0")
@@ -91,16 +133,8 @@ def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setti
     k = N_SHOTS[setting]
     for i, item in enumerate(items):
         item["id"] = f"chronosense-s{seed}-{i:05d}"
-        shots: list[dict] = []
-        if k:
-            shot_rng = random.Random(f"chronosense-shots-{seed}-{i}")
-            question = render_question(item, template)
-            first_true = shot_rng.random() < 0.5  # labels alternate from a random start: T,F,T or F,T,F
-            while len(shots) < k:
-                pos, neg = _make_pair(item["category"], shot_rng, named=named_pairs, years=years)
-                cand = _finish(pos if (len(shots) % 2 == 0) == first_true else neg)
-                if render_question(cand, template) != question:
-                    shots.append(cand)
+        shots = _draw_shots(item, k, random.Random(f"chronosense-shots-{seed}-{i}"), named=named_pairs,
+                            years=years) if k else []
         item["setting"], item["template"] = setting, template
         item["shots"] = [{"question": render_question(s, template), "answer": s["answer"]} for s in shots]
         item["prompt"] = build_prompt(item, setting=setting, template=template, shots=shots)

@@ -12,8 +12,8 @@ the three dependency types of Table 2 (assigned evenly), and per participant:
   project start is relative to the conversation date ("next Monday", "this Saturday", "the day after tomorrow").
 
 Each task is done by one participant, without interruption (a meal break or an unavailable day cannot fall inside
-it); a participant does one task at a time. `solve` searches exhaustively (every assignment of tasks to
-participants, every start unit) for the earliest completion.
+it; but see the "pause" reading below); a participant does one task at a time. `solve` searches exhaustively (every
+assignment of tasks to participants, every start unit) for the earliest completion.
 
 Readings the paper leaves implicit (see `READINGS`), fixed here so the paper's worked answers come out:
 
@@ -21,7 +21,11 @@ Readings the paper leaves implicit (see `READINGS`), fixed here so the paper's w
   (AEST 8:00-16:00, project from 00:00 GMT: earliest completion 14:00 GMT, not 08:00) and Fig. 19 (JST, 08:00 GMT)
   only reproduce this way; "periodic" would also use the tail of a shift that began before the start.
 * "next <weekday>" = that weekday in the following Monday-to-Sunday week (Fig. 8: on Tuesday 2010-09-07, "next
-  Monday" is Sept 13); "first_after" = the first such weekday after today.
+  Monday" is Sept 13); "sunday_week" = in the following Sunday-to-Saturday week (they differ when today or the
+  weekday is a Sunday: "next Saturday" said on a Sunday); "first_after" = the first such weekday after today. The
+  generator only says "next <weekday>" where all three agree.
+* a multi-day task ("whole", the default) takes consecutive days its assignee works; "pause" lets it stop over the
+  assignee's days off (weekends, an unavailable day) and go on after them. The prompt never says which.
 * "up to N consecutive units, then rest at least M": "fatigue" counts worked units since the last rest of at least
   M units (shorter gaps do not reset the count); "contiguous" limits each unbroken run of work to N units and
   requires M units of rest after a run of exactly N.
@@ -39,12 +43,12 @@ Modules: `problem` (the prototype, its participants and day expressions), `solve
 from timealign.suites.tcp.generate import generate, make_item, sample_long, sample_short
 from timealign.suites.tcp.problem import (AGENT_NAMES, ANSWER_FORMAT, DEPENDENCY_TYPES, KINDS, LONG_HORIZON_DAYS,
                                           READINGS, SHORT_HORIZON_HOURS, TASKS, TIMEZONES, VARIANTS, WEEKDAYS,
-                                          LongAgent, Problem, ShortAgent, answer_candidates, parse_dt,
-                                          problem_from_dict, problem_to_dict, project_start, resolve_day)
+                                          LongAgent, Problem, ShortAgent, answer_candidates, next_is_unambiguous,
+                                          parse_dt, problem_from_dict, problem_to_dict, project_start, resolve_day)
 from timealign.suites.tcp.render import build_prompt, constraint_sentence, render_dialogue, render_question
 from timealign.suites.tcp.score import (markdown_summary, parse_answer, random_baseline, score,
                                         simulate_random_baseline)
 from timealign.suites.tcp.solve import (Solution, UnitProblem, answers_by_reading, contiguous_ok, fatigue_ok, solve,
-                                        solve_units, to_units)
+                                        solve_units, task_end, to_units)
 from timealign.suites.tcp.suite import (DEFAULT_MAX_NEW_TOKENS, SUITE, TCPOptions, TCPSet, evaluate_tcp,
                                         generate_set, run_suite)

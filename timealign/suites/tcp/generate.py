@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta
 
 from timealign.suites.tcp.problem import (DEPENDENCY_TYPES, KINDS, LONG_HORIZON_DAYS, TASKS, TIMEZONES, VARIANTS,
                                           WEEKDAYS, LongAgent, Problem, ShortAgent, answer_candidates,
-                                          problem_to_dict, project_start, resolve_day)
+                                          next_is_unambiguous, problem_to_dict, project_start, resolve_day)
 from timealign.suites.tcp.render import build_prompt, render_dialogue, render_question
 from timealign.suites.tcp.solve import answers_by_reading, solve
 
@@ -52,7 +52,9 @@ def sample_long(rng: random.Random, dependency_type: str) -> Problem:
     w = conv.weekday()
     options = ["next Monday", "tomorrow", "the day after tomorrow"]
     options += [f"this {WEEKDAYS[x]}" for x in range(w + 1, 7)]
-    options += [f"next {WEEKDAYS[x]}" for x in range(1, w + 1)]  # days where both readings of "next" agree
+    options += [f"next {WEEKDAYS[x]}" for x in range(1, w + 1)]
+    # Only days on which every reading of "next" agrees (not "next Saturday" said on a Sunday, for one).
+    options = [o for o in options if not o.startswith("next ") or next_is_unambiguous(o, conv)]
     start_expr = rng.choice(options)
     start = resolve_day(start_expr, conv)
     window = {start + timedelta(days=u) for u in range(LONG_HORIZON_DAYS)}
@@ -60,7 +62,8 @@ def sample_long(rng: random.Random, dependency_type: str) -> Problem:
     for _ in range(2):
         unavailable: tuple[str, ...] = ()
         if rng.random() < 0.5:
-            relevant = [x for x in range(7) if resolve_day(f"next {WEEKDAYS[x]}", conv) in window]
+            relevant = [x for x in range(7) if resolve_day(f"next {WEEKDAYS[x]}", conv) in window
+                        and next_is_unambiguous(f"next {WEEKDAYS[x]}", conv)]
             if relevant:
                 unavailable = (f"next {WEEKDAYS[rng.choice(relevant)]}",)
         agents.append(LongAgent(weekdays_only=rng.random() < 0.5, unavailable=unavailable, **_rest_rule(rng, "long")))

@@ -25,8 +25,9 @@ TIMEZONES: dict[str, int] = {
 }
 READINGS = {
     "shift_rule": ("paper", "periodic"),
-    "next_reading": ("calendar", "first_after"),
+    "next_reading": ("calendar", "first_after", "sunday_week"),
     "break_after_mode": ("fatigue", "contiguous"),
+    "task_pause": ("whole", "pause"),
 }
 VARIANTS = ("direct", "cot")
 ANSWER_FORMAT = {"short": "YYYY-MM-DD HH:MM GMT", "long": "YYYY-MM-DD"}
@@ -101,7 +102,11 @@ def parse_dt(text: str) -> datetime:
 
 
 def resolve_day(expr: str, today: date, reading: str = "calendar") -> date:
-    """A day expression relative to `today`: tomorrow, the day after tomorrow, this/next <weekday>, YYYY-MM-DD."""
+    """A day expression relative to `today`: tomorrow, the day after tomorrow, this/next <weekday>, YYYY-MM-DD.
+
+    "next <weekday>" by `reading` (see READINGS): "calendar" = in the following Monday-to-Sunday week,
+    "sunday_week" = in the following Sunday-to-Saturday week, "first_after" = the first such weekday after today.
+    """
     e = expr.strip().lower()
     if e.startswith("on "):
         e = e[3:]
@@ -122,11 +127,20 @@ def resolve_day(expr: str, today: date, reading: str = "calendar") -> date:
             return today + timedelta(days=7 - w + target)
         if reading == "first_after":
             return today + timedelta(days=(target - w - 1) % 7 + 1)
+        if reading == "sunday_week":  # that weekday in the following Sunday-to-Saturday week
+            w_sun, target_sun = (w + 1) % 7, (target + 1) % 7
+            return today + timedelta(days=7 - w_sun + target_sun)
         raise ValueError(f"unknown reading {reading!r}")
     try:
         return date.fromisoformat(e)
     except ValueError:
         raise ValueError(f"cannot resolve day expression {expr!r}") from None
+
+
+def next_is_unambiguous(expr: str, today: date) -> bool:
+    """Whether every reading of "next" resolves the day expression to one date (e.g. not "next Saturday" said on a
+    Sunday, where weeks starting on Sunday and on Monday disagree)."""
+    return len({resolve_day(expr, today, r) for r in READINGS["next_reading"]}) == 1
 
 
 def project_start(p: Problem, next_reading: str = "calendar") -> datetime:

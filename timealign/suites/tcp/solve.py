@@ -71,15 +71,32 @@ def _topo_order(n: int, deps: Sequence[tuple[int, int]]) -> list[int]:
     return order
 
 
-def solve_units(up: UnitProblem, break_after_mode: str = "fatigue") -> tuple[int | None, list[tuple[int, int]]]:
+def task_end(available: Sequence[bool], start: int, duration: int, task_pause: str = "whole") -> int | None:
+    """The unit after the last worked unit of a task begun at `start`, or None if it cannot be placed there.
+    "whole": the task takes `duration` consecutive available units; "pause": it takes the first `duration`
+    available units from `start` on, pausing over the units in between (the assignee's days off)."""
+    if start >= len(available) or not available[start]:
+        return None
+    if task_pause == "whole":
+        end = start + duration
+        return end if end <= len(available) and all(available[start:end]) else None
+    if task_pause != "pause":
+        raise ValueError(f"unknown task_pause {task_pause!r}")
+    worked = [u for u in range(start, len(available)) if available[u]][:duration]
+    return worked[-1] + 1 if len(worked) == duration else None
+
+
+def solve_units(up: UnitProblem, break_after_mode: str = "fatigue",
+                task_pause: str = "whole") -> tuple[int | None, list[tuple[int, int]]]:
     """Exhaustive search: the minimal completion unit (end of the last task) and one optimal plan
     [(agent, start) per task], or (None, []) when nothing fits in the horizon."""
     check_rest = {"fatigue": fatigue_ok, "contiguous": contiguous_ok}[break_after_mode]
     n_tasks, n_agents = len(up.durations), len(up.available)
     order = _topo_order(n_tasks, up.deps)
     preds = [[a for a, b in up.deps if b == t] for t in range(n_tasks)]
-    starts = [[[s for s in range(up.horizon - d + 1) if all(up.available[g][s:s + d])] for g in range(n_agents)]
-              for d in up.durations]
+    # (start, end) placements per task and agent; ends never decrease with the start (the search relies on it).
+    starts = [[[(s, e) for s in range(up.horizon) if (e := task_end(up.available[g], s, d, task_pause)) is not None]
+               for g in range(n_agents)] for d in up.durations]
     best = [up.horizon + 1, []]
     plan: dict[int, tuple[int, int, int]] = {}  # task -> (agent, start, end)
 
@@ -88,7 +105,7 @@ def solve_units(up: UnitProblem, break_after_mode: str = "fatigue") -> tuple[int
             rule = up.break_after[g]
             if rule is None:
                 continue
-            units = [u for a, s, e in plan.values() if a == g for u in range(s, e)]
+            units = [u for a, s, e in plan.values() if a == g for u in range(s, e) if up.available[g][u]]
             if units and not check_rest(units, *rule):
                 return False
         return True
@@ -101,15 +118,13 @@ def solve_units(up: UnitProblem, break_after_mode: str = "fatigue") -> tuple[int
                     best[0], best[1] = end, [(plan[t][0], plan[t][1]) for t in range(n_tasks)]
             return
         t = order[k]
-        d = up.durations[t]
         ready = max((plan[p][2] for p in preds[t]), default=0)
         for g in range(n_agents):
             gap = up.break_between[g] or 0
             mine = [(s2, e2) for a, s2, e2 in plan.values() if a == g]
-            for s in starts[t][g]:
+            for s, e in starts[t][g]:
                 if s < ready:
                     continue
-                e = s + d
                 if e >= best[0]:
                     break
                 if any(s < e2 + gap and s2 < e + gap for s2, e2 in mine):  # overlap or too short a break
@@ -180,32 +195,36 @@ class Solution:
 
 
 def solve(p: Problem, *, shift_rule: str = "paper", next_reading: str = "calendar",
-          break_after_mode: str = "fatigue") -> Solution:
+          break_after_mode: str = "fatigue", task_pause: str = "whole") -> Solution:
     """Earliest completion (the answer string) and one optimal schedule; answer None if it does not fit."""
     start = project_start(p, next_reading)
-    end, plan = solve_units(to_units(p, shift_rule=shift_rule, next_reading=next_reading), break_after_mode)
+    up = to_units(p, shift_rule=shift_rule, next_reading=next_reading)
+    end, plan = solve_units(up, break_after_mode, task_pause)
     if end is None:
         return Solution(None, None, [])
     schedule = []
     for t, (g, s) in zip(TASKS, plan):
-        d = p.durations[TASKS.index(t)]
+        e = task_end(up.available[g], s, p.durations[TASKS.index(t)], task_pause)
         if p.kind == "short":
             span = (start + timedelta(hours=s)).strftime("%Y-%m-%d %H:%M"), \
-                (start + timedelta(hours=s + d)).strftime("%Y-%m-%d %H:%M")
+                (start + timedelta(hours=e)).strftime("%Y-%m-%d %H:%M")
         else:
-            first = start.date() + timedelta(days=s)
-            span = first.isoformat(), (first + timedelta(days=d - 1)).isoformat()
+            span = (start.date() + timedelta(days=s)).isoformat(), (start.date() + timedelta(days=e - 1)).isoformat()
         schedule.append({"task": f"Task {t}", "agent": AGENT_NAMES[g], "start": span[0], "end": span[1]})
     return Solution(format_answer(p, end, start), end, schedule)
 
 
-def answers_by_reading(p: Problem) -> dict[tuple[str, str, str], str | None]:
-    """The answer under every combination of the implicit readings (see READINGS)."""
+def answers_by_reading(p: Problem) -> dict[tuple[str, str, str, str], str | None]:
+    """The answer under every combination of the implicit readings (see READINGS), keyed (shift_rule,
+    next_reading, break_after_mode, task_pause)."""
     out = {}
     shift_rules = READINGS["shift_rule"] if p.kind == "short" else ("paper",)
     next_readings = READINGS["next_reading"] if p.kind == "long" else ("calendar",)
     has_rest = any(a.max_consecutive for a in p.agents)
     modes = READINGS["break_after_mode"] if has_rest else ("fatigue",)
-    for sr, nr, mode in itertools.product(shift_rules, next_readings, modes):
-        out[(sr, nr, mode)] = solve(p, shift_rule=sr, next_reading=nr, break_after_mode=mode).answer
+    # Whether a multi-day task may pause over its assignee's days off (the prompt never says); hours: never.
+    pauses = READINGS["task_pause"] if p.kind == "long" else ("whole",)
+    for sr, nr, mode, pause in itertools.product(shift_rules, next_readings, modes, pauses):
+        out[(sr, nr, mode, pause)] = solve(p, shift_rule=sr, next_reading=nr, break_after_mode=mode,
+                                           task_pause=pause).answer
     return out

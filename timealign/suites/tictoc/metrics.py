@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
+from timealign.suites.tictoc.tool_calls import PROTOCOLS
+
 PREFER_TOOL, PREFER_NO_TOOL = "prefer_tool", "prefer_no_tool"
 LEVEL_NAMES = ("small", "medium", "large")
 
@@ -39,7 +41,20 @@ def nar_from_counts(c: dict[str, int]) -> float | None:
     return 0.5 * (tpr + tnr)
 
 
-def summarize(labels: list[str], attempted: list[bool]) -> dict:
+def summarize(labels: list[str], attempted: list[bool], empty: list[bool] | None = None,
+              protocol: str = "timealign") -> dict:
+    """Confusion counts, NAR and attempt rates; `empty_outputs` counts the empty outputs among them.
+
+    Under `paper` an empty output is left out of every count, as the authors' scorer does (`get_metric.py` drops
+    `out == ""` from the total); under `timealign` it stays in, scored as its detection says (no call). `n` is the
+    number of samples the rates are over.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown evaluation protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    empty = empty if empty is not None else [False] * len(labels)
+    if protocol == "paper":
+        kept = [i for i, e in enumerate(empty) if not e]
+        labels, attempted = [labels[i] for i in kept], [attempted[i] for i in kept]
     c = confusion(labels, attempted)
     return {
         "n": len(labels),
@@ -48,22 +63,29 @@ def summarize(labels: list[str], attempted: list[bool]) -> dict:
         "attempt_rate_prefer_tool": _rate(c["tp"], c["tp"] + c["fn"]),
         "attempt_rate_prefer_no_tool": _rate(c["fp"], c["tn"] + c["fp"]),
         "tool_calls": c["tp"] + c["fp"],
+        "empty_outputs": sum(empty),
     }
 
 
-def tictoc_report(rows: list[dict], attempted: list[bool]) -> dict:
-    """Overall metrics plus breakdowns by sensitivity, elapse level and length bucket."""
-    report = {"overall": summarize([r["label"] for r in rows], attempted)}
+def tictoc_report(rows: list[dict], attempted: list[bool], empty: list[bool] | None = None,
+                  protocol: str = "timealign") -> dict:
+    """Overall metrics plus breakdowns by sensitivity, elapse level and length bucket.
+
+    `empty` flags the empty outputs (default: none); `protocol` decides whether they count (see `summarize`).
+    """
+    empty = empty if empty is not None else [False] * len(rows)
+    report = {"overall": summarize([r["label"] for r in rows], attempted, empty, protocol)}
     keys = {
         "by_sensitivity": lambda r: r["sensitivity"],
         "by_elapse_level": lambda r: LEVEL_NAMES[r["elapse_level"]],
         "by_length": lambda r: length_bucket(r["num_turns"]),
     }
     for name, key in keys.items():
-        groups: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
-        for row, called in zip(rows, attempted, strict=True):
-            labels, calls = groups[key(row)]
+        groups: dict[str, tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
+        for row, called, is_empty in zip(rows, attempted, empty, strict=True):
+            labels, calls, empties = groups[key(row)]
             labels.append(row["label"])
             calls.append(called)
-        report[name] = {k: summarize(*v) for k, v in sorted(groups.items())}
+            empties.append(is_empty)
+        report[name] = {k: summarize(*v, protocol=protocol) for k, v in sorted(groups.items())}
     return report

@@ -7,14 +7,16 @@ of its training pair (`tests/test_render_parity.py` checks it).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from timealign.backends.cache import cached_generate
 from timealign.config import DataSection
+from timealign.config.schema import opt
 from timealign.render.chat import PromptRenderer
 from timealign.suites.registry import EvalContext, Suite, suite_cache_dir
 from timealign.suites.tictoc.metrics import tictoc_report
-from timealign.suites.tictoc.tool_calls import detect_family, is_tool_call
+from timealign.suites.tictoc.tool_calls import PROTOCOLS, detect_family, is_empty_output, is_tool_call
 
 
 def tictoc_prompts(renderer: PromptRenderer, rows: list[dict]) -> list[str]:
@@ -23,14 +25,17 @@ def tictoc_prompts(renderer: PromptRenderer, rows: list[dict]) -> list[str]:
 
 
 def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None = None, *, family: str | None = None,
-                    max_new_tokens: int = 24, desc: str = "TicToc", cache_dir: str | Path | None = None) -> dict:
+                    max_new_tokens: int = 24, desc: str = "TicToc", cache_dir: str | Path | None = None,
+                    protocol: str = "timealign") -> dict:
     """Score one backend on prepared pair rows (the `prompt` and `tools` columns; labels from `label`).
 
     `renderer` renders the prompts (default: the recipe defaults, `PromptRenderer.for_data` on a default
     `DataSection`: timestamps on, no elapsed badge, no system-prompt addition). Generation goes through
     `cached_generate`: finished samples are cached in `cache_dir/tictoc.jsonl` (a killed run resumes), and a sample
     whose generation fails is listed under `errors` (and in its sample record) and left out of the metrics instead of
-    stopping the run. Returns the report (overall NAR and attempt rates, breakdowns) plus per-sample records.
+    stopping the run. `protocol` decides tool-call detection and whether empty outputs count (`tool_calls` module
+    table); empty outputs are counted (`empty_outputs`) under every protocol. Returns the report (overall NAR and
+    attempt rates, breakdowns) plus per-sample records.
     """
     tokenizer = backend.tokenizer
     family = family or detect_family(tokenizer.chat_template)
@@ -38,21 +43,23 @@ def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None =
     gens = cached_generate(backend, tictoc_prompts(renderer, rows), suite="tictoc", cache_dir=cache_dir,
                            max_new_tokens=max_new_tokens, desc=desc)
     outputs = gens.outputs
-    attempted = [is_tool_call(text, family) if text is not None else None for text in outputs]
+    attempted = [is_tool_call(text, family, protocol) if text is not None else None for text in outputs]
+    empty = [is_empty_output(text, family) if text is not None else None for text in outputs]
     scored = [i for i, text in enumerate(outputs) if text is not None]
-    report = tictoc_report([rows[i] for i in scored], [attempted[i] for i in scored])
+    report = tictoc_report([rows[i] for i in scored], [attempted[i] for i in scored], [empty[i] for i in scored],
+                           protocol)
     resolve = getattr(backend, "resolve_sampling", None)
     report["settings"] = {"timestamps": renderer.timestamps, "elapsed": renderer.elapsed and renderer.timestamps,
-                          "prompt_mode": renderer.prompt_mode, "family": family,
+                          "prompt_mode": renderer.prompt_mode, "family": family, "protocol": protocol,
                           "backend": backend.name, "max_new_tokens": max_new_tokens,
                           "sampling": resolve() if resolve else None}
     report["generation"] = gens.summary()
     report["errors"] = [{"id": rows[i]["id"], "elapse_level": rows[i]["elapse_level"], "error": err}
                         for i, err in sorted(gens.errors.items())]
     report["samples"] = []
-    for i, (r, called, text) in enumerate(zip(rows, attempted, outputs, strict=True)):
+    for i, (r, called, is_empty, text) in enumerate(zip(rows, attempted, empty, outputs, strict=True)):
         sample = {"id": r["id"], "elapse_level": r["elapse_level"], "label": r["label"], "tool_call": called,
-                  "output": text}
+                  "empty_output": is_empty, "output": text}
         if i in gens.errors:
             sample["error"] = gens.errors[i]
         report["samples"].append(sample)
@@ -71,22 +78,35 @@ def heldout_rows(recipe) -> list[dict]:
     return rows[: recipe.eval.max_samples] if recipe.eval.max_samples else rows
 
 
+@dataclass
+class TicTocOptions:
+    detection: str = opt("timealign", "how a reply counts as a tool-call attempt: timealign (pattern by pattern, see "
+                                      "timealign/suites/tictoc/tool_calls.py) | paper (the TicToc authors' signature "
+                                      "match; empty outputs leave the denominator). Prompts are not affected")
+
+
 def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
     recipe = ctx.recipe
     renderer = PromptRenderer.for_data(backend.tokenizer, recipe.data, timestamps=ctx.timestamps,
                                        prompt_mode=ctx.prompt_mode)
+    detection = ctx.options.detection if ctx.options is not None else "timealign"
+    if detection not in PROTOCOLS:
+        raise ValueError(f"tictoc.detection must be one of {', '.join(PROTOCOLS)}, got {detection!r}")
     report = evaluate_tictoc(backend, heldout_rows(recipe), renderer, family=ctx.family,
-                             max_new_tokens=recipe.eval.max_new_tokens, cache_dir=suite_cache_dir(ctx))
+                             max_new_tokens=recipe.eval.max_new_tokens, cache_dir=suite_cache_dir(ctx),
+                             protocol=detection)
     report["markdown"] = markdown_summary(report)
     return report
 
 
 SUITE = Suite("tictoc", "TicToc tool-call alignment (NAR, attempt rates) on the recipe's held-out split",
-              run_tictoc_suite)
+              run_tictoc_suite, options=TicTocOptions)
 
 
 def markdown_summary(report: dict) -> str:
     o = report["overall"]
+    paper = (report.get("settings") or {}).get("protocol") == "paper"
+    empty_note = "left out of the rates, paper protocol" if paper else "scored as no call"
 
     def fmt(v):
         return "n/a" if v is None else f"{v:.3f}"
@@ -95,7 +115,8 @@ def markdown_summary(report: dict) -> str:
              f"| samples | {o['n']} |", f"| NAR | {fmt(o['nar'])} |",
              f"| attempt rate, prefer-Tool | {fmt(o['attempt_rate_prefer_tool'])} |",
              f"| attempt rate, prefer-noTool | {fmt(o['attempt_rate_prefer_no_tool'])} |",
-             f"| tool calls | {o['tool_calls']} |"]
+             f"| tool calls | {o['tool_calls']} |",
+             f"| empty outputs ({empty_note}) | {o.get('empty_outputs', 0)} |"]
     failed = len(report.get("errors") or [])
     if failed:
         lines.append(f"| failed samples (not scored; see `errors`) | {failed} |")

@@ -1,7 +1,57 @@
-"""Did the model call a tool? Tool-call detection per chat-template family.
+"""Did the model call a tool? Tool-call detection per chat-template family, under two protocols.
 
 The TicToc metric counts every attempt (Sec. 3, footnote 1): a malformed call or a hallucinated tool name still
 counts, so detection looks for each family's call syntax, not for a valid call.
+
+Two protocols decide the edge cases:
+
+- `paper`: what the authors' scorer does (chengez/TicToc, `get_metric.py` `__main__` with the signatures of
+  `inference/model_map.py` `MODEL_TO_TOOLCALL_SIGNATURE`). Their vLLM handlers (`inference/local/*.py`
+  `run_inference`) decode with vLLM's default `skip_special_tokens=True` and `.strip()` the text; the scorer then
+  calls an output an attempt when every `<AND>`-joined signature is a substring of it: Llama 3.x `"name"` and
+  `"parameters"`, Qwen2.5/Qwen3 `<tool_call>` and `</tool_call>`, Ministral `"arguments"` and `"name"`,
+  DeepSeek-R1-Distill `<｜tool▁call▁begin｜>` and `<｜tool▁call▁end｜>`. An empty output (`out == ""`) is dropped from
+  the denominator. The Qwen3 reasoning run (`qwen3_reason.py`) has no signature of its own; it is scored here with
+  the Qwen one, on the whole text, reasoning included.
+- `timealign` (default): the family's own call syntax in the part of the output that is the action (after a
+  reasoning block), plus a call-shaped JSON object anywhere in it; an empty output stays in the denominator as
+  "no call". timealign decodes with special tokens kept, so markers such as `[TOOL_CALLS]` and `<|python_tag|>`
+  are visible to it.
+
+A "call-shaped" JSON object is `{"name": ..., "arguments"|"parameters": ...}` or the OpenAI-style
+`{"type": "function", "function": {...}}` wrapping one, complete, or cut off by the end of the output while its
+keys so far are a call's (`{"name": "get_st`, `{"name": "f", "parameters": {"sym`, `{"function": {"name": `).
+
+| pattern (family)                              | paper           | timealign | why timealign decides so          |
+|-----------------------------------------------|-----------------|-----------|-----------------------------------|
+| text before a JSON call (llama3, mistral)     | call            | call      | a preamble does not undo the call |
+| text before `<tool_call>` (qwen, tiny)        | call            | call      | same                              |
+| fenced ```json call (llama3, mistral)         | call            | call      | the fence is only presentation    |
+| fenced (or bare) JSON call without the tags   | no call         | call      | a malformed call is an attempt    |
+| (qwen, tiny, deepseek_r1)                     |                 |           | (footnote 1)                      |
+| nested {"type":"function","function":{...}}   | call iff its    | call      | the OpenAI tool-call shape        |
+|                                               | keys match the  |           |                                   |
+|                                               | signature       |           |                                   |
+| Ministral JSON without [TOOL_CALLS]           | call            | call      | the token is often left out       |
+| a think block drafts a call, then the model   | call (the draft | no call   | reasoning is not the action: the  |
+| answers (qwen, deepseek_r1)                   | has both marks) |           | paper counts a call the model     |
+|                                               |                 |           | decided against (a bug)           |
+| reasoning cut off before `</think>` (qwen;    | as above        | no call   | the model never reached its       |
+| deepseek_r1, whose prompt opens `<think>`)    |                 |           | action                            |
+| <|python_tag|> builtin call (llama3)          | no call (the    | call      | Llama's tool-action marker; it    |
+|                                               | tag is skipped) |           | ends in <|eom_id|>, awaiting a    |
+|                                               |                 |           | tool result: it acts, not answers |
+| Llama `"arguments"` for `"parameters"`        | no call         | call      | the same call, the intent is clear|
+| truncated call (every family)                 | call only if    | call      | the cut is our token limit, not   |
+|                                               | every mark made |           | the model's decision              |
+|                                               | it in           |           |                                   |
+| empty output                                  | left out of the | no call   | saying nothing is not calling;    |
+|                                               | denominator     |           | dropping it rewards silence. The  |
+|                                               |                 |           | count is reported in every        |
+|                                               |                 |           | protocol                          |
+
+Patterns not listed keep the earlier behaviour under `timealign`; under `paper` every output is scored with the
+authors' substring test.
 """
 
 from __future__ import annotations
@@ -10,38 +60,133 @@ import json
 import re
 from typing import Callable
 
+PROTOCOLS = ("timealign", "paper")
+
 _HERMES = re.compile(r"<tool_call>")  # Qwen2.5/Qwen3 and the tiny template: <tool_call>{...}</tool_call>
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]")
 _LLAMA_TAG = re.compile(r"<\|python_tag\|>")
+_DEEPSEEK = re.compile(r"<｜tool▁calls?▁begin｜>")
+
+# The authors' attempt signatures (all must occur), per family; tiny speaks the Qwen (Hermes) format.
+PAPER_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "tiny": ("<tool_call>", "</tool_call>"),
+    "qwen": ("<tool_call>", "</tool_call>"),
+    "llama3": ('"name"', '"parameters"'),
+    "mistral": ('"arguments"', '"name"'),
+    "deepseek_r1": ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+}
+
+# Tokens vLLM's default decoding drops in the authors' runs (special tokens of each tokenizer). With them removed
+# (and whitespace stripped) an output the authors would have seen as "" is empty. The tiny tokenizer's <tool_call>
+# is special too, but tiny is not a paper model: its tags are kept so the Qwen signature can apply.
+_SKIPPED_SPECIAL = {
+    "tiny": re.compile(r"<\|[a-z_]+\|>"),
+    "qwen": re.compile(r"<\|[a-z_]+\|>"),
+    "llama3": re.compile(r"<\|[a-z_0-9]+\|>"),
+    "mistral": re.compile(r"</?s>|\[/?(?:TOOL_CALLS|ARGS|CALL_ID|INST|TOOL_RESULTS|AVAILABLE_TOOLS)\]"),
+    "deepseek_r1": re.compile(r"<｜(?:end▁of▁sentence|begin▁of▁sentence|Assistant|User)｜>"),
+}
+
+_JSON_KEY = re.compile(r'"([^"\\]*)"\s*:')
 
 
-def _strip_think(text: str) -> str:
-    # Qwen3 reasoning: only what follows the reasoning block is the action.
+def _action_part(text: str, *, prompt_opens_reasoning: bool = False) -> str:
+    """What follows a reasoning block (Qwen3, R1 distills); nothing if the reasoning never closed.
+
+    `prompt_opens_reasoning`: the generation prompt already ends in `<think>` (the R1-distill templates), so an
+    output without `</think>` is all reasoning even though it shows no opening tag.
+    """
     if "</think>" in text:
-        return text.split("</think>", 1)[1]
+        return text.rsplit("</think>", 1)[1]
+    if "<think>" in text or prompt_opens_reasoning:
+        return ""
     return text
 
 
-def _llama3(text: str) -> bool:
-    """Llama 3.x custom tools: a JSON object {"name": ..., "parameters": ...} as the reply, or <|python_tag|>."""
-    if _LLAMA_TAG.search(text):
-        return True
-    body = text.strip()
-    if not body.startswith("{"):
+def _is_call_object(obj) -> bool:
+    if isinstance(obj, list):
+        return any(_is_call_object(item) for item in obj)
+    if not isinstance(obj, dict):
         return False
-    try:
-        obj, _ = json.JSONDecoder().raw_decode(body)
-    except json.JSONDecodeError:
-        # A truncated generation that opens like a call still counts as an attempt.
-        return bool(re.match(r'\{\s*"(name|function)"\s*:', body))
-    return isinstance(obj, dict) and "name" in obj and ("parameters" in obj or "arguments" in obj)
+    if isinstance(obj.get("name"), str) and ("parameters" in obj or "arguments" in obj):
+        return True
+    return _is_call_object(obj.get("function")) or _is_call_object(obj.get("tool_calls"))
+
+
+def _closes(text: str, start: int) -> bool:
+    """Whether the JSON-ish object opened at `start` closes before the text ends (strings and escapes respected)."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text[start:]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return True
+    return False
+
+
+def _opens_a_call(fragment: str) -> bool:
+    """A cut-off object whose keys so far are those of a call: [type,] [function: {] name [, arguments|parameters]."""
+    keys = _JSON_KEY.findall(fragment)
+    while keys and keys[0] in ("type", "id", "function"):
+        keys.pop(0)
+    return bool(keys) and keys[0] == "name" and (len(keys) == 1 or keys[1] in ("arguments", "parameters"))
+
+
+def has_call_json(text: str) -> bool:
+    """A call-shaped JSON object anywhere in `text`, complete or cut off at the end of the text."""
+    decoder = json.JSONDecoder()
+    i = text.find("{")
+    while i != -1:
+        try:
+            obj, end = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            if not _closes(text, i):  # opened and never closed: generation stopped inside it
+                return _opens_a_call(text[i:])
+            end = i + 1
+        else:
+            if _is_call_object(obj):
+                return True
+        i = text.find("{", end)
+    return False
+
+
+def _hermes(text: str) -> bool:
+    action = _action_part(text)
+    return bool(_HERMES.search(action)) or has_call_json(action)
+
+
+def _llama3(text: str) -> bool:
+    """Llama 3.x: custom tools as a JSON object {"name": ..., "parameters": ...}; builtins after <|python_tag|>."""
+    return bool(_LLAMA_TAG.search(text)) or has_call_json(text)
+
+
+def _mistral(text: str) -> bool:
+    return bool(_MISTRAL.search(text)) or has_call_json(text)
+
+
+def _deepseek_r1(text: str) -> bool:
+    action = _action_part(text, prompt_opens_reasoning=True)
+    return bool(_DEEPSEEK.search(action)) or has_call_json(action)
 
 
 DETECTORS: dict[str, Callable[[str], bool]] = {
-    "tiny": lambda t: bool(_HERMES.search(t)),
-    "qwen": lambda t: bool(_HERMES.search(_strip_think(t))),
+    "tiny": _hermes,
+    "qwen": _hermes,
     "llama3": _llama3,
-    "mistral": lambda t: bool(_MISTRAL.search(t)),
+    "mistral": _mistral,
+    "deepseek_r1": _deepseek_r1,
 }
 
 
@@ -52,6 +197,8 @@ def known_families() -> list[str]:
 def detect_family(chat_template: str | None) -> str:
     """Guess the family from a tokenizer's chat template; an unknown template is a clear error."""
     template = chat_template or ""
+    if "<｜tool▁calls▁begin｜>" in template or "<｜Assistant｜>" in template:
+        return "deepseek_r1"
     if "[TOOL_CALLS]" in template:
         return "mistral"
     if "<|start_header_id|>" in template:
@@ -62,9 +209,31 @@ def detect_family(chat_template: str | None) -> str:
                      + ", ".join(known_families()))
 
 
-def is_tool_call(text: str, family: str) -> bool:
-    try:
-        detector = DETECTORS[family]
-    except KeyError:
-        raise ValueError(f"unknown tool-call family {family!r}; known: {', '.join(known_families())}") from None
-    return detector(text)
+def _check(family: str, protocol: str) -> None:
+    if family not in DETECTORS:
+        raise ValueError(f"unknown tool-call family {family!r}; known: {', '.join(known_families())}")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown evaluation protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+
+
+def paper_visible_text(text: str, family: str) -> str:
+    """The output as the authors' pipeline saw it: the tokenizer's special tokens dropped, whitespace stripped."""
+    _check(family, "paper")
+    return _SKIPPED_SPECIAL[family].sub("", text).strip()
+
+
+def is_empty_output(text: str, family: str) -> bool:
+    """An output with nothing in it but whitespace and special tokens (the authors' `out == ""`)."""
+    return paper_visible_text(text, family) == ""
+
+
+def is_tool_call(text: str, family: str, protocol: str = "timealign") -> bool:
+    """Whether `text` is a tool-call attempt of `family`, decided as `protocol` decides (see the module table).
+
+    Under `paper` an empty output is "no call" here; the metrics leave it out of the denominator.
+    """
+    _check(family, protocol)
+    if protocol == "paper":
+        visible = paper_visible_text(text, family)
+        return all(mark in visible for mark in PAPER_SIGNATURES[family])
+    return DETECTORS[family](text)

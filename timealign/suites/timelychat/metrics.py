@@ -7,17 +7,27 @@ Response timing prediction (`timing_metrics`, `rmsle`):
   and high FPR" as "over-predict[ing] the need for a delay", i.e. a false positive is a predicted delay on an
   instant turn. precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2TP/(2TP+FP+FN) (= 2PR/(P+R)), FPR =
   FP/(FP+TN), as fractions in [0, 1] like Table 2. A metric whose denominator is 0 is None (undefined), and the
-  four counts are always reported. (The authors' script returns 0 for an undefined metric.)
+  four counts are always reported. (The authors' released scripts compute no precision/recall/F1/FPR.)
 - RMSLE (Sec. 4.2: "root mean squared logarithmic error ... by converting each time interval into minutes"):
   sqrt(mean_i (ln(1 + pred_i) - ln(1 + gold_i))^2) with minutes, natural log and +1 (the paper states neither
   base nor offset; this is the standard RMSLE, e.g. sklearn's, and the authors' script uses numpy.log1p; the +1
-  is what makes 0-minute intervals usable). `rmsle` is over the same cases as the classification;
-  `rmsle_target` over the target turns only (the paper does not say which set Table 2's RMSLE is over).
-- Unparseable predicted intervals (`parse_minutes` raises) are counted in `unparsed`. How they enter the metrics is
+  is what makes 0-minute intervals usable). `rmsle` is over the same cases as the classification.
+- Target turn vs all turns. Sec. 4.2: "In turn-level evaluation, we assess each subtask on the target response",
+  and the authors' turn-level script (sb-jang/timelychat, evaluate_turn-level.py) scores one prediction per
+  dataset example, the interval before its target turn (gold `time_elapsed`), with `utils.metrics.rmsle`
+  (numpy.log1p, natural log, sqrt of the mean). So the numbers comparable with Table 2 are the target-turn ones:
+  `target_precision`, `target_recall`, `target_f1`, `target_fpr`, `rmsle_target` (with `target_tp` ... counts).
+  The unprefixed keys (`precision`, `recall`, `f1`, `fpr`, `rmsle`) are over every scored case, i.e. with
+  timing_turns=all also the context turns (gold 0 minutes); they stay under those names for older reports. The
+  released script computes only RMSLE for timing; precision/recall/F1/FPR follow the paper's text. Target-turn FPR
+  needs instant (0-minute) target turns in the data; on data whose targets are all delayed it is None.
+- Unreadable predicted intervals (None: neither `parse_minutes` nor, when the suite reads leniently,
+  `extract_interval` finds one) are counted in `unparsed`. How they enter the metrics is
   the `unparsed` policy:
     "instant" (default): scored as 0 minutes, i.e. predicted instant, in the classification and in RMSLE. This is
       what the agent does (the two-step inference replies instantly when it cannot read its own interval:
-      `TimerInference.fallback_minutes`) and what the authors' script does (an unreadable interval -> 0.0).
+      `TimerInference.fallback_minutes`) and what the authors' script does (`utils.postprocess.convert_to_minutes`
+      returns 0.0 when it finds no interval).
     "wrong": counted as misclassified (a delayed gold -> FN, an instant gold -> FP) and left out of RMSLE.
     "exclude": left out of every timing metric.
 
@@ -70,28 +80,12 @@ def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
-def timing_metrics(gold: Sequence[float], pred: Sequence[float | None], *, unparsed: str = "instant",
-                   instant_max_minutes: float = 0.0, targets: Sequence[bool] | None = None) -> dict:
-    """Delayed-vs-instant classification and RMSLE (module docstring, Sec. 4.2).
-
-    gold: gold minutes per case; pred: predicted minutes, None where the model's interval could not be parsed;
-    unparsed: how an unparseable prediction is scored ("instant" | "wrong" | "exclude"); targets: which cases are
-    target turns (for `rmsle_target`; default: none).
-    """
-    if unparsed not in UNPARSED_POLICIES:
-        raise ValueError(f"unparsed={unparsed!r}; known: {', '.join(UNPARSED_POLICIES)}")
-    if len(gold) != len(pred):
-        raise ValueError(f"{len(gold)} gold intervals but {len(pred)} predictions")
-    targets = list(targets) if targets is not None else [False] * len(gold)
-    if len(targets) != len(gold):
-        raise ValueError(f"{len(targets)} target flags for {len(gold)} cases")
-    tp = fp = tn = fn = 0
-    reg_gold: list[float] = []
-    reg_pred: list[float] = []
-    tgt_gold: list[float] = []
-    tgt_pred: list[float] = []
-    n_unparsed = 0
-    for g, p, is_target in zip(gold, pred, targets):
+def _classify(gold: Sequence[float], pred: Sequence[float | None], unparsed: str,
+              instant_max_minutes: float) -> dict:
+    """Confusion counts, unparsed count, and the (gold, pred) pairs RMSLE is over, under the `unparsed` policy."""
+    tp = fp = tn = fn = n_unparsed = 0
+    pairs: list[tuple[float, float]] = []
+    for g, p in zip(gold, pred):
         gold_delayed = is_delayed(g, instant_max_minutes)
         if p is None:
             n_unparsed += 1
@@ -113,27 +107,55 @@ def timing_metrics(gold: Sequence[float], pred: Sequence[float | None], *, unpar
             fp += 1
         else:
             tn += 1
-        reg_gold.append(g)
-        reg_pred.append(p)
-        if is_target:
-            tgt_gold.append(g)
-            tgt_pred.append(p)
+        pairs.append((g, p))
     return {
         "cases": len(gold),
         "delayed_gold": sum(is_delayed(g, instant_max_minutes) for g in gold),
         "instant_gold": sum(not is_delayed(g, instant_max_minutes) for g in gold),
         "unparsed": n_unparsed,
-        "unparsed_rate": _ratio(n_unparsed, len(gold)),
         "classified": tp + fp + tn + fn,
         "tp": tp, "fp": fp, "tn": tn, "fn": fn,
         "precision": _ratio(tp, tp + fp),
         "recall": _ratio(tp, tp + fn),
         "f1": _ratio(2 * tp, 2 * tp + fp + fn),
         "fpr": _ratio(fp, fp + tn),
-        "rmsle": rmsle(reg_gold, reg_pred),
-        "rmsle_cases": len(reg_gold),
-        "rmsle_target": rmsle(tgt_gold, tgt_pred),
-        "rmsle_target_cases": len(tgt_gold),
+        "rmsle": rmsle([g for g, _ in pairs], [p for _, p in pairs]),
+        "rmsle_cases": len(pairs),
+    }
+
+
+# The target-turn numbers under the names the report gives them ("target_f1", ...); "rmsle_target" keeps its
+# older name.
+_TARGET_KEYS = {"cases": "target_cases", "delayed_gold": "target_delayed_gold",
+                "instant_gold": "target_instant_gold", "unparsed": "target_unparsed", "tp": "target_tp",
+                "fp": "target_fp", "tn": "target_tn", "fn": "target_fn", "precision": "target_precision",
+                "recall": "target_recall", "f1": "target_f1", "fpr": "target_fpr", "rmsle": "rmsle_target",
+                "rmsle_cases": "rmsle_target_cases"}
+
+
+def timing_metrics(gold: Sequence[float], pred: Sequence[float | None], *, unparsed: str = "instant",
+                   instant_max_minutes: float = 0.0, targets: Sequence[bool] | None = None) -> dict:
+    """Delayed-vs-instant classification and RMSLE (module docstring, Sec. 4.2), over all cases and target turns.
+
+    gold: gold minutes per case; pred: predicted minutes, None where the model's interval could not be read;
+    unparsed: how an unreadable prediction is scored ("instant" | "wrong" | "exclude"); targets: which cases are
+    target turns (default: none). Unprefixed keys (`f1`, `fpr`, `rmsle`, ...) are over every case; `target_*`
+    keys and `rmsle_target` over the target turns only (the Table 2-comparable numbers).
+    """
+    if unparsed not in UNPARSED_POLICIES:
+        raise ValueError(f"unparsed={unparsed!r}; known: {', '.join(UNPARSED_POLICIES)}")
+    if len(gold) != len(pred):
+        raise ValueError(f"{len(gold)} gold intervals but {len(pred)} predictions")
+    targets = list(targets) if targets is not None else [False] * len(gold)
+    if len(targets) != len(gold):
+        raise ValueError(f"{len(targets)} target flags for {len(gold)} cases")
+    every = _classify(gold, pred, unparsed, instant_max_minutes)
+    target = _classify([g for g, t in zip(gold, targets) if t], [p for p, t in zip(pred, targets) if t], unparsed,
+                       instant_max_minutes)
+    return {
+        **every,
+        "unparsed_rate": _ratio(every["unparsed"], len(gold)),
+        **{name: target[key] for key, name in _TARGET_KEYS.items()},
         "unparsed_policy": unparsed,
         "instant_max_minutes": instant_max_minutes,
     }

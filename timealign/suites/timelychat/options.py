@@ -17,6 +17,12 @@ class TimelyChatOptions:
                                    "protocol) or only before the target turn")
     unparsed: str = opt("instant", "instant | wrong | exclude: an unparseable predicted interval is scored as 0 "
                                    "minutes, counted as misclassified, or left out")
+    interval_reading: str = opt("extract", "extract | strict: read a predicted interval that is not a bare interval "
+                                           "from prose and markdown (timealign.render.intervals.extract_interval), "
+                                           "or count it as unparsed")
+    postprocess: bool = opt(False, "true | false: clean generated replies the TimelyChat authors' way (first line, "
+                                   "no speaker tag, cut at run-on markers) before BLEU-2 / ROUGE-L / BERTScore / "
+                                   "the judge")
     instant_max_minutes: float = opt(0.0, "a turn is delayed when its interval is above this many minutes, instant "
                                           "otherwise")
     interval_max_new_tokens: int = opt(12, "generation budget of a predicted interval (tokens)")

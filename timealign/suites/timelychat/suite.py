@@ -8,25 +8,37 @@ Two subtasks, each scored the paper's way, on a TIMER-trained checkpoint (the tw
 trained with, read back from its saved recipe by `timealign.render.checkpoint`):
 
 1. Response timing prediction. The model writes the interval before a turn (the prefix up to `<TIME>`); the written
-   interval is parsed with `timealign.render.intervals.parse_minutes` and scored by
-   `timealign.suites.timelychat.metrics.timing_metrics` (delayed-vs-instant precision, recall, F1, FPR; RMSLE; the
-   `unparsed` policy for intervals that cannot be read).
+   interval is read (below) and scored by `timealign.suites.timelychat.metrics.timing_metrics` (delayed-vs-instant
+   precision, recall, F1, FPR; RMSLE; the `unparsed` policy for intervals that cannot be read).
+   - Reading (`interval_reading`): TIMER writes the bare canonical interval, which the renderer reads strictly
+     (`timealign.render.intervals.parse_minutes`); what it cannot read ("**20 minutes**", "The estimated time
+     interval is: 20 minutes", the prose baselines answer in) is read with
+     `timealign.render.intervals.extract_interval` under "extract" (default; counted in `timing_extracted` and
+     flagged per sample), and left unparsed under "strict". The authors' script reads every answer leniently too
+     (`utils.postprocess.convert_to_minutes`: the first number-and-unit anywhere; it reads "1 hour 30 minutes" as
+     60 where we read 90, and scores a reply with no interval as 0 minutes, our default `unparsed=instant`).
+   - Headline: the target-turn metrics (`target_precision`, `target_recall`, `target_f1`, `target_fpr`,
+     `rmsle_target`), which are what the paper's turn-level evaluation and the authors' script score ("we assess
+     each subtask on the target response") and so the numbers comparable with Table 2. The all-turn metrics keep
+     their older names (`precision`, `recall`, `f1`, `fpr`, `rmsle`, also as `all_turns_*` in "overall") and are
+     shown beside them.
    - Cases (`timing_turns`): "all" (default) predicts the interval before every turn t = 2..T of a dialog; context
-     turns have the gold interval 0 minutes (instant), the target turn the dialog's `time_elapsed`. This is the
-     paper's protocol: TimelyChat targets are all delayed, so the instant class (and FPR) only exists through the
-     context turns; the counts implied by Table 2 (precision, recall and FPR give about 5.4 instant cases per
-     delayed one for every model, the average dialog context being 6.5 turns, Sec. 4.1) match one case per context
-     turn, and so does the authors' released evaluation script (its "incremental" mode). "target" predicts only the
-     interval before the target turn (then every gold case is delayed and FPR is undefined: None).
+     turns have the gold interval 0 minutes (instant), the target turn the dialog's `time_elapsed`. On data whose
+     targets are all delayed, the instant class (and FPR) only exists through the context turns; the counts
+     implied by Table 2 (precision, recall and FPR give about 5.4 instant cases per delayed one for every model,
+     the average dialog context being 6.5 turns, Sec. 4.1) fit one case per context turn. "target" predicts only
+     the interval before the target turn (then, on such data, every gold case is delayed and FPR is undefined:
+     None). The target-turn metrics are the same under both.
    - Unparseable intervals are counted in `timing_unparsed` and listed in the samples with the text the model
      wrote. Cases whose generation *failed* (a backend error, `timing_failed`) are left out of every metric.
 
 2. Time-conditioned response generation given the GOLD interval (Sec. 4.2: "a model generates a time-conditioned
    response given a dialog context and ground-truth time interval"): the prefix up to `<UTT>` with the target's gold
    interval; the reply is compared with `timely_response` by BLEU-2, ROUGE-L and (with `bertscore_model=`)
-   BERTScore (`timealign.suites.timelychat.metrics`), and rated for naturalness and time-specificity by an LLM
-   judge when one is configured (`timealign.suites.timelychat.judge`). A metric that cannot run is skipped with a
-   note in the report.
+   BERTScore (`timealign.suites.timelychat.metrics`), after the authors' reply clean-up when `postprocess=true`
+   (`timealign.suites.timelychat.postprocess`; the raw reply is kept in the sample as `response_raw`), and rated
+   for naturalness and time-specificity by an LLM judge when one is configured (`timealign.suites.timelychat.judge`).
+   A metric that cannot run is skipped with a note in the report.
 
 With the "utterance_first" ablation the reply cannot be conditioned on a given interval (the format has no place
 for it); the report says so (`settings.response_conditioned_on_gold = false`).
@@ -39,7 +51,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from timealign.render.checkpoint import CHECKPOINT_RECIPE, timer_renderer_for_checkpoint
-from timealign.render.intervals import render_minutes
+from timealign.render.intervals import extract_interval, render_minutes
 from timealign.render.timer import TimerRenderer, TimerTurn
 from timealign.suites.registry import EvalContext, Suite
 from timealign.suites.timelychat.judge import JUDGE_METRICS, judge_responses
@@ -53,9 +65,12 @@ from timealign.suites.timelychat.metrics import (
     timing_metrics,
 )
 from timealign.suites.timelychat.options import TimelyChatOptions
+from timealign.suites.timelychat.postprocess import clean_reply
+from timealign.suites.timelychat.report import markdown_summary
 
 __all__ = [
     "TIMING_TURNS",
+    "INTERVAL_READINGS",
     "TimingCase",
     "timing_cases",
     "backend_checkpoint",
@@ -68,6 +83,7 @@ __all__ = [
 ]
 
 TIMING_TURNS = ("all", "target")
+INTERVAL_READINGS = ("extract", "strict")
 
 
 # ================================================================================================= the cases
@@ -169,13 +185,15 @@ class _Timing:
     predicted: list[tuple[str, float | None]]
     failed: dict[int, str]
     metrics: dict
+    extracted: set[int]  # cases whose interval was read from prose (`extract_interval`), not strictly
 
 
 @dataclass
 class _Replies:
     """Step 2's outcome: one reply per dialog ("" where generation failed) and the metrics over the others."""
 
-    replies: list[str]
+    replies: list[str]  # as scored (cleaned when postprocess=true)
+    raw: list[str]  # as generated
     failed: dict[int, str]
     scored: list[int]  # dialogs whose reply was generated
     per_sample: dict[int, dict]  # dialog index -> its per-sample metric values
@@ -185,18 +203,41 @@ class _Replies:
     judged: dict | None = None
 
 
+def _read_leniently(predicted: list[tuple[str, float | None]]) -> tuple[list[tuple[str, float | None]], set[int]]:
+    """Strictly unreadable intervals read again from prose / markdown; returns the readings and which were."""
+    extracted: set[int] = set()
+    out = []
+    for k, (text, minutes) in enumerate(predicted):
+        if minutes is None:
+            minutes = extract_interval(text)
+            if minutes is not None:
+                extracted.add(k)
+        out.append((text, minutes))
+    return out, extracted
+
+
 def _predict_timing(infer, gen: _CachedGenerator, dialogs: Sequence, notes: list[str], *, timing_turns: str,
-                    unparsed: str, instant_max_minutes: float) -> _Timing:
+                    unparsed: str, instant_max_minutes: float, interval_reading: str = "extract") -> _Timing:
     """Subtask 1: the interval before each case's turn, scored against the gold interval."""
     cases = timing_cases(dialogs, timing_turns)
     start = len(gen.calls)
     predicted = infer.predict_intervals([list(c.context) for c in cases], [c.speaker for c in cases])
     failed = gen.failed_since(start)
+    extracted: set[int] = set()
+    if interval_reading == "extract":
+        predicted, extracted = _read_leniently(predicted)
+        extracted -= set(failed)
     scored = [i for i in range(len(cases)) if i not in failed]
     metrics = timing_metrics([cases[i].gold_minutes for i in scored], [predicted[i][1] for i in scored],
                              unparsed=unparsed, instant_max_minutes=instant_max_minutes,
                              targets=[cases[i].is_target for i in scored])
     metrics["failed"] = len(failed)
+    metrics["extracted"] = len(extracted)
+    metrics["target_extracted"] = sum(cases[i].is_target for i in extracted)
+    metrics["interval_reading"] = interval_reading
+    if extracted:
+        notes.append(f"{len(extracted)} predicted intervals were not bare intervals and were read from the text "
+                     "around them (interval_reading=extract; flagged `extracted` in the samples)")
     if failed:
         notes.append(f"{len(failed)} interval generations failed (backend errors); they are left out of the "
                      "timing metrics and listed in the samples")
@@ -209,15 +250,25 @@ def _predict_timing(infer, gen: _CachedGenerator, dialogs: Sequence, notes: list
         notes.append("FPR is undefined: no instant (0-minute) gold cases" +
                      (" (timing_turns=target on data whose targets are all delayed)" if timing_turns == "target"
                       else ""))
-    return _Timing(cases, predicted, failed, metrics)
+    elif metrics["target_fpr"] is None and metrics["target_cases"]:
+        notes.append("target-turn FPR is undefined: every target turn's gold interval is delayed (the all-turn FPR "
+                     "comes from the context turns)")
+    return _Timing(cases, predicted, failed, metrics, extracted)
 
 
-def _generate_replies(infer, gen: _CachedGenerator, dialogs: Sequence, notes: list[str]) -> _Replies:
-    """Subtask 2: each dialog's reply given its gold interval, scored by BLEU-2 and ROUGE-L against the reference."""
+def _generate_replies(infer, gen: _CachedGenerator, dialogs: Sequence, notes: list[str], *,
+                      postprocess: bool = False) -> _Replies:
+    """Subtask 2: each dialog's reply given its gold interval, scored by BLEU-2 and ROUGE-L against the reference
+    (after the authors' clean-up, `clean_reply`, when `postprocess`)."""
     start = len(gen.calls)
-    replies = infer.respond([d.context for d in dialogs], [d.target_speaker for d in dialogs],
-                            [d.target_minutes for d in dialogs])
+    raw = infer.respond([d.context for d in dialogs], [d.target_speaker for d in dialogs],
+                        [d.target_minutes for d in dialogs])
     failed = gen.failed_since(start)
+    replies = [clean_reply(r) for r in raw] if postprocess else list(raw)
+    if postprocess:
+        changed = sum(a != b for a, b in zip(raw, replies))
+        notes.append(f"replies cleaned the TimelyChat authors' way before scoring (postprocess=true): {changed} of "
+                     f"{len(raw)} changed")
     scored = [i for i in range(len(dialogs)) if i not in failed]
     hyps = [replies[i] for i in scored]
     refs = [dialogs[i].utterances[-1] for i in scored]
@@ -227,7 +278,7 @@ def _generate_replies(infer, gen: _CachedGenerator, dialogs: Sequence, notes: li
     rl, rl_per = rouge_l(hyps, refs)
     per_sample = {i: {"rouge_l": r, "bleu2_sentence": sentence_bleu2(h, ref)}
                   for i, r, h, ref in zip(scored, rl_per, hyps, refs)}
-    return _Replies(replies, failed, scored, per_sample, bleu2=bleu2(hyps, refs), rouge_l=rl)
+    return _Replies(replies, list(raw), failed, scored, per_sample, bleu2=bleu2(hyps, refs), rouge_l=rl)
 
 
 def _add_bertscore(result: _Replies, dialogs: Sequence, notes: list[str], *, model: str | None,
@@ -290,6 +341,16 @@ def _overall(dialogs: Sequence, timing: dict, replies: _Replies) -> dict:
         "fpr": timing["fpr"],
         "rmsle": timing["rmsle"],
         "rmsle_target": timing["rmsle_target"],
+        "timing_extracted": timing["extracted"],
+        "target_cases": timing["target_cases"],
+        "target_delayed_gold": timing["target_delayed_gold"],
+        "target_instant_gold": timing["target_instant_gold"],
+        "target_unparsed": timing["target_unparsed"],
+        "target_precision": timing["target_precision"],
+        "target_recall": timing["target_recall"],
+        "target_f1": timing["target_f1"],
+        "target_fpr": timing["target_fpr"],
+        **{f"all_turns_{k}": timing[k] for k in ("precision", "recall", "f1", "fpr", "rmsle")},
         "responses": len(replies.scored),
         "bleu2": replies.bleu2,
         "rouge_l": replies.rouge_l,
@@ -306,6 +367,7 @@ def _samples(dialogs: Sequence, timing: _Timing, replies: _Replies, *, condition
     for k, (case, (text, minutes)) in enumerate(zip(timing.cases, timing.predicted)):
         record = {"turn": case.turn, "speaker": case.speaker, "gold_minutes": case.gold_minutes,
                   "interval_text": text, "pred_minutes": minutes, "parsed": minutes is not None,
+                  "extracted": k in timing.extracted, "is_target": case.is_target,
                   "gold_delayed": is_delayed(case.gold_minutes, instant_max_minutes),
                   "pred_delayed": None if minutes is None else is_delayed(minutes, instant_max_minutes)}
         if k in timing.failed:
@@ -317,6 +379,8 @@ def _samples(dialogs: Sequence, timing: _Timing, replies: _Replies, *, condition
                   "gold_interval": render_minutes(d.target_minutes), "reference": d.utterances[-1],
                   "response": replies.replies[i], "response_conditioned_on": d.target_minutes if conditioned else None,
                   **replies.per_sample.get(i, {}), "timing": by_dialog.get(i, [])}
+        if replies.raw[i] != replies.replies[i]:
+            sample["response_raw"] = replies.raw[i]
         if i in replies.failed:
             sample["error"] = replies.failed[i]
         samples.append(sample)
@@ -325,6 +389,7 @@ def _samples(dialogs: Sequence, timing: _Timing, replies: _Replies, *, condition
 
 def evaluate_timelychat(backend, dialogs: Sequence, *, renderer: TimerRenderer | None = None,
                         timing_turns: str = "all", unparsed: str = "instant", instant_max_minutes: float = 0.0,
+                        interval_reading: str = "extract", postprocess: bool = False,
                         interval_max_new_tokens: int = 12, response_max_new_tokens: int = 64,
                         cache_dir: str | Path | None = None, bertscore_model: str | None = None,
                         bertscore_num_layers: int | None = None, bertscore_batch_size: int = 32,
@@ -339,6 +404,8 @@ def evaluate_timelychat(backend, dialogs: Sequence, *, renderer: TimerRenderer |
         raise ValueError("no dialogs to evaluate")
     if unparsed not in UNPARSED_POLICIES:
         raise ValueError(f"unparsed={unparsed!r}; known: {', '.join(UNPARSED_POLICIES)}")
+    if interval_reading not in INTERVAL_READINGS:
+        raise ValueError(f"interval_reading={interval_reading!r}; known: {', '.join(INTERVAL_READINGS)}")
     renderer = renderer or timer_renderer_for_backend(backend)
     gen = _CachedGenerator(backend, Path(cache_dir) if cache_dir is not None else None)
     infer = TimerInference(gen, renderer, interval_max_new_tokens=interval_max_new_tokens,
@@ -346,12 +413,12 @@ def evaluate_timelychat(backend, dialogs: Sequence, *, renderer: TimerRenderer |
     notes: list[str] = []
 
     timing = _predict_timing(infer, gen, dialogs, notes, timing_turns=timing_turns, unparsed=unparsed,
-                             instant_max_minutes=instant_max_minutes)
+                             instant_max_minutes=instant_max_minutes, interval_reading=interval_reading)
     conditioned = renderer.order == "time_first"
     if not conditioned:
         notes.append("order=utterance_first: replies cannot be conditioned on the gold interval (the format has no "
                      "place for it before the utterance)")
-    replies = _generate_replies(infer, gen, dialogs, notes)
+    replies = _generate_replies(infer, gen, dialogs, notes, postprocess=postprocess)
     _add_bertscore(replies, dialogs, notes, model=bertscore_model, num_layers=bertscore_num_layers,
                    batch_size=bertscore_batch_size)
     _add_judgements(replies, dialogs, notes, judge=judge, max_samples=judge_max_samples)
@@ -364,6 +431,7 @@ def evaluate_timelychat(backend, dialogs: Sequence, *, renderer: TimerRenderer |
         "judge": judged and {k: judged[k] for k in ("mean", "unparsed", "failed")},
         "notes": notes,
         "settings": {"timing_turns": timing_turns, "unparsed": unparsed, "instant_max_minutes": instant_max_minutes,
+                     "interval_reading": interval_reading, "postprocess": postprocess,
                      "special_tokens": renderer.special_tokens, "order": renderer.order,
                      "response_conditioned_on_gold": conditioned,
                      "interval_max_new_tokens": interval_max_new_tokens,
@@ -425,7 +493,8 @@ def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
     judge = getattr(ctx, "judge", None) or _judge_from_options(options)
     report = evaluate_timelychat(
         backend, dialogs, renderer=renderer, timing_turns=options.timing_turns, unparsed=options.unparsed,
-        instant_max_minutes=options.instant_max_minutes, interval_max_new_tokens=options.interval_max_new_tokens,
+        instant_max_minutes=options.instant_max_minutes, interval_reading=options.interval_reading,
+        postprocess=options.postprocess, interval_max_new_tokens=options.interval_max_new_tokens,
         response_max_new_tokens=options.response_max_new_tokens, cache_dir=cache_dir,
         bertscore_model=options.bertscore_model, bertscore_num_layers=options.bertscore_num_layers,
         bertscore_batch_size=options.bertscore_batch_size, judge=judge, judge_max_samples=options.judge_max_samples)
@@ -436,28 +505,3 @@ def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
 
 SUITE = Suite("timelychat", "TimelyChat turn-level timing (F1, FPR, RMSLE) and response (BLEU-2, ROUGE-L) metrics",
               run_timelychat_suite, options=TimelyChatOptions)
-
-
-def markdown_summary(report: dict) -> str:
-    o, t = report["overall"], report["timing"]
-
-    def fmt(v, digits=3):
-        return "n/a" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
-
-    lines = [
-        f"TimelyChat turn-level evaluation: {o['dialogs']} dialogs "
-        f"(timing_turns={report['settings']['timing_turns']}, unparsed={report['settings']['unparsed']}).", "",
-        "**Response timing prediction** (delayed = positive class; Table 2 of the paper)", "",
-        "| cases | delayed / instant gold | unparsed | precision | recall | F1 | FPR | RMSLE | RMSLE (target) |",
-        "|---|---|---|---|---|---|---|---|---|",
-        f"| {t['cases']} | {t['delayed_gold']} / {t['instant_gold']} | {t['unparsed']} | {fmt(t['precision'])} | "
-        f"{fmt(t['recall'])} | {fmt(t['f1'])} | {fmt(t['fpr'])} | {fmt(t['rmsle'])} | {fmt(t['rmsle_target'])} |",
-        "", f"TP {t['tp']}, FP {t['fp']}, TN {t['tn']}, FN {t['fn']}.", "",
-        "**Time-conditioned response generation, gold interval** (x100 except the 1-5 judge scores; Table 3)", "",
-        "| replies | BLEU-2 | ROUGE-L | BERTScore | naturalness | time-specificity |", "|---|---|---|---|---|---|",
-        f"| {o['responses']} | {fmt(o['bleu2'], 2)} | {fmt(o['rouge_l'], 2)} | {fmt(o['bertscore'], 2)} | "
-        f"{fmt(o['naturalness'], 2)} | {fmt(o['time_specificity'], 2)} |",
-    ]
-    if report.get("notes"):
-        lines += ["", "Notes:", ""] + [f"- {note}" for note in report["notes"]]
-    return "\n".join(lines) + "\n"

@@ -18,13 +18,15 @@ suite=timepuzzles n=200 seed=0 out=FILE`.
 
 Choices where the paper is silent (see also the module constants):
 - The universal date set D: the paper says "all possible Gregorian dates"; we enumerate 1850-01-01..2025-12-31.
-  Every anchor period lies inside D (the knowledge base ends in 2022), so the answer set never depends on D's ends.
+  Every anchor period lies inside D (the knowledge base ends in 2022) except the one term with no end (Donald
+  Trump's second); puzzles that a date past D's end (up to `RANGE_END_HORIZON`, with the sports tables counted as
+  unknown there) might satisfy are rejected, so the answer set never depends on D's ends.
 - Chinese calendar (zodiac years start at Chinese New Year; lunar months, leap months named as such) comes from
   `lunar-python` (astronomical computation; matches the Hong Kong Observatory tables, e.g. the 1933 leap 5th month,
   where the table-based `lunardate` 0.3.0 is off by one day).
 - Ambiguity guard: a puzzle is rejected when its answer could change under a reasonable alternative reading: a
   presidential transition day (both presidents are "in office"), the disputed ends of some periods, and the
-  Summer-Olympics status of 1906 (Intercalated Games) and 2020 (Tokyo 2020 was held in 2021).
+  Summer-Olympics status of 1906 (Intercalated Games), 2020 and 2021 (the Games named Tokyo 2020 were held in 2021).
 - Explicit variant: facts needing world knowledge (people, presidents, events, Olympic/World Cup years, zodiac,
   lunar months) get their dates spelled out; for zodiac and lunar months the listed periods are those the
   year-level facts (and the anchor) leave possible, and puzzles needing more than 12 periods are rejected for both
@@ -35,8 +37,9 @@ from timealign.suites.timepuzzles.calendar import (DATE_MAX, DATE_MIN, Calendar,
                                                    lunar_months, lunar_of, zodiac_of_lunar_year)
 from timealign.suites.timepuzzles.categories import CATEGORIES_BY_LEVEL, FACT_TYPES, fact_from_dict
 from timealign.suites.timepuzzles.fact import DAY, LEVELS, MONTH, VARIOUS, YEAR, Fact
-from timealign.suites.timepuzzles.generate import (ANCHOR_WEIGHTS, MAX_SOLUTIONS, VARIANTS, Puzzle, generate,
-                                                   generate_puzzle, is_ambiguous, puzzle_record, render_prompt)
+from timealign.suites.timepuzzles.generate import (ANCHOR_WEIGHTS, MAX_SOLUTIONS, RANGE_END_HORIZON, VARIANTS, Puzzle,
+                                                   depends_on_range_end, generate, generate_puzzle, is_ambiguous,
+                                                   puzzle_record, render_prompt)
 from timealign.suites.timepuzzles.month_day_facts import (DayOfMonthFact, DayOfMonthRangeFact, LunarMonthFact,
                                                           MonthFact, MultiWeekdayFact, SeasonFact, WeekdayFact,
                                                           WeekdayInMonthFact)

@@ -1,7 +1,8 @@
 """The universal date set D of Time Puzzles: a day-by-day calendar with Gregorian and Chinese-calendar columns.
 
 Every date of 1850-01-01..2025-12-31 (the paper's "all possible Gregorian dates", bounded: every anchor period lies
-inside, so the answer set never depends on D's ends) as numpy columns, so a fact's C(t) is one vectorised mask.
+inside but for a term with no end yet, and the generator rejects puzzles a later date might satisfy, so the answer
+set never depends on D's ends) as numpy columns, so a fact's C(t) is one vectorised mask.
 The Chinese calendar (zodiac years start at Chinese New Year; lunar months, leap months named as such) comes from
 `lunar-python` (astronomical computation; matches the Hong Kong Observatory tables, e.g. the 1933 leap 5th month,
 where the table-based `lunardate` 0.3.0 is off by one day).

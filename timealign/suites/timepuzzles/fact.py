@@ -64,6 +64,11 @@ class Fact:
         """Dates whose truth value depends on the reading of the fact (None: no such dates)."""
         return None
 
+    def may_hold_past_range_end(self, v) -> np.ndarray:
+        """Dates after D's end (`v` a calendar of them) on which the fact may hold. Calendar facts are exact and
+        knowledge-base periods are closed, so by default this is `mask`; facts whose tables stop with D say True."""
+        return self.mask(v)
+
     # -- rendering ---------------------------------------------------------------------------------------------
     def implicit(self) -> str:
         raise NotImplementedError

@@ -2,10 +2,10 @@
 
 Pick a knowledge-base anchor t_kb and a seed date inside C(t_kb); add 3-5 facts instantiated from the seed, from
 unused categories at balanced levels (YEAR, MONTH, DAY in turn); solve; keep the puzzle when |A| equals the target
-M and no reading-dependent date could change it. Every fact is true of the seed date, so |A| >= 1. The explicit
-variant lists, for zodiac and lunar-month facts, the periods the year-level facts (and the anchor) leave possible;
-puzzles needing more than 12 periods are rejected for both variants, so the implicit and explicit sets of one seed
-hold the same puzzles and the same answers.
+M, no reading-dependent date could change it and no date past D's end could join it. Every fact is true of the seed
+date, so |A| >= 1. The explicit variant lists, for zodiac and lunar-month facts, the periods the year-level facts
+(and the anchor) leave possible; puzzles needing more than 12 periods are rejected for both variants, so the
+implicit and explicit sets of one seed hold the same puzzles and the same answers.
 """
 
 from __future__ import annotations
@@ -152,6 +152,23 @@ def is_ambiguous(facts: list[Fact], cal: Calendar) -> bool:
     return False
 
 
+# D's end must never decide an answer: a puzzle is rejected when some date after D (up to this horizon, which
+# spans every 4-, 10-, 12- and 28-year cycle of the calendar facts) may satisfy all its facts. Only an open-ended
+# fact (a term with no end yet) can let one through: every other anchor ends inside D.
+RANGE_END_HORIZON = date(2061, 12, 31)
+
+
+def depends_on_range_end(facts: list[Fact], cal: Calendar) -> bool:
+    """True when a date past D's end may satisfy every fact, so the answer set would grow with D."""
+    beyond = get_calendar(date.fromordinal(int(cal.ordinal[-1]) + 1), RANGE_END_HORIZON)
+    idx = np.arange(len(beyond))
+    for f in facts:
+        if not len(idx):
+            break
+        idx = idx[f.may_hold_past_range_end(beyond.view(idx))]
+    return bool(len(idx))
+
+
 def generate_puzzle(rng: random.Random, target: int, cal: Calendar | None = None, *,
                     max_attempts: int = 20000) -> Puzzle:
     """Algorithm 1: draw an anchor and a seed date inside it, generate facts, solve, keep |A| == target."""
@@ -166,7 +183,7 @@ def generate_puzzle(rng: random.Random, target: int, cal: Calendar | None = None
         if facts is None:
             continue
         idx = solve_indices(facts, cal)
-        if len(idx) != target or is_ambiguous(facts, cal):
+        if len(idx) != target or is_ambiguous(facts, cal) or depends_on_range_end(facts, cal):
             continue
         order = list(range(len(facts)))
         rng.shuffle(order)

@@ -54,7 +54,8 @@ PEOPLE: tuple[tuple[str, str, str], ...] = (
 
 # US presidents, (name, ((start, end), ...)). Terms are inclusive of both inauguration days: on a transition day
 # both the outgoing and the incoming president held office for part of the day. The generator rejects puzzles whose
-# answer depends on a transition day (see TimePuzzle ambiguity checks). end None = still in office.
+# answer depends on a transition day (see TimePuzzle ambiguity checks). end None = still in office: the term runs
+# past D's end, so the generator rejects puzzles that a date after D might satisfy.
 US_PRESIDENTS: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] = (
     ("Herbert Hoover", (("1929-03-04", "1933-03-04"),)),
     ("Franklin D. Roosevelt", (("1933-03-04", "1945-04-12"),)),
@@ -78,8 +79,9 @@ US_PRESIDENTS: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] = (
 SUMMER_OLYMPIC_YEARS = (1896, 1900, 1904, 1908, 1912, 1920, 1924, 1928, 1932, 1936, 1948, 1952, 1956, 1960, 1964,
                         1968, 1972, 1976, 1980, 1984, 1988, 1992, 1996, 2000, 2004, 2008, 2012, 2016, 2021, 2024)
 # Years whose Summer-Olympics status depends on interpretation: 1906 (Intercalated Games, not recognised by the
-# IOC) and 2020 (the Games named "Tokyo 2020", held in 2021). Puzzles never hinge on them.
-SUMMER_OLYMPIC_AMBIGUOUS_YEARS = (1906, 2020)
+# IOC), and both 2020 and 2021 (the Games named "Tokyo 2020" were held in 2021: "the 2020 Olympics" reads as
+# either year). Puzzles never hinge on them.
+SUMMER_OLYMPIC_AMBIGUOUS_YEARS = (1906, 2020, 2021)
 WINTER_OLYMPIC_YEARS = (1924, 1928, 1932, 1936, 1948, 1952, 1956, 1960, 1964, 1968, 1972, 1976, 1980, 1984, 1988,
                         1992, 1994, 1998, 2002, 2006, 2010, 2014, 2018, 2022)
 FIFA_WORLD_CUP_YEARS = (1930, 1934, 1938, 1950, 1954, 1958, 1962, 1966, 1970, 1974, 1978, 1982, 1986, 1990, 1994,

@@ -2,7 +2,8 @@
 
 Facts drawing on world knowledge (people, US presidents, sports events, dated events) read the hand-written
 knowledge base `kb`; those whose truth on some dates depends on the reading (a presidential transition day, the
-disputed ends of some periods, the 1906 and 2020 Summer Olympics) say so through `ambiguous_mask`.
+disputed ends of some periods, the 1906, 2020 and 2021 Summer Olympics) say so through `ambiguous_mask`. A term
+with no end yet (Donald Trump's second) holds past D's end; the generator rejects puzzles that could reach there.
 """
 
 from __future__ import annotations
@@ -157,10 +158,13 @@ class PersonAliveFact(Fact):
         return cls(rng.choice(names)) if names else None
 
 
+OPEN_END = date.max.toordinal()  # the last day of a term still running in the knowledge base
+
+
 def _terms(name: str) -> list[tuple[int, int]]:
     for n, terms in kb.US_PRESIDENTS:
         if n == name:
-            return [(kb.iso(a).toordinal(), kb.iso(b).toordinal() if b else date.max.toordinal()) for a, b in terms]
+            return [(kb.iso(a).toordinal(), kb.iso(b).toordinal() if b else OPEN_END) for a, b in terms]
     raise KeyError(name)
 
 
@@ -180,7 +184,7 @@ class USPresidentFact(Fact):
 
     def ambiguous_mask(self, v):
         # Transition days: the outgoing and the incoming president both held office that day.
-        days = {o for a, b in _terms(self.name) for o in (a, b)}
+        days = {o for a, b in _terms(self.name) for o in (a, b) if o != OPEN_END}
         return np.isin(v.ordinal, list(days))
 
     def implicit(self):
@@ -188,7 +192,7 @@ class USPresidentFact(Fact):
 
     def explicit(self, window=None, cal=None):
         parts = [f"from {date.fromordinal(a).isoformat()} to {date.fromordinal(b).isoformat()}"
-                 if b != date.max.toordinal() else f"from {date.fromordinal(a).isoformat()} on"
+                 if b != OPEN_END else f"from {date.fromordinal(a).isoformat()} on"
                  for a, b in _terms(self.name)]
         return (f"{self.name} was the President of the United States on this date (in office "
                 f"{and_list(parts)}).")
@@ -219,6 +223,10 @@ class EventFact(Fact):
     def ambiguous_mask(self, v):
         ambiguous = SPORT_EVENTS[self.event][3]
         return np.isin(v.year, ambiguous) if ambiguous else None
+
+    def may_hold_past_range_end(self, v):
+        # The host-year tables stop with D: whether the games are held in a later year is not known here.
+        return np.ones(len(v.year), dtype=bool)
 
     def implicit(self):
         name, verb, _, _ = SPORT_EVENTS[self.event]
