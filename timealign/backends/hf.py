@@ -7,6 +7,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from timealign.backends.base import BaseBackend, model_fingerprint
+from timealign.config.dtypes import torch_dtype
 
 
 class HFBackend(BaseBackend):
@@ -21,15 +22,14 @@ class HFBackend(BaseBackend):
 
         super().__init__(sampling)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        torch_dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
-                       "float16": torch.float16}[dtype]
+        weights_dtype = torch_dtype(dtype)
         adapter = Path(model_path, "adapter_config.json")
         if adapter.exists():  # a LoRA checkpoint: load its base, then the adapter
             from peft import AutoPeftModelForCausalLM
 
-            self.model = AutoPeftModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype)
+            self.model = AutoPeftModelForCausalLM.from_pretrained(model_path, dtype=weights_dtype)
         else:
-            self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch_dtype,
+            self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=weights_dtype,
                                                               trust_remote_code=trust_remote_code)
         self.model.to(self.device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)

@@ -22,7 +22,6 @@ import logging
 import sys
 import textwrap
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from timealign.config.options import RecipeError, build_options, describe, unknown_key
@@ -175,7 +174,3 @@ def run_command(command: Command, argv: list[str] | None, fn: Callable[[Invocati
         print(f"error: {err}{suffix}", file=sys.stderr)
         return code
     return int(code or 0)
-
-
-def output_path(value: str | None, default: Path) -> Path:
-    return Path(value) if value else default

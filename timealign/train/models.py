@@ -1,4 +1,4 @@
-"""The model a recipe trains: its dtype, the base model and tokenizer as the recipe's `model` section says, and the
+"""The model a recipe trains: the base model and tokenizer as the recipe's `model` section says, and the
 LoRA config of its `lora` section. Shared by offset-DPO (`timealign.train.dpo`) and TIMER SFT (`timealign.train.sft`).
 """
 
@@ -6,22 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from timealign.config import RecipeError
-
-DTYPES = ("float32", "bfloat16", "float16", "auto")
-
-
-def torch_dtype(name: str):
-    """`model.dtype` text -> the torch dtype transformers' `from_pretrained(dtype=...)` takes ("auto" stays)."""
-    import torch
-
-    if name == "auto":
-        return "auto"
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
-    except KeyError:
-        raise RecipeError(f"model.dtype must be {', '.join(DTYPES[:-1])} or auto, got {name!r}") from None
-
+from timealign.config.dtypes import torch_dtype
 
 def resolve_base_model(name_or_path: str) -> str:
     """The folder or hub id to load; `tiny`/`tiny-agent` are built once, by the main process, while the others wait."""
