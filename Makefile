@@ -9,16 +9,18 @@ DEMO_DIR ?= outputs/tiny
 # so the demo has decisions to count. `make demo DEMO_BASE=tiny` runs on the pure random-weight model.
 DEMO_BASE ?= tiny-agent
 
-.PHONY: env demo experiment test test-vllm bench clean help
+.PHONY: env demo experiment test test-vllm test-slurm bench clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
 	@echo "make demo   - synthetic data -> data prep -> offset-DPO on tiny -> before/after tool-call counts;"
 	@echo "              then TIMER SFT on synthetic dialogs and two-step (delay, then reply) inference"
 	@echo "make experiment - does it teach time? offset-DPO NAR and TIMER delay F1 on held-out synthetic data,"
-	@echo "              with the no-timestamp control and the delta/lambda/special-token ablations (CPU, ~15 min)"
+	@echo "              with the no-timestamp control and the delta/lambda/special-token ablations (2 CPU cores, ~10 min)"
 	@echo "make test   - the test suite (CPU, minutes)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
+	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
+	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs (3-6 min)"
 	@echo "make bench  - data-prep and offset-DPO vs stock TRL throughput numbers"
 
 env: $(VENV)/.installed
@@ -43,7 +45,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest tests/test_vllm_backend.py tests/test_backends.py -q
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest tests/test_vllm_backend.py tests/test_backends.py tests/test_timelychat_dialog.py tests/test_chat_backend.py -q
 
 demo: env
 	$(PY) data_prep/tictoc.py recipe=tiny out=$(DEMO_DIR)/data
@@ -60,6 +62,11 @@ experiment: env
 
 test: env
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest tests -q
+
+# Real Slurm (Debian's slurm-wlm 22.05 + munge) on this host; the daemons are stopped at the end (tests/slurm_cluster.py).
+test-slurm: env
+	$(PY) tests/slurm_cluster.py install
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline TIMEALIGN_TEST_SLURM=1 $(PY) -m pytest tests/test_slurm_real.py -q
 
 # key=value options of benchmarks/bench_dpo.py (`--help` lists them): make bench BENCH_ARGS="steps=20 json=results/bench.json"
 BENCH_ARGS ?=

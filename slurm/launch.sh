@@ -2,16 +2,19 @@
 # Shared logic of slurm/dpo.sbatch, slurm/sft.sbatch and slurm/eval.sbatch: sourced, defines functions only.
 #
 # Training (ta_train TASK ARGS...): `srun` starts one `python -m timealign.cluster launch` per node, which execs
-# that node's `accelerate launch` (machine rank from SLURM_NODEID, main process = first host of the nodelist,
-# processes = nodes x GPUs per node). On the warning signal (`#SBATCH --signal=B:USR1@120`, sent to this batch
-# shell only) it creates $TIMEALIGN_STOP_FILE; the trainer polls it every step, saves a checkpoint, writes
-# $TIMEALIGN_STOP_FILE.requeue and exits 75; then this script runs `scontrol requeue $SLURM_JOB_ID` and the requeued
+# that node's `accelerate launch` (machine rank from SLURM_NODEID, processes = nodes x the GPUs Slurm allocated per
+# node, or processes_per_node on a CPU-only job). The main process's address is resolved once, on the first node
+# (`srun -w FIRST python -m timealign.cluster address`: Slurm's NodeAddr, else a non-loopback address of the node),
+# and handed to every node as TIMEALIGN_MAIN_ADDR: a node name need not resolve on the other nodes.
+# On the warning signal (`#SBATCH --signal=B:USR1@120`, sent to this batch shell only) it creates
+# $TIMEALIGN_STOP_FILE; the trainer polls it every step, saves a checkpoint, writes $TIMEALIGN_STOP_FILE.requeue
+# and exits 75; then this script runs `scontrol requeue $SLURM_JOB_ID` and the requeued
 # job resumes from the newest checkpoint (training.resume_from_checkpoint=auto). A stop file rather than a forwarded
 # signal: torchrun's agent (inside accelerate launch) dies on SIGUSR1 instead of passing it on. Only the USR1
 # warning requeues; a user's scancel (SIGTERM) never does.
 #
 # Evaluation (ta_eval ARGS...): eval/run.py on vLLM with tensor parallelism over the node's GPUs (offline engine,
-# or `vllm serve` + the OpenAI backend with TIMEALIGN_SERVE=1). On USR1 the job requeues right away: finished
+# or `vllm serve` + the OpenAI backend with TIMEALIGN_SERVE=1); a job without GPUs uses the recipe's eval.backend. On USR1 the job requeues right away: finished
 # samples are cached in <out>/generations/ and the requeued job skips them.
 #
 # Environment (all optional):
@@ -21,6 +24,7 @@
 #   TIMEALIGN_DRY_RUN=1     print the exact per-node commands (srun still runs one task per node), train nothing
 #   TIMEALIGN_REQUEUE=0     never requeue;  TIMEALIGN_MAX_REQUEUES (default 20) caps SLURM_RESTART_COUNT
 #   TIMEALIGN_SERVE=1       eval through `vllm serve`;  TIMEALIGN_LOG_DIR (default $ROOT/slurm/logs)
+#   TIMEALIGN_MAIN_ADDR     the rendezvous address (default: resolved on the first node, see above)
 
 TA_EXIT_REQUEUE=75
 
@@ -48,7 +52,8 @@ ta_setup() {
   TA_LOG_DIR=${TIMEALIGN_LOG_DIR:-$TIMEALIGN_ROOT/slurm/logs}
   mkdir -p "$TA_LOG_DIR"
   ta_log "job ${SLURM_JOB_ID:-none} (${SLURM_JOB_NAME:-}) on ${SLURM_JOB_NODELIST:-$(hostname)}:" \
-    "${SLURM_NNODES:-1} node(s), GPUs/node ${SLURM_GPUS_ON_NODE:-?}, restart ${SLURM_RESTART_COUNT:-0}"
+    "${SLURM_NNODES:-1} node(s), GPUs/node ${SLURM_GPUS_ON_NODE:-none}, CPUs/task ${SLURM_CPUS_PER_TASK:-1}," \
+    "restart ${SLURM_RESTART_COUNT:-0}"
 }
 
 # Run "$@" in the background and wait for it, also across trapped signals; sets TA_RC.
@@ -80,11 +85,32 @@ ta_requeue() {
   scontrol requeue "$SLURM_JOB_ID"
 }
 
+# The first node's address as the other nodes reach it (run there through srun); 127.0.0.1 for one node.
+ta_main_addr() {
+  if [[ -n ${TIMEALIGN_MAIN_ADDR:-} ]]; then
+    return 0
+  fi
+  if (( ${SLURM_NNODES:-1} <= 1 )) || [[ -z ${SLURM_JOB_NODELIST:-} ]]; then
+    TIMEALIGN_MAIN_ADDR=127.0.0.1
+  else
+    local first
+    first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+    if ! TIMEALIGN_MAIN_ADDR=$(srun --nodes=1 --ntasks=1 --nodelist="$first" "$TIMEALIGN_PYTHON" -m timealign.cluster \
+        address) || [[ -z $TIMEALIGN_MAIN_ADDR ]]; then
+      echo "error: cannot resolve the address of $first (the main process's node): set TIMEALIGN_MAIN_ADDR" >&2
+      exit 2
+    fi
+  fi
+  export TIMEALIGN_MAIN_ADDR
+  ta_log "main process address: $TIMEALIGN_MAIN_ADDR"
+}
+
 ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
   local task=$1
   shift
   ta_setup
   local nodes=${SLURM_NNODES:-1}
+  ta_main_addr
   local -a launcher=("$TIMEALIGN_PYTHON" -m timealign.cluster launch "task=$task")
   if [[ ${TIMEALIGN_DRY_RUN:-0} == 1 ]]; then
     launcher+=(dry_run=true)

@@ -280,8 +280,8 @@ def test_evaluate_resumes_from_the_out_dir(tiny_model_dir, rows, tmp_path):
 
     prepared = tmp_path / "prepared"
     tictoc_rows(prepared)
-    recipe = load_recipe("tiny", {"data.prepared_dir": str(prepared), "eval.max_samples": "6",
-                                  "eval.max_new_tokens": "4"})
+    recipe = load_recipe("tiny", {"data.prepared_dir": str(prepared), "data.synthetic_trajectories": "4",
+                                  "eval.max_samples": "6", "eval.max_new_tokens": "4"})
     out = tmp_path / "eval"
     first = evaluate(recipe, str(tiny_model_dir), ["tictoc"], out)["tictoc"]
     assert first["generation"]["generated"] == 6 and (out / "generations" / "tictoc.jsonl").exists()

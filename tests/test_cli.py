@@ -33,10 +33,13 @@ def py(script, *args):
     return [sys.executable, str(REPO_ROOT / script), *args]
 
 
+DATA = "data.synthetic_trajectories=8"  # the prepared folder's settings: every run on it says them too
+
+
 @pytest.fixture(scope="module")
 def prepared(cli_env, tmp_path_factory):
     out = tmp_path_factory.mktemp("prepared")
-    proc = run(py("data_prep/tictoc.py", "recipe=tiny", f"out={out}", "data.synthetic_trajectories=8"), cli_env)
+    proc = run(py("data_prep/tictoc.py", "recipe=tiny", f"out={out}", DATA), cli_env)
     assert f"wrote {out}" in proc.stdout
     return out
 
@@ -88,7 +91,7 @@ def test_data_prep_cli_manifest(prepared):
 def test_data_prep_cli_bad_input(cli_env, tmp_path):
     folder = tmp_path / "v1"
     folder.mkdir()
-    good = {"id": "train_delay_1", "function": [], "history": [
+    good = {"id": "train_delay_1", "function": [{"type": "function", "function": {"name": "get_delay"}}], "history": [
         {"role": "system", "content": "s", "time": "2024-01-01T00:00:00Z"},
         {"role": "user", "content": "q", "time": "2024-01-01T00:00:00Z"},
         {"role": "assistant", "content": None, "time": "2024-01-01T00:00:02Z", "tool_calls": [
@@ -120,7 +123,7 @@ def test_accelerate_launch_trains_logs_and_saves(cli_env, prepared, tmp_path):
     out = tmp_path / "run"
     env = dict(cli_env, WANDB_DIR=str(tmp_path))
     run([str(Path(sys.executable).with_name("accelerate")), "launch", "--num_processes", "1", "--cpu", str(REPO_ROOT / "train/dpo.py"), "recipe=tiny",
-         f"data.prepared_dir={prepared}", f"output_dir={out}", "training.max_steps=2", "training.logging_steps=1",
+         f"data.prepared_dir={prepared}", DATA, f"output_dir={out}", "training.max_steps=2", "training.logging_steps=1",
          "training.report_to=[wandb]", "training.per_device_train_batch_size=4"], env)
     from transformers import AutoModelForCausalLM
 
@@ -137,7 +140,7 @@ def test_accelerate_launch_trains_logs_and_saves(cli_env, prepared, tmp_path):
     report_dir = tmp_path / "eval"
     eval_env = dict(cli_env, WANDB_DIR=str(tmp_path / "eval-wandb"))
     (tmp_path / "eval-wandb").mkdir()
-    run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", f"checkpoint={out}", f"out={report_dir}",
+    run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", DATA, f"checkpoint={out}", f"out={report_dir}",
            "wandb=true"), eval_env)
     eval_runs = list((tmp_path / "eval-wandb" / "wandb").glob("offline-run-*/*.wandb"))
     assert len(eval_runs) == 1 and b"tictoc/nar" in eval_runs[0].read_bytes()
@@ -149,12 +152,12 @@ def test_accelerate_launch_trains_logs_and_saves(cli_env, prepared, tmp_path):
 
 def test_python_launch_with_lora_and_eval_compare(cli_env, prepared, tmp_path):
     out = tmp_path / "lora"
-    run(py("train/dpo.py", "recipe=tiny", f"data.prepared_dir={prepared}", f"output_dir={out}", "lora.enabled=true",
+    run(py("train/dpo.py", "recipe=tiny", f"data.prepared_dir={prepared}", DATA, f"output_dir={out}", "lora.enabled=true",
            "lora.r=4", "training.max_steps=1", "training.precompute_ref_log_probs=true"), cli_env)
     assert (out / "adapter_config.json").exists()
-    run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", f"checkpoint={out}",
+    run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", DATA, f"checkpoint={out}",
            f"out={tmp_path / 'after'}", "timestamps=false"), cli_env)
-    run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", f"out={tmp_path / 'before'}"), cli_env)
+    run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", DATA, f"out={tmp_path / 'before'}"), cli_env)
     after = json.loads((tmp_path / "after" / "tictoc.json").read_text())
     assert after["settings"]["timestamps"] is False
     proc = run(py("eval/compare.py", f"before={tmp_path / 'before' / 'tictoc.json'}", f"after={tmp_path / 'after' / 'tictoc.json'}"),
@@ -171,7 +174,7 @@ def test_config_file_outside_recipes(cli_env, prepared, tmp_path):
     proc = run(py("train/dpo.py", "--config", str(tmp_path / "absent.yaml")), cli_env, check=False)
     assert proc.returncode == 2 and "no such file" in proc.stderr
     out = tmp_path / "run"
-    proc = run(py("train/dpo.py", "--config", str(config), f"data.prepared_dir={prepared}", f"output_dir={out}",
+    proc = run(py("train/dpo.py", "--config", str(config), f"data.prepared_dir={prepared}", DATA, f"output_dir={out}",
                   "training.max_steps=1"), cli_env)
     assert f"saved model to {out}" in proc.stderr  # the closing log line (logging writes to stderr)
     import yaml

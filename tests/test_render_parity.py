@@ -82,6 +82,7 @@ def suite_prompts(recipe, tokenizer, tmp_path, prompt_mode="none") -> list[str]:
                       prompt_mode=prompt_mode)
     report = SUITE.run(backend, ctx)
     assert report["settings"]["prompt_mode"] == prompt_mode
+    assert report["settings"]["prompt_protocol"] == report["settings"]["protocol"] == recipe.data.protocol
     return backend.prompts
 
 
@@ -100,6 +101,24 @@ def test_tictoc_prompts_are_the_training_prompts(prepared_pairs, tiny_tokenizer,
     # the options took effect on both roads (parity of two renderings that ignore them would prove nothing)
     assert all(bool(ISO_STAMP.search(p)) == timestamps for p in prompts)
     assert any("since the last" in p for p in prompts) == (timestamps and elapsed)
+
+
+@pytest.mark.parametrize("timestamps", [True, False])
+@pytest.mark.parametrize("prompt_mode", ["none", "rules"])
+def test_paper_protocol_prompts_are_the_training_prompts(prepared_pairs, tiny_tokenizer, tmp_path, timestamps,
+                                                         prompt_mode):
+    """`data.protocol=paper`: training and the suite both render the authors' way (no stamp after the assistant
+    header, `[ts] ` with a space, the system message stamped, their sys_pmts text), and detection follows it."""
+    from timealign.render.paper import PAPER_RULES
+
+    recipe = tictoc_recipe(prepared_pairs, tmp_path, timestamps=timestamps, protocol="paper")
+    pairs = training_pairs(recipe, tiny_tokenizer, prompt_mode=prompt_mode)
+    prompts = suite_prompts(recipe, tiny_tokenizer, tmp_path, prompt_mode=prompt_mode)
+    assert pairs and same_prompts(prompts, [pair["prompt"] for pair in pairs])
+    assert all(p.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") for p in prompts)
+    assert all(bool(re.search(r"<\|im_start\|>system\n\[\d{4}-[^\]]+\] ", p)) == timestamps for p in prompts)
+    assert all((PAPER_RULES in p) == (prompt_mode == "rules") for p in prompts)
+    assert all(pair["chosen"].endswith("<|im_end|>") and pair["rejected"].endswith("<|im_end|>") for pair in pairs)
 
 
 @pytest.mark.parametrize("prompt_mode, addition", [("none", None), ("reminder", REMINDER_PROMPT),

@@ -106,7 +106,7 @@ def test_bad_input_names_file_and_record(cli_env, tmp_path):
 
 def test_python_full_finetune_then_two_step_inference(cli_env, prepared, tmp_path):
     out = tmp_path / "full"
-    run(py("train/sft.py", "recipe=tiny-timer", f"data.prepared_dir={prepared}", f"output_dir={out}", *SMALL[2:]),
+    run(py("train/sft.py", "recipe=tiny-timer", f"data.prepared_dir={prepared}", f"output_dir={out}", *SMALL),
         cli_env)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -132,7 +132,7 @@ def test_accelerate_launch_lora_wandb_then_two_step_inference(cli_env, prepared,
     accelerate = str(Path(sys.executable).with_name("accelerate"))
     run([accelerate, "launch", "--num_processes", "1", "--cpu", str(REPO_ROOT / "train/sft.py"), "recipe=tiny-timer",
          f"data.prepared_dir={prepared}", f"output_dir={out}", "lora.enabled=true", "lora.r=4",
-         "training.report_to=[wandb]", *SMALL[2:]], env)
+         "training.report_to=[wandb]", *SMALL], env)  # SMALL[:2]: the prepared folder's settings
     assert (out / "adapter_config.json").exists()
     adapter = json.loads((out / "adapter_config.json").read_text())
     assert adapter["trainable_token_indices"]  # the TIMER tokens' rows were trained

@@ -91,7 +91,7 @@ def test_data_prep_cli_help_and_errors(capsys):
 
 def test_tictoc_detection_protocol_is_a_suite_option():
     suite = get_suite("tictoc")
-    assert suite.parse_options({}).detection == "timealign"
+    assert suite.parse_options({}).detection is None  # follows the recipe's data.protocol
     assert suite.parse_options({"detection": "paper"}).detection == "paper"
     with pytest.raises(RecipeError, match="unknown key 'tictoc.detect'"):
         suite.parse_options({"detect": "paper"})

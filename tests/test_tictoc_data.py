@@ -21,6 +21,9 @@ from timealign.data.tictoc import (
 V1_COUNTS = {"preferNoTool_elapse_0.json": 198, "preferNoTool_elapse_1.json": 34, "preferTool_elapse_0.json": 40,
              "preferTool_elapse_1.json": 440, "preferTool_elapse_2.json": 667}
 MARGINS = {PREFER_TOOL: 1.0, PREFER_NO_TOOL: 1.0}
+TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Latest price of a stock.",
+                                           "parameters": {"type": "object",
+                                                          "properties": {"symbol": {"type": "string"}}}}}]
 
 
 def _history(final_time="2024-05-01T12:00:00Z"):
@@ -42,7 +45,9 @@ def _history(final_time="2024-05-01T12:00:00Z"):
 
 
 def _record(rid="stock_market_order_book_1", score=3.0, **extra):
-    return {"id": rid, "history": _history(), "function": [], "elapse_level": 2, "score": score, **extra}
+    history = _history()
+    history[0]["content"] += f" (session {rid})"  # one conversation per id: another id with it is a duplicate
+    return {"id": rid, "history": history, "function": TOOLS, "elapse_level": 2, "score": score, **extra}
 
 
 def _write_jsonl(path: Path, records) -> Path:
@@ -205,11 +210,11 @@ def _v1_folder(tmp_path, records, name="preferTool_elapse_1.json"):
 
 def test_v1_time_list_must_match_levels(tmp_path):
     record = {"id": "train_delay_1", "history": _history(["2024-05-01T12:00:00Z", "2024-05-02T12:00:00Z"]),
-              "function": []}
+              "function": TOOLS}
     with pytest.raises(TicTocFormatError, match="must list 3 times") as err:
         load_v1(_v1_folder(tmp_path, [record]))
     assert "preferTool_elapse_1.json" in str(err.value) and "train_delay_1" in str(err.value)
-    single = {"id": "train_delay_2", "history": _history(), "function": []}
+    single = {"id": "train_delay_2", "history": _history(), "function": TOOLS}
     with pytest.raises(TicTocFormatError, match="must list 3 times"):
         load_v1(_v1_folder(tmp_path, [single]))
 
@@ -224,7 +229,7 @@ def test_v1_malformed_json_and_unknown_scenarios(tmp_path):
     assert load_v1(folder, on_error="skip").rejects[0]["reason"].startswith("malformed JSON")
 
     times = ["2024-05-01T09:05:00Z", "2024-05-01T12:00:00Z", "2024-05-03T12:00:00Z"]
-    record = {"id": "quantum_teleport_booking_1", "history": _history(times), "function": []}
+    record = {"id": "quantum_teleport_booking_1", "history": _history(times), "function": TOOLS}
     other = _v1_folder(tmp_path / "u", [record])
     with pytest.raises(TicTocFormatError, match="quantum_teleport_booking_1"):
         load_v1(other)
@@ -317,4 +322,4 @@ def test_pairs_command_writes_the_prepared_folder_and_exits_1_on_bad_data(tmp_pa
     assert pairs_main(["recipe=tiny", "data.source=annotated", f"data.path={bad}", f"out={tmp_path / 'x'}"]) == 1
     err = capsys.readouterr().err
     assert f"{bad}: record 'stock_market_order_book_1'" in err and DATA_HINT in err
-    assert pairs_main(["recipe=tiny", "data.source=v1", f"data.path={tmp_path / 'none'}"]) == 1  # FileNotFoundError
+    assert pairs_main(["recipe=tiny", "data.source=v1", f"data.path={tmp_path / 'none'}"]) == 2  # checked up front

@@ -7,7 +7,8 @@ Outputs are written as timealign decodes them: special tokens kept (end-of-turn 
 
 import pytest
 
-from timealign.suites.tictoc.tool_calls import (PROTOCOLS, detect_family, has_call_json, is_empty_output,
+from timealign.render.families import detect_family
+from timealign.suites.tictoc.tool_calls import (PROTOCOLS, has_call_json, is_empty_output,
                                                 is_tool_call, known_families, paper_visible_text)
 from timealign.tiny import TINY_CHAT_TEMPLATE
 

@@ -7,7 +7,9 @@
   chunk), keyed by sha256 of (suite, backend fingerprint = engine + checkpoint identity, prompt hash,
   max_new_tokens, temperature, top_p, top_k, min_p, seed). A killed run, rerun with the same out dir, regenerates
   only what is missing; a changed setting, prompt or retrained checkpoint misses the cache. A torn last line (the
-  process died mid-write) is skipped.
+  process died mid-write) is cut off before anything is appended and kept in `<suite>.jsonl.torn`, with a warning
+  (`repair_torn_tail`), so the next record starts on a line of its own; its sample is generated again. One run at a
+  time per cache file.
 - A failure on some samples does not stop the run: a backend's `GenerationError` gives the finished outputs and one
   message per failed prompt; any other exception from a chunk is retried prompt by prompt to isolate the culprit.
   Failed samples come back as `None` with their error (and are not cached, so a rerun retries them). Only a
@@ -57,18 +59,94 @@ def cache_key(suite: str, prompt: str, settings: dict) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+TORN_SUFFIX = ".torn"
+
+
+def _record(text: bytes) -> dict | None:
+    """The cache record in `text` (one line), or None when it is not one."""
+    try:
+        record = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if isinstance(record, dict) and isinstance(record.get("key"), str) and "output" in record:
+        return record
+    return None
+
+
+def _last_line_start(fh, size: int) -> int:
+    """Offset just after the last b"\\n" of the open file (0 when it has none)."""
+    block, end = 1 << 16, size
+    while end > 0:
+        start = max(0, end - block)
+        fh.seek(start)
+        chunk = fh.read(end - start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
+
+
+def repair_torn_tail(path: Path) -> None:
+    """A cache file must end with a line end before anything is appended to it; otherwise the next record would be
+    glued to a torn one and both lost. A last line that is a whole record only missing its line end gets it; any
+    other last line (a killed run's unfinished write) is appended to `<path>.torn` and cut off, with a warning."""
+    if not path.is_file():
+        return
+    with open(path, "r+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        start = _last_line_start(fh, size)
+        fh.seek(start)
+        tail = fh.read()
+        if _record(tail) is not None:
+            fh.seek(size)
+            fh.write(b"\n")
+            logger.warning("%s: its last record had no line end; added", path)
+            return
+        aside = path.with_name(path.name + TORN_SUFFIX)
+        with open(aside, "ab") as out:
+            out.write(tail + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        fh.truncate(start)
+        fh.flush()
+        os.fsync(fh.fileno())
+    logger.warning("%s: its last line was torn (%d bytes, a run killed while writing it); moved to %s, and its "
+                   "sample is generated again", path, len(tail), aside)
+
+
 def read_cache(path: Path) -> dict[str, str]:
-    """key -> output of every complete line (a torn or foreign line is skipped; a later line wins)."""
+    """key -> output of every complete line (a later line wins). Lines that are no record are skipped with a
+    warning; a record glued after a torn line (written before `repair_torn_tail` existed) is still read."""
     found: dict[str, str] = {}
     if not path.is_file():
         return found
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                record = json.loads(line)
+    bad: list[int] = []
+    glued: list[int] = []
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, 1):
+            record = _record(line)
+            if record is None and line.strip():
+                start = line.rfind(b'{"key": ', 1)
+                record = _record(line[start:]) if start > 0 else None
+                (bad if record is None else glued).append(number)
+            if record is not None:
                 found[record["key"]] = record["output"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
+
+    def lines(numbers: list[int]) -> str:
+        return ", ".join(map(str, numbers[:10])) + (", ..." if len(numbers) > 10 else "")
+
+    if glued:
+        logger.warning("%s: line(s) %s hold a record glued after a torn one; the record is read, the torn text "
+                       "ignored", path, lines(glued))
+    if bad:
+        logger.warning("%s: %d line(s) are not whole cache records (line %s); skipped, their samples are generated "
+                       "again", path, len(bad), lines(bad))
     return found
 
 
@@ -95,6 +173,8 @@ def cached_generate(backend, prompts: list[str], *, suite: str, max_new_tokens: 
                 "max_new_tokens": max_new_tokens, **sampling}
     keys = [cache_key(suite, p, settings) for p in prompts]
     path = Path(cache_dir) / f"{suite}.jsonl" if cache_dir is not None else None
+    if path is not None:
+        repair_torn_tail(path)
     cached = read_cache(path) if path is not None else {}
     result = Generations(outputs=[cached.get(k) for k in keys], cache_file=str(path) if path else None)
     result.cached = sum(o is not None for o in result.outputs)

@@ -1,4 +1,4 @@
-"""`make_backend`: the recipe's `eval.backend` (hf | vllm | openai) for a checkpoint; engines are imported lazily,
+"""`make_backend`: the recipe's `eval.backend` (hf | vllm | openai | chat) for a checkpoint; engines are imported lazily,
 so choosing `hf` never imports vLLM and the base module never imports an engine."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ def make_backend(eval_cfg, checkpoint: str, *, dtype: str | None = None, trust_r
     """Build the backend named by `eval_cfg.backend` (a recipe's `eval` section) for `checkpoint`.
 
     `checkpoint`: a model folder, a LoRA adapter folder, a hub id, or `tiny`/`tiny-agent`. For `openai` it names the
-    tokenizer to render with (and the served model unless `eval.served_model` is set).
+    tokenizer to render with (and the served model unless `eval.served_model` is set); for `chat` the API model
+    (unless `eval.served_model` is set), no tokenizer is loaded.
     """
     from timealign.config import RecipeError
     from timealign.tiny import resolve_model_path
@@ -36,6 +37,17 @@ def make_backend(eval_cfg, checkpoint: str, *, dtype: str | None = None, trust_r
                               max_lora_rank=eval_cfg.max_lora_rank, kv_cache_gib=eval_cfg.kv_cache_gib,
                               trust_remote_code=trust_remote_code,
                               sampling=sampling)
+    elif kind == "chat":
+        from timealign.backends.chat import ChatBackend
+
+        if not getattr(eval_cfg, "base_url", None):
+            raise RecipeError("eval.backend=chat needs eval.base_url (e.g. eval.base_url=https://api.openai.com/v1 or "
+                              "http://HOST:8000/v1)")
+        return ChatBackend(eval_cfg.base_url, model=eval_cfg.served_model or checkpoint,
+                           api_key_env=eval_cfg.api_key_env, concurrency=eval_cfg.batch_size,
+                           timeout=eval_cfg.request_timeout, max_retries=eval_cfg.max_retries, sampling=sampling,
+                           reasoning=reasoning, tool_choice=eval_cfg.tool_choice,
+                           send_sampling=eval_cfg.chat_sampling, allow_insecure_key=eval_cfg.allow_insecure_key)
     else:
         from timealign.backends.openai import OpenAIBackend
 
@@ -45,7 +57,8 @@ def make_backend(eval_cfg, checkpoint: str, *, dtype: str | None = None, trust_r
                                 tokenizer=resolve_model_path(checkpoint), api_key_env=eval_cfg.api_key_env,
                                 concurrency=eval_cfg.batch_size, timeout=eval_cfg.request_timeout,
                                 max_retries=eval_cfg.max_retries, trust_remote_code=trust_remote_code,
-                                sampling=sampling, reasoning=reasoning)
+                                sampling=sampling, reasoning=reasoning,
+                                allow_insecure_key=eval_cfg.allow_insecure_key)
     if kind != "openai":  # the openai backend loads its tokenizer lazily and applies this itself
         set_reasoning(backend.tokenizer, reasoning)
     return backend

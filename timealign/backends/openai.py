@@ -11,6 +11,13 @@ Mistral's [TOOL_CALLS] are special tokens), `spaces_between_special_tokens=false
     python eval/run.py recipe=qwen3-8b checkpoint=Qwen/Qwen3-8B eval.backend=openai \
         eval.base_url=http://node17:8000/v1 [eval.served_model=NAME] [eval.api_key_env=OPENAI_API_KEY]
 
+The API key (the environment variable `api_key_env` names) is sent as `Authorization: Bearer` only over https or to
+a loopback address (127.0.0.0/8, ::1, localhost) unless `allow_insecure_key` (eval.allow_insecure_key) says
+otherwise: over plain http anyone on the network path reads it, so such a backend is refused when it is built,
+before any request. A key written into the URL (user:key@host, ?api_key=...) is refused too, since the URL is
+logged and saved (reports, cache metadata); `redact_url` hides such parts wherever a URL is shown. Redirects are not
+followed (the key would go along to the new address).
+
 One request per prompt, `concurrency` at a time; connection errors, timeouts and HTTP 408/409/429/5xx are retried
 with exponential backoff and jitter (`max_retries`); a request that still fails is reported for its prompt only
 (`GenerationError`), the others finish.
@@ -18,12 +25,15 @@ with exponential backoff and jitter (`max_retries`); a request that still fails 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
 import random
+import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -42,19 +52,89 @@ class RequestError(BackendError):
         self.status = status
 
 
+# -- secrets in URLs ---------------------------------------------------------------------------------------------
+def redact_url(url: str) -> str:
+    """`url` for logs, messages and saved files: user info (user:key@) and every query value become ***."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            netloc = "***@" + netloc.rpartition("@")[2]
+        query = "&".join(f"{name}=***" if sep else name for name, sep, _ in
+                         (item.partition("=") for item in parts.query.split("&") if item))
+        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, "***" if parts.fragment else ""))
+    except ValueError:  # not parseable as a URL: hide everything that could hold a secret
+        return re.sub(r"[?#].*$", "?***", re.sub(r"//[^/]*@", "//***@", url))
+
+
+def is_loopback(host: str | None) -> bool:
+    """localhost, 127.0.0.0/8 or ::1 (also as ::ffff:127.x.y.z), written out: names are not resolved, so the answer
+    cannot change with DNS."""
+    if not host:
+        return False
+    host = host.rstrip(".").lower()
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def check_base_url(base_url: str) -> urllib.parse.SplitResult:
+    """The URL's parts; a URL that is not http(s), or that carries a key (user info, a query), is a BackendError."""
+    shown = redact_url(base_url)
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as err:
+        raise BackendError(f"base_url {shown!r} is not a URL ({err}); e.g. http://127.0.0.1:8000/v1") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BackendError(f"base_url {shown!r} must be an http:// or https:// URL with a host, e.g. "
+                           "https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
+    if "@" in parts.netloc:
+        raise BackendError(f"base_url {shown} carries user info (user:key@host): a key in the URL ends up in logs "
+                           "and saved reports. Remove it and put the key in the environment variable that "
+                           "eval.api_key_env names (sent as Authorization: Bearer)")
+    if parts.query or parts.fragment:
+        raise BackendError(f"base_url {shown} carries a query string or fragment: requests go to "
+                           "<base_url>/completions, and a key in the URL ends up in logs and saved reports. Remove "
+                           "it; an API key goes in the environment variable that eval.api_key_env names")
+    return parts
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """An API does not redirect a POST; following one would send the key to wherever it points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise RequestError(f"{redact_url(req.full_url)} answered HTTP {code}, a redirect to {redact_url(newurl)}: "
+                           "not followed (the API key would go along); set the base URL to the final address",
+                           status=code)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 class OpenAIBackend(BaseBackend):
     name = "openai"
 
     def __init__(self, base_url: str, *, model: str, tokenizer: Any = None, api_key_env: str = "OPENAI_API_KEY",
                  concurrency: int = 16, timeout: float = 600.0, max_retries: int = 5, backoff: float = 1.0,
                  max_backoff: float = 30.0, trust_remote_code: bool = False, sampling: dict | None = None,
-                 reasoning: bool | None = None, vllm_extras: bool = True):
-        """tokenizer: a tokenizer object, or a path/hub id loaded on first use (None: chat() only)."""
+                 reasoning: bool | None = None, vllm_extras: bool = True, allow_insecure_key: bool = False):
+        """tokenizer: a tokenizer object, or a path/hub id loaded on first use (None: chat() only).
+        allow_insecure_key: send the API key over plain http to a non-loopback host (module docstring)."""
         super().__init__(sampling)
         self.base_url = base_url.rstrip("/")
+        self._url_parts = check_base_url(self.base_url)
+        self.url = redact_url(self.base_url)  # what messages, logs and saved files show
         self.model = model
-        self.model_id = f"{self.base_url}|{model}"
+        self.model_id = f"{self.url}|{model}"
         self.api_key_env = api_key_env
+        self.allow_insecure_key = allow_insecure_key
+        self._api_key()  # refuse an unsafe key transport now, before any work or request
         self.concurrency = max(1, int(concurrency))
         self.timeout, self.max_retries = timeout, max_retries
         self.backoff, self.max_backoff = backoff, max_backoff
@@ -79,9 +159,22 @@ class OpenAIBackend(BaseBackend):
         return self._tokenizer
 
     # -- HTTP ---------------------------------------------------------------------------------------------------
+    def _api_key(self) -> str | None:
+        """The key to send, if any; one that would cross the network unencrypted is a BackendError."""
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key and self._url_parts.scheme != "https" and not is_loopback(self._url_parts.hostname) \
+                and not self.allow_insecure_key:
+            raise BackendError(
+                f"refusing to send the API key from ${self.api_key_env} over plain http to {self.url}: it is not "
+                "a loopback address (127.0.0.0/8, ::1, localhost), so anyone on the network path could read the "
+                "key. Use https://, reach the server through a loopback address (e.g. an ssh tunnel to "
+                f"127.0.0.1), send no key (unset ${self.api_key_env} or set eval.api_key_env= empty), or set "
+                "eval.allow_insecure_key=true to send it anyway")
+        return key
+
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        key = self._api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers
@@ -90,16 +183,16 @@ class OpenAIBackend(BaseBackend):
         request = urllib.request.Request(f"{self.base_url}{path}", data=json.dumps(body).encode("utf-8"),
                                          headers=self._headers(), method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with _OPENER.open(request, timeout=self.timeout) as response:
                 return json.loads(response.read().decode("utf-8"))
         except urllib.error.HTTPError as err:
             detail = err.read().decode("utf-8", "replace")[:1000]
-            raise RequestError(f"HTTP {err.code} from {self.base_url}{path}: {detail}", status=err.code) from None
+            raise RequestError(f"HTTP {err.code} from {self.url}{path}: {detail}", status=err.code) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
             reason = getattr(err, "reason", err)
-            raise RequestError(f"cannot reach {self.base_url}{path}: {reason}") from None
+            raise RequestError(f"cannot reach {self.url}{path}: {reason}") from None
         except json.JSONDecodeError as err:
-            raise RequestError(f"{self.base_url}{path} did not return JSON: {err}", status=200) from None
+            raise RequestError(f"{self.url}{path} did not return JSON: {err}", status=200) from None
 
     def post(self, path: str, body: dict) -> dict:
         """POST with retries: connection errors, timeouts and 408/409/429/5xx back off exponentially."""

@@ -1,4 +1,4 @@
-"""accelerate configs (recipes/accelerate/NAME.yaml) and the exact `accelerate launch` command of one node."""
+"""The exact `accelerate launch` command of one node (the configs by name: `timealign.config.accelerate`)."""
 
 from __future__ import annotations
 
@@ -6,29 +6,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from timealign.config import REPO_ROOT, RecipeError
+from timealign.config.accelerate import ACCELERATE_DIR, accelerate_config_path, accelerate_configs
 
 if TYPE_CHECKING:
     from timealign.cluster.slurm import Placement
 
-ACCELERATE_DIR = REPO_ROOT / "recipes" / "accelerate"
-
-
-def accelerate_configs() -> dict[str, Path]:
-    """The shipped accelerate configs by name (recipes/accelerate/NAME.yaml)."""
-    return {p.stem: p for p in sorted(ACCELERATE_DIR.glob("*.yaml"))}
-
-
-def accelerate_config_path(name: str) -> Path:
-    """`launch.accelerate_config`: a shipped config name (ddp, fsdp, ...) or a path to any accelerate config."""
-    configs = accelerate_configs()
-    if name in configs:
-        return configs[name]
-    path = Path(name)
-    if path.suffix in (".yaml", ".yml", ".json") and path.is_file():
-        return path.resolve()
-    raise RecipeError(f"unknown accelerate config {name!r}: use one of {', '.join(configs)} "
-                      f"(recipes/accelerate/) or a path to an accelerate config file")
+__all__ = ["ACCELERATE_DIR", "accelerate_command", "accelerate_config_path", "accelerate_configs", "venv_tool",
+           "with_accelerate_config", "with_auto_resume"]
 
 
 def venv_tool(name: str) -> str:
@@ -42,6 +26,21 @@ def with_auto_resume(args: list[str]) -> list[str]:
     if any(a.lstrip("+").startswith("training.resume_from_checkpoint=") for a in args):
         return list(args)
     return [*args, "training.resume_from_checkpoint=auto"]
+
+
+def with_accelerate_config(args: list[str], config: str | None) -> list[str]:
+    """Tell the training script which accelerate config it is launched with (`launch.accelerate_config=`), when the
+    launcher's `accelerate_config=` option overrides the recipe's: its launch check compares against that config."""
+    if config is None:
+        return list(args)
+    kept = [a for a in args if not a.lstrip("+").startswith("launch.accelerate_config=")]
+    at = 0  # right after recipe=NAME / --config PATH, where a reader looks for it
+    for i, arg in enumerate(kept):
+        if arg.startswith(("recipe=", "--config=")):
+            at = i + 1
+        elif arg == "--config":
+            at = i + 2
+    return [*kept[:at], f"launch.accelerate_config={config}", *kept[at:]]
 
 
 def accelerate_command(script: str | Path, script_args: list[str], *, config: str | Path, where: Placement,

@@ -5,20 +5,26 @@ Inside a SLURM job (slurm/dpo.sbatch and slurm/sft.sbatch run this once per node
     python -m timealign.cluster launch task=dpo recipe=llama8b [key=value ...] [accelerate_config=fsdp] [dry_run=true]
 
 builds and runs (execs) this node's `accelerate launch --config_file recipes/accelerate/<config>.yaml
---num_machines N --num_processes N*G --machine_rank R --main_process_ip <first host> --main_process_port P
-train/<task>.py recipe=... training.resume_from_checkpoint=auto`, where N, R and the first host come from
-SLURM_JOB_NODELIST (`scontrol show hostnames`, else a built-in parser), SLURM_NNODES and SLURM_NODEID
-(SLURM_PROCID), G from the allocation's GPUs on the node (SLURM_GPUS_ON_NODE, ...) and P from port=, MASTER_PORT,
-`launch.main_process_port` or 20000 + job id % 12000.
+--num_machines N --num_processes N*P --machine_rank R --main_process_ip A --main_process_port PORT
+train/<task>.py recipe=... training.resume_from_checkpoint=auto`, where N and R come from SLURM_JOB_NODELIST
+(`scontrol show hostnames`, else a built-in parser), SLURM_NNODES and SLURM_NODEID (SLURM_PROCID); P is one process
+per GPU that Slurm allocated on the node (SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES), or
+processes_per_node=; A is the first node's address as slurm/launch.sh resolved it there (TIMEALIGN_MAIN_ADDR), never
+a bare node name that may not resolve; PORT is port=, MASTER_PORT, `launch.main_process_port` or
+20000 + job id % 12000. A job without GPUs is refused unless the recipe asks for none (launch.gpus_per_node=0):
+then it is a CPU launch (DDP over gloo) with processes_per_node processes per node (default 1).
 
     python -m timealign.cluster plan task=dpo nodes=2 gpus_per_node=4 recipe=llama8b   # every node's command
     python -m timealign.cluster submit task=dpo recipe=llama8b [launch.nodes=2 ...] [dry_run=true]   # sbatch
+    python -m timealign.cluster submit task=dpo recipe=tiny processes_per_node=2   # CPU-only (gpus_per_node 0)
     python -m timealign.cluster eval recipe=llama8b checkpoint=outputs/llama8b [serve=true] [dry_run=true]
 
-`submit` turns the recipe's `launch` section (nodes, gpus_per_node, gpu_type, partition, account, time, requeue,
-signal_seconds) into an `sbatch` command line for slurm/<task>.sbatch. `eval` runs eval/run.py on vLLM with tensor
-parallelism over the node's GPUs: the offline engine (eval.backend=vllm), or with `serve=true` a `vllm serve`
-process plus the OpenAI-compatible backend.
+`submit` turns the recipe's `launch` section (nodes, gpus_per_node, gpu_type, cpus_per_gpu, partition, account,
+time, requeue, signal_seconds) into an `sbatch` command line for slurm/<task>.sbatch (`--gres=gpu[:TYPE]:N`, or
+`--gres=none` for 0 GPUs), after checking with `sinfo` that nodes of the partition can hold it: Slurm would accept a
+job larger than any node and leave it PENDING forever. `eval` runs eval/run.py on vLLM with tensor parallelism over
+the node's GPUs: the offline engine (eval.backend=vllm), or with `serve=true` a `vllm serve` process plus the
+OpenAI-compatible backend; a job without GPUs uses the recipe's eval.backend.
 """
 
 from __future__ import annotations
@@ -32,14 +38,15 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from timealign.cluster.jobs import (
-    LOG_DIR,
     eval_commands,
+    log_dir,
     recipe_for,
     run_eval,
     sbatch_command,
     training_commands,
+    vllm_missing,
 )
-from timealign.cluster.slurm import gpus_on_node, plan_placement_env
+from timealign.cluster.slurm import gpus_on_node, node_address, plan_placement_env
 from timealign.config import REPO_ROOT, RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
@@ -55,8 +62,12 @@ class ClusterOptions:
     dry_run: bool = opt(False, "print the commands, run nothing")
     accelerate_config: str | None = opt(None, "launch/plan: accelerate config name (recipes/accelerate/) or path; "
                                               "default: the recipe's launch.accelerate_config")
-    gpus_per_node: int | None = opt(None, "processes per node (launch/plan: default the allocation's GPUs; "
-                                          "submit: default launch.gpus_per_node)")
+    gpus_per_node: int | None = opt(None, "GPUs per node (launch: default what Slurm allocated; plan/submit: default "
+                                          "launch.gpus_per_node); 0: a CPU-only job (submit: --gres=none)")
+    processes_per_node: int | None = opt(None, "launch/plan/submit: processes per node (default: one per GPU; "
+                                               "on a CPU-only job 1)")
+    mem: str | None = opt(None, "submit: --mem per node, e.g. 200G (default: the cluster's), checked against "
+                                "the partition's nodes")
     nodes: int | None = opt(None, "plan/submit: node count (default: the job's, else launch.nodes)")
     nodelist: str | None = opt(None, "plan: hostlist for the printout, e.g. gpu[01-02] (default: the job's, "
                                      "else node0..nodeN-1)")
@@ -77,6 +88,7 @@ COMMAND = Command(
         "plan": "print every node's launch command (no SLURM needed)",
         "submit": "sbatch slurm/<task>.sbatch with the recipe's launch section",
         "eval": "eval/run.py on vLLM with tensor parallelism over this node's GPUs",
+        "address": "print this node's address for the rendezvous (slurm/launch.sh runs it on the first node)",
     },
     examples="\n".join(line for line in __doc__.splitlines() if line.startswith("    python -m")),
 )
@@ -87,48 +99,65 @@ def _print_env(extra: dict[str, str]) -> str:
 
 
 def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str], plan: bool) -> int:
+    gpus = opts.gpus_per_node
     if plan:
         nodes = opts.nodes
-        if not nodes and not env.get("SLURM_JOB_NODELIST"):
-            nodes = recipe_for(args, opts.task).launch.nodes
-        env = plan_placement_env(nodes, opts.gpus_per_node, opts.nodelist, env)
-    commands = training_commands(opts.task, args, env, config=opts.accelerate_config,
-                                 gpus_per_node=opts.gpus_per_node, port=opts.port, all_nodes=plan)
+        in_job = bool(env.get("SLURM_JOB_NODELIST"))
+        if not (nodes and gpus is not None) and not in_job:
+            launch = recipe_for(args, opts.task).launch
+            nodes = nodes or launch.nodes
+            gpus = launch.gpus_per_node if gpus is None else gpus
+        env = plan_placement_env(nodes, gpus, opts.nodelist, env)
+    commands = training_commands(opts.task, args, env, config=opts.accelerate_config, gpus_per_node=gpus,
+                                 processes_per_node=opts.processes_per_node, port=opts.port, all_nodes=plan)
     if plan or opts.dry_run:
-        first = commands[0][0]
-        print(f"# {first.num_machines} node(s) x {first.gpus_per_node} GPU(s) = {first.num_processes} "
-              f"processes; main process {first.main_process_ip}:{first.port}")
-        for where, cmd in commands:
+        first, _, extra = commands[0]
+        kind = f"{first.gpus_per_node} GPU(s)" if first.gpus_per_node else "CPU only"
+        print(f"# {first.num_machines} node(s) x {first.processes_per_node} process(es) ({kind}) = "
+              f"{first.num_processes} processes; main process {first.main_process_ip}:{first.port}")
+        for where, cmd, extra in commands:
             print(f"# node {where.machine_rank} ({where.hosts[where.machine_rank]})")
-            print(shlex.join(cmd))
+            print(" ".join([*(f"{k}={shlex.quote(v)}" for k, v in extra.items()), shlex.join(cmd)]))
         sys.stdout.flush()
         return 0
-    where, cmd = commands[0]
-    logger.info("node %d/%d: %s", where.machine_rank, where.num_machines, shlex.join(cmd))
+    where, cmd, extra = commands[0]
+    kind = f"{where.gpus_per_node} GPU(s)" if where.gpus_per_node else "CPU only"
+    logger.info("node %d/%d (%s, %d process(es), main %s:%d): %s%s", where.machine_rank, where.num_machines, kind,
+                where.processes_per_node, where.main_process_ip, where.port, _print_env(extra) + " " if extra else "",
+                shlex.join(cmd))
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execvp(cmd[0], cmd)
+    os.execvpe(cmd[0], cmd, {**env, **extra})
     return 0  # not reached
 
 
 def _submit(opts: ClusterOptions, args: list[str]) -> int:
-    extra, cmd = sbatch_command(opts.task, args, gpus=opts.gpus_per_node, nodes=opts.nodes)
+    extra, cmd = sbatch_command(opts.task, args, gpus=opts.gpus_per_node if opts.gpus is None else opts.gpus,
+                                nodes=opts.nodes, processes_per_node=opts.processes_per_node, mem=opts.mem)
     print(f"{_print_env(extra)} {shlex.join(cmd)}")
+    sys.stdout.flush()
     if opts.dry_run:
         return 0
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log_dir().mkdir(parents=True, exist_ok=True)
     return subprocess.call(cmd, env={**os.environ, **extra}, cwd=REPO_ROOT)
 
 
 def _eval(opts: ClusterOptions, args: list[str], env: Mapping[str, str]) -> int:
-    gpus = opts.gpus or gpus_on_node(env) or 1
+    gpus = opts.gpus if opts.gpus is not None else gpus_on_node(env)
+    if gpus is None:  # a Slurm job without GPUs is a CPU job; outside Slurm: one GPU, as before
+        gpus = 0 if env.get("SLURM_JOB_ID") else 1
     port = opts.port or DEFAULT_SERVE_PORT
     if opts.dry_run:
-        server, run = eval_commands(args, gpus=gpus, serve=opts.serve, port=port)
+        server, run = eval_commands(args, gpus=gpus, serve=opts.serve, port=port, require_vllm=False)
+        missing = vllm_missing(opts.serve) if server or "eval.backend=vllm" in run else None
+        if missing:
+            print(f"# warning: {missing}")
         if server:
             print(shlex.join(server))
         print(shlex.join(run))
         return 0
+    if not gpus:
+        logger.info("no GPUs in this job: evaluating with the recipe's eval.backend on CPU")
     return run_eval(args, gpus=gpus, serve=opts.serve, port=port, ready_timeout=opts.ready_timeout)
 
 
@@ -141,6 +170,9 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
             return _launch_or_plan(opts, args, env, plan=inv.action == "plan")
         if inv.action == "submit":
             return _submit(opts, args)
+        if inv.action == "address":
+            print(node_address(env.get("SLURMD_NODENAME")))
+            return 0
         return _eval(opts, args, env)
 
     return run_command(COMMAND, argv, dispatch, errors={RecipeError: 2, RuntimeError: 2})

@@ -6,8 +6,11 @@ Each function takes the user's recipe arguments (`recipe=NAME key=value ...`), l
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,14 +21,28 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Mapping
 
-from timealign.cluster.accelerate import accelerate_command, accelerate_config_path, venv_tool, with_auto_resume
-from timealign.cluster.slurm import Placement, placement
+import yaml
+
+from timealign.cluster.accelerate import (
+    accelerate_command,
+    accelerate_config_path,
+    venv_tool,
+    with_accelerate_config,
+    with_auto_resume,
+)
+from timealign.cluster.slurm import Placement, SlurmQueryError, check_request, partition_info, placement
 from timealign.config import REPO_ROOT, Recipe, RecipeError, load_recipe
 from timealign.config.cli import split_argv
 
+logger = logging.getLogger(__name__)
+
 TASK_SCRIPTS = {"dpo": "train/dpo.py", "sft": "train/sft.py"}
 SBATCH_SCRIPTS = {"dpo": "slurm/dpo.sbatch", "sft": "slurm/sft.sbatch", "eval": "slurm/eval.sbatch"}
-LOG_DIR = REPO_ROOT / "slurm" / "logs"
+
+
+def log_dir() -> Path:
+    """Where job logs and stop files go: $TIMEALIGN_LOG_DIR, else slurm/logs/ (as slurm/launch.sh)."""
+    return Path(os.environ.get("TIMEALIGN_LOG_DIR") or REPO_ROOT / "slurm" / "logs")
 
 
 def recipe_for(argv: list[str], task: str | None) -> Recipe:
@@ -42,40 +59,77 @@ def eval_recipe(argv: list[str]) -> Recipe:
 
 
 def training_commands(task: str, argv: list[str], env: Mapping[str, str], *, config: str | None = None,
-                      gpus_per_node: int | None = None, port: int | None = None,
-                      all_nodes: bool = False) -> list[tuple[Placement, list[str]]]:
-    """[(placement, command)] for this node, or for every node of the job with all_nodes."""
+                      gpus_per_node: int | None = None, processes_per_node: int | None = None,
+                      port: int | None = None, all_nodes: bool = False
+                      ) -> list[tuple[Placement, list[str], dict[str, str]]]:
+    """[(placement, command, extra environment)] for this node, or for every node of the job with all_nodes."""
     if task not in TASK_SCRIPTS:
         raise RecipeError(f"unknown task {task!r}; known: {', '.join(TASK_SCRIPTS)}")
     recipe = recipe_for(argv, task)  # fail here, once, not in N x G processes
     config_path = accelerate_config_path(config or recipe.launch.accelerate_config)
-    where = placement(env, gpus_per_node=gpus_per_node, port=port, recipe_gpus=recipe.launch.gpus_per_node,
-                      recipe_port=recipe.launch.main_process_port)
+    where = placement(env, gpus_per_node=gpus_per_node, processes_per_node=processes_per_node, port=port,
+                      recipe_gpus=recipe.launch.gpus_per_node, recipe_port=recipe.launch.main_process_port)
+    extra = launch_env(where, config_path)
     ranks = range(where.num_machines) if all_nodes else [where.machine_rank]
-    out = []
-    for rank in ranks:
-        node = Placement(where.hosts, rank, where.gpus_per_node, where.port, where.job_id)
-        out.append((node, accelerate_command(REPO_ROOT / TASK_SCRIPTS[task], with_auto_resume(argv),
-                                             config=config_path, where=node)))
-    return out
+    return [(where.node(rank), accelerate_command(REPO_ROOT / TASK_SCRIPTS[task],
+                                                 with_accelerate_config(with_auto_resume(argv), config),
+                                                 config=config_path, where=where.node(rank)), extra)
+            for rank in ranks]
 
 
-def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes: int | None = None
+def launch_env(where: Placement, config_path: Path) -> dict[str, str]:
+    """What the accelerate launch needs in its environment: on a CPU-only job, ACCELERATE_USE_CPU for DDP (gloo);
+    without it N processes would each train alone. DeepSpeed runs on CPU as configured; FSDP needs GPUs."""
+    if not where.use_cpu:
+        return {}
+    kind = str((yaml.safe_load(Path(config_path).read_text()) or {}).get("distributed_type", ""))
+    if kind == "FSDP":
+        raise RuntimeError(f"{config_path.name} is FSDP, which needs GPUs, and this job has none (CPU launch): use "
+                           "accelerate_config=ddp or zero2/zero3, or request GPUs")
+    return {} if kind == "DEEPSPEED" else {"ACCELERATE_USE_CPU": "true"}
+
+
+def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes: int | None = None,
+                   processes_per_node: int | None = None, mem: str | None = None, check: bool = True
                    ) -> tuple[dict[str, str], list[str]]:
-    """(extra environment, sbatch argv) for slurm/<task>.sbatch from the recipe's launch section."""
+    """(extra environment, sbatch argv) for slurm/<task>.sbatch from the recipe's launch section.
+
+    GPUs per node: `gpus`, else launch.gpus_per_node (eval: eval.tensor_parallel_size), as `--gres=gpu[:TYPE]:N`;
+    0 is a CPU-only job (`--gres=none`, processes_per_node CPU processes per node). With `check` and `sinfo` on PATH,
+    a request no node of the partition can hold fails here instead of pending forever.
+    """
     if task not in SBATCH_SCRIPTS:
         raise RecipeError(f"unknown task {task!r}; known: {', '.join(SBATCH_SCRIPTS)}")
     recipe = eval_recipe(argv) if task == "eval" else recipe_for(argv, task)
     launch = recipe.launch
     if task == "eval":
         nodes = 1
-        gpus = gpus or max(1, recipe.eval.tensor_parallel_size)
+        if gpus is None:
+            gpus = 0 if launch.gpus_per_node == 0 else max(1, recipe.eval.tensor_parallel_size)
     nodes = nodes or launch.nodes
-    gpus = gpus or launch.gpus_per_node
-    gres = f"gpu:{launch.gpu_type}:{gpus}" if launch.gpu_type else f"gpu:{gpus}"
+    gpus = launch.gpus_per_node if gpus is None else gpus
+    if gpus < 0 or nodes < 1 or (processes_per_node is not None and processes_per_node < 1):
+        raise RecipeError(f"nodes={nodes}, gpus per node={gpus}, processes_per_node={processes_per_node}: "
+                          "need >= 1, >= 0 and >= 1")
+    if gpus:
+        gres = f"gpu:{launch.gpu_type}:{gpus}" if launch.gpu_type else f"gpu:{gpus}"
+    else:
+        gres = "none"  # `--gres=` (empty) is refused by sbatch
+    processes = processes_per_node or gpus or 1
+    cpus = processes * launch.cpus_per_gpu
+    if check and shutil.which("sinfo"):
+        try:
+            info = partition_info(launch.partition)
+        except SlurmQueryError as error:  # no controller reachable from here: sbatch will say more
+            logger.warning("could not check the request against the partition's nodes: %s", error)
+        else:
+            check_request(info, nodes=nodes, gpus_per_node=gpus, gpu_type=launch.gpu_type, cpus_per_task=cpus,
+                          time=launch.time, mem=mem)
     cmd = ["sbatch", f"--job-name=timealign-{task}-{recipe.name}", f"--nodes={nodes}", "--ntasks-per-node=1",
-           f"--gres={gres}", f"--cpus-per-task={gpus * launch.cpus_per_gpu}", f"--time={launch.time}",
-           f"--output={LOG_DIR}/%x-%j.out", "--open-mode=append"]
+           f"--gres={gres}", f"--cpus-per-task={cpus}", f"--time={launch.time}",
+           f"--output={log_dir()}/%x-%j.out", "--open-mode=append"]
+    if mem:
+        cmd.append(f"--mem={mem}")
     if launch.partition:
         cmd.append(f"--partition={launch.partition}")
     if launch.account:
@@ -84,7 +138,12 @@ def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes
         cmd += ["--requeue", f"--signal=B:USR1@{launch.signal_seconds}"]
     else:
         cmd.append("--no-requeue")
-    cmd += [str(REPO_ROOT / SBATCH_SCRIPTS[task]), *argv]
+    script_args = list(argv)
+    if processes_per_node is not None and task != "eval":
+        script_args.append(f"processes_per_node={processes_per_node}")
+    if gpus == 0 and task == "eval":
+        script_args.append("gpus=0")
+    cmd += [str(REPO_ROOT / SBATCH_SCRIPTS[task]), *script_args]
     extra = {"TIMEALIGN_ROOT": str(REPO_ROOT), "TIMEALIGN_REQUEUE": "1" if launch.requeue else "0",
              "TIMEALIGN_MAX_REQUEUES": str(launch.max_requeues)}
     if launch.setup:
@@ -99,21 +158,44 @@ def arg_value(argv: list[str], key: str) -> str | None:
     return None
 
 
+VLLM_MISSING = ("vLLM is not installed for {python}: install it as docs/cluster.md says (`pip install -e '.[vllm]'`, "
+                "or its own environment and TIMEALIGN_PYTHON=that/bin/python), or evaluate without it: "
+                "eval.backend=hf")
+
+
+def vllm_missing(serve: bool) -> str | None:
+    """Why the vLLM path cannot run with this interpreter, or None when it can."""
+    if serve:
+        if shutil.which(venv_tool("vllm")):
+            return None
+        return VLLM_MISSING.format(python=sys.executable).replace("eval.backend=hf", "serve=false eval.backend=hf")
+    return None if importlib.util.find_spec("vllm") else VLLM_MISSING.format(python=sys.executable)
+
+
 def eval_commands(argv: list[str], *, gpus: int, serve: bool = False, port: int = 8000,
-                  served_name: str = "timealign") -> tuple[list[str] | None, list[str]]:
-    """(vllm serve command or None, eval/run.py command) for a vLLM evaluation with tensor parallelism `gpus`."""
+                  served_name: str = "timealign", require_vllm: bool = True) -> tuple[list[str] | None, list[str]]:
+    """(vllm serve command or None, eval/run.py command) for a vLLM evaluation with tensor parallelism `gpus`.
+
+    gpus 0 (a CPU-only job): the recipe's eval.backend as it is (tiny: hf), nothing forced. Fails early, with the
+    way out, when the chosen vLLM path is not installed.
+    """
     recipe = eval_recipe(argv)
     run = [sys.executable, str(REPO_ROOT / "eval" / "run.py"), *argv]
     if not serve:
-        if arg_value(argv, "eval.backend") is None:
+        backend = arg_value(argv, "eval.backend") or ("vllm" if gpus else recipe.eval.backend)
+        if arg_value(argv, "eval.backend") is None and gpus:
             run.append("eval.backend=vllm")
-        if arg_value(argv, "eval.tensor_parallel_size") is None:
+        if arg_value(argv, "eval.tensor_parallel_size") is None and gpus:
             run.append(f"eval.tensor_parallel_size={gpus}")
+        if require_vllm and backend == "vllm" and vllm_missing(serve=False):
+            raise RuntimeError(vllm_missing(serve=False))
         return None, run
     checkpoint = arg_value(argv, "checkpoint") or recipe.model.name_or_path
-    tp = arg_value(argv, "eval.tensor_parallel_size") or str(gpus)
+    tp = arg_value(argv, "eval.tensor_parallel_size") or str(max(1, gpus))
     adapter = Path(checkpoint) / "adapter_config.json"
     server = [venv_tool("vllm"), "serve"]
+    if require_vllm and vllm_missing(serve=True):
+        raise RuntimeError(vllm_missing(serve=True))
     if adapter.is_file():  # LoRA: serve the base with the adapter under `served_name`
         info = json.loads(adapter.read_text())
         server += [info["base_model_name_or_path"], "--enable-lora", "--lora-modules", f"{served_name}={checkpoint}",

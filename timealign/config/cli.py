@@ -12,13 +12,16 @@ An argument is `recipe=NAME`, `--config PATH` (a recipe YAML outside recipes/), 
 
 Options are dataclasses with `metadata={"help": ...}` on each field (`timealign.config.options`), so `--help` is
 generated from the same text that documents the code. Unknown keys fail with suggestions; a missing or wrong recipe
-lists the recipes.
+lists the recipes. Values out of range (`training.beta=0`), an unsafe `name` and, for commands that read them
+(`reads_inputs`), a missing `data.path` or model folder fail here too (`timealign.config.validate`): exit 2, one
+line, before any work.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -27,6 +30,7 @@ from typing import Any, Callable
 from timealign.config.options import RecipeError, build_options, describe, unknown_key
 from timealign.config.recipes import describe_fields, load_recipe, recipe_listing
 from timealign.config.schema import Recipe
+from timealign.config.validate import check_inputs
 
 HELP_FLAGS = ("-h", "--help", "help")
 DATA_HINT = "(use data.on_error=skip to write bad records to rejects.jsonl and keep the rest)"
@@ -45,6 +49,7 @@ class Command:
     examples: str = ""  # extra lines shown after the summary
     actions: dict[str, str] | None = None  # verb -> what it does; the first argument picks one (git-style)
     forward: bool = False  # keep recipe arguments as text in Invocation.forwarded (for commands that start others)
+    reads_inputs: bool = False  # reads the recipe's data.path and model here: check they exist before it starts
 
 
 @dataclass
@@ -119,6 +124,8 @@ def parse(command: Command, argv: list[str]) -> Invocation:
             if key.split(".", 1)[0] not in sections:  # neither an option nor a recipe field: list both
                 raise unknown_key("", key, sorted(own | sections | {f"{s}.<key>" for s in spaces}))
         invocation.recipe = load_recipe(name, recipe_raw, task=command.task, config=config)
+        if command.reads_inputs:
+            check_inputs(invocation.recipe)
     elif recipe_raw:
         raise RecipeError(f"recipe overrides ({', '.join(recipe_raw)}) need recipe=NAME or --config PATH")
     if command.options:
@@ -148,6 +155,22 @@ def help_text(command: Command) -> str:
     return "\n".join(parts)
 
 
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+
+
+def launcher_rank(env=None) -> int:
+    """This process's global rank as its launcher set it (torchrun, accelerate launch, mpirun); 0 without one.
+
+    Read from the environment, not from accelerate's state: it is known before anything is initialized, and under
+    torchrun on CPU accelerate reports "main process" on every rank."""
+    env = os.environ if env is None else env
+    for key in RANK_VARIABLES:
+        value = env.get(key, "").strip()
+        if value.lstrip("-").isdigit():
+            return int(value)
+    return 0
+
+
 def run_command(command: Command, argv: list[str] | None, fn: Callable[[Invocation], int | None], *,
                 errors: dict[type[BaseException], int] | None = None, hint: str = "") -> int:
     """--help, parsing (exit 2 on a bad recipe or option), then `fn(invocation)`.
@@ -159,7 +182,8 @@ def run_command(command: Command, argv: list[str] | None, fn: Callable[[Invocati
     if any(a in HELP_FLAGS for a in argv):
         print(help_text(command))
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = logging.INFO if launcher_rank() == 0 else logging.WARNING  # N ranks, one INFO log
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         invocation = parse(command, argv)
     except RecipeError as err:

@@ -1,6 +1,6 @@
 """Recipes: one YAML file per model, selected with `recipe=NAME`, any field overridden with dotted `key=value`.
 
-    accelerate launch train/dpo.py recipe=llama8b training.learning_rate=1e-6 data.timestamps=false
+    python train/dpo.py recipe=tiny training.learning_rate=1e-6 data.timestamps=false
 
 A recipe has the sections of `Recipe` below. `training` holds TRL's own config fields (DPOConfig for DPO), so every
 TRL/transformers training argument works and is checked against the installed TRL. Unknown keys fail with the
@@ -19,6 +19,7 @@ import yaml
 
 from timealign.config.options import RecipeError, coerce, describe, dotted_to_nested, merge, unknown_key
 from timealign.config.schema import Recipe
+from timealign.config.validate import check_values
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,7 +121,10 @@ def load_recipe(name: str | None, overrides: dict[str, str] | None = None, task:
     """recipes/NAME.yaml (or the YAML file `config`), then dotted overrides, merged onto the schema and checked.
 
     OmegaConf merges the layers onto the `Recipe` dataclass (unknown keys and wrong types fail); `training.*` is
-    checked against the installed TRL's DPOConfig/SFTConfig.
+    checked against the installed TRL's DPOConfig/SFTConfig, then every value's range, the name and output_dir
+    (`timealign.config.validate.check_values`), before anything runs. The result also carries `source`
+    (`recipe=NAME` or `--config PATH`) and `overrides` (the dotted keys given, as text): plain attributes, not
+    recipe fields.
     """
     if config is not None:
         path = Path(config)
@@ -144,6 +148,10 @@ def load_recipe(name: str | None, overrides: dict[str, str] | None = None, task:
     recipe.training = {}
     for layer in layers:
         recipe.training.update(_checked_training(recipe.task, layer.get("training") or {}))
+    check_values(recipe)
+    # How it was asked for (not fields: never saved, never compared): W&B run names, the launch check's hint.
+    recipe.source = f"--config {config}" if config is not None else f"recipe={name}"
+    recipe.overrides = {str(k).lstrip("+"): str(v) for k, v in (overrides or {}).items()}
     return recipe
 
 

@@ -46,9 +46,12 @@ class LoraSection:
 class DataSection:
     source: str = opt("synthetic", "synthetic: embedded generator (no download) | v1: TicToc v1 release folder | annotated: JSON/JSONL with per-sample mean score S | hub: datasets.load_dataset(path) rows in the annotated layout")
     path: str | None = opt(None, "the source's folder, file or hub id (not used by source=synthetic)")
-    prepared_dir: str | None = opt(None, "where data prep writes (and training reads) the pair dataset")
+    prepared_dir: str | None = opt(None, "where data prep writes (and training reads) the prepared data; None: <output_dir>/data/<pairs|dialogs>-<fingerprint>. A folder holding data of other settings is refused, never reused")
+    prep_timeout: float = opt(3600.0, "seconds a process waits for data prep by another (its job's rank 0, or another job holding the folder's lock)")
     timestamps: bool = opt(True, "ISO time at the start of every user/assistant/tool message")
     elapsed: bool = opt(False, "also '(+3 minutes 13 seconds since the last tool result)' after the reply's stamp")
+    protocol: str = opt("timealign", "how prompts are rendered, in training and evaluation alike: timealign (the model's own chat template, see docs/protocols.md) | paper (the TicToc authors' prompts byte for byte, timealign/render/paper.py)")
+    overlength: str = opt("truncate_prompt", "pairs longer than training.max_length (prompt + completion in the model's tokens): truncate_prompt (the prompt loses whole turns, oldest first; the system message, tool schemas, the latest tool result's turn and the final question stay; a pair that still does not fit is an error naming it) | truncate_prompt_or_drop (the same, but such a pair is left out) | drop (every longer pair is left out) | error (any longer pair stops the run) | trl (TRL's own handling: pairs whose prompt fills max_length are dropped, longer completions cut). Counted in <output_dir>/lengths.json, the log and the W&B summary")
     score_orientation: str = opt("tool_high", "tool_high: S = 3 means Tool (App. D.2) | tool_low: S = 0 means Tool (Sec. 2.5)")
     margin_prefer_tool: float = opt(1.0, "delta when S is unknown (v1 release); retained v1 samples have |S-1.5| > 1")
     margin_prefer_no_tool: float = opt(1.0, "delta for prefer-noTool pairs when S is unknown (v1 release)")
@@ -57,6 +60,7 @@ class DataSection:
     unknown_scenarios: str = opt("error", "error | bucket (kept under scenario 'unknown', split 'unknown')")
     direct_answer: str = opt("latest_tool_result", "strategy when a sample has no direct-answer text")
     on_error: str = opt("raise", "raise | skip (bad records go to rejects.jsonl with their reason)")
+    assume_timezone: str | None = opt(None, "TicToc: the zone of message times written without one (e.g. UTC, Europe/Berlin, +02:00); None: such a naive timestamp is an error naming its file and record")
     synthetic_trajectories: int = opt(240, "per split, for source=synthetic")
     synthetic_max_rounds: int = opt(2, "retrieval rounds before the follow-up (1 = shorter sequences)")
     synthetic_sensitivity_swap: float = opt(0.0, "train split: share of tools given another sensitivity (see timealign/data/synthetic/generator.py)")
@@ -68,9 +72,9 @@ class DataSection:
 
 @dataclass
 class EvalSection:
-    backend: str = opt("hf", "hf (transformers) | vllm (offline vllm.LLM engine) | openai (OpenAI-compatible server)")
+    backend: str = opt("hf", "hf (transformers) | vllm (offline vllm.LLM engine) | openai (OpenAI-compatible server, completions with our rendered prompts) | chat (API models: chat completions with messages and tools, structured tool calls; TicToc only)")
     max_samples: int | None = opt(None, "cap on held-out samples (None: all)")
-    max_new_tokens: int = opt(24, "tokens generated per sample")
+    max_new_tokens: int = opt(24, "tokens generated per sample (chat: max_completion_tokens, which hidden reasoning counts against: raise it for API models; 0: no limit, as the TicToc authors' API runs)")
     batch_size: int = opt(16, "hf: prompts per generate call; openai: concurrent requests")
     temperature: float | None = opt(None, "sampling temperature; None: the paper's default (0 = greedy; Qwen3 reasoning mode: 0.6)")
     top_p: float | None = opt(None, "nucleus sampling; None: the paper's default (1.0; Qwen3 reasoning mode: 0.95)")
@@ -86,11 +90,14 @@ class EvalSection:
     gpu_memory_utilization: float = opt(0.9, "vllm: share of GPU memory the engine may take")
     max_lora_rank: int | None = opt(None, "vllm: largest LoRA rank to serve; None: read off the adapter's adapter_config.json")
     kv_cache_gib: float | None = opt(None, "vllm: KV-cache size in GiB; None: vLLM's own (GPU) or VLLM_CPU_KVCACHE_SPACE / 1 GiB (CPU)")
-    base_url: str | None = opt(None, "openai: the OpenAI-compatible server (e.g. `vllm serve`), e.g. http://node17:8000/v1")
-    served_model: str | None = opt(None, "openai: the server's model name (default: the checkpoint as given)")
-    api_key_env: str = opt("OPENAI_API_KEY", "openai: environment variable holding the API key (unset: no key sent)")
-    request_timeout: float = opt(600.0, "openai: seconds per request")
-    max_retries: int = opt(5, "openai: retries with exponential backoff on connection errors, 408/409/429/5xx")
+    base_url: str | None = opt(None, "openai, chat: the OpenAI-compatible server (e.g. `vllm serve`), e.g. http://node17:8000/v1")
+    served_model: str | None = opt(None, "openai, chat: the server's model name (default: the checkpoint as given)")
+    api_key_env: str = opt("OPENAI_API_KEY", "openai, chat: environment variable holding the API key (unset: no key sent)")
+    allow_insecure_key: bool = opt(False, "openai, chat: true sends the API key over plain http to a server that is not a loopback address, where anyone on the network path can read it; false: the key goes only over https or to 127.0.0.0/8, ::1, localhost, else the run stops before any request")
+    request_timeout: float = opt(600.0, "openai, chat: seconds per request")
+    max_retries: int = opt(5, "openai, chat: retries with exponential backoff on connection errors, 408/409/429/5xx")
+    tool_choice: str = opt("auto", "chat: tool_choice of each request: auto (the TicToc authors') | required | none | a tool's name")
+    chat_sampling: bool = opt(True, "chat: send the sampling settings (temperature; top_p, seed when sampling); false: send none, the server's defaults, as the TicToc authors' API runs did")
 
 
 @dataclass
@@ -118,20 +125,23 @@ class WandbSection:
 
 @dataclass
 class LaunchSection:
-    """Cluster launch defaults, read by `python -m timealign.cluster` and slurm/*.sbatch (a plain run ignores them)."""
+    """Cluster launch defaults, read by `python -m timealign.cluster` and slurm/*.sbatch; every training run also
+    checks at start that it runs as `accelerate_config` says (`check`)."""
 
     accelerate_config: str = opt("ddp", "recipes/accelerate/NAME.yaml or a path: ddp | fsdp | fsdp_offload | zero2 | zero3 | zero3_offload")
+    check: str = opt("error", "at training start, compare what runs (processes, DDP/FSDP/DeepSpeed and their settings, mixed precision) with accelerate_config and the recipe: error (stop, print the right command) | warn (log and go on) | off")
     nodes: int = opt(1, "nodes of a SLURM job")
-    gpus_per_node: int = opt(8, "processes per node; inside a job the allocation's GPU count wins")
+    gpus_per_node: int = opt(8, "GPUs per node that `submit` requests (--gres=gpu:N); inside a job the GPUs Slurm "
+                                "allocated decide, one process each; 0: a CPU-only job (--gres=none)")
     gpu_type: str | None = opt(None, "gres type, e.g. a100, l40s (None: any GPU)")
     partition: str | None = opt(None, "SLURM partition (None: the cluster's default)")
     account: str | None = opt(None, "SLURM account (None: your default)")
     time: str = opt("24:00:00", "SLURM time limit (HH:MM:SS or D-HH:MM:SS)")
-    cpus_per_gpu: int = opt(8, "SLURM CPUs per GPU")
+    cpus_per_gpu: int = opt(8, "SLURM CPUs per GPU (a CPU-only job: per process)")
     requeue: bool = opt(True, "checkpoint on the warning signal, requeue, resume from the newest checkpoint")
     signal_seconds: int = opt(120, "the warning signal comes this long before the time limit (--signal=B:USR1@N)")
     max_requeues: int = opt(20, "give up after this many requeues")
-    main_process_port: int | None = opt(None, "None: 20000 + job id % 20000")
+    main_process_port: int | None = opt(None, "None: 20000 + job id % 12000 (or MASTER_PORT)")
     setup: str | None = opt(None, "shell line run first on every node, e.g. 'module load cuda; source .venv/bin/activate'")
 
 
@@ -141,6 +151,7 @@ class Recipe:
     description: str = opt("", "one line shown in recipe listings")
     task: str = opt("dpo", "dpo (offset-DPO on TicToc pairs) | sft (TIMER-style SFT on dialogs)")
     output_dir: str = opt("outputs/{name}", "where checkpoints and the final model go ({name} is the recipe's name)")
+    overwrite_output_dir: bool = opt(False, "output_dir belongs to one run (timealign_run.json: its recipe and data fingerprint): a run with the same recipe and data resumes there, another stops and names the differences. true: another run's checkpoints, model, logs and evaluation reports there are deleted and this run starts (its prepared data under data/ is kept)")
     model: ModelSection = section(ModelSection, "the policy model")
     lora: LoraSection = section(LoraSection, "LoRA instead of full fine-tuning")
     data: DataSection = section(DataSection, "data prep and prompt rendering")

@@ -3,9 +3,11 @@
     python data_prep/tictoc.py recipe=tiny out=/tmp/pairs data.synthetic_trajectories=60
     python data_prep/timelychat.py recipe=tiny-timer data.source=timelychat data.path=/data/timelychat
 
-Each writes a prepared folder (`dataset/`, `manifest.json`, `rejects.jsonl`) to `out=`, else `data.prepared_dir`,
-else `<output_dir>/data`, and prints the manifest's counts. Bad input data exits 1 with a hint on skipping bad
-records; a bad recipe or option exits 2.
+Each writes a prepared folder (`dataset/`, `manifest.json` with the data's fingerprint, `rejects.jsonl`) to
+`out=`, else `data.prepared_dir`, else `<output_dir>/data/<pairs|dialogs>-<fingerprint>` (where training looks for
+it), and prints the manifest's counts. The folder is written under its lock into a temporary sibling and renamed
+into place; data already there is replaced (a folder with files but no manifest.json is refused). Bad input data
+exits 1 with a hint on skipping bad records; a bad recipe or option exits 2.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from timealign.config.cli import DATA_HINT, Command, Invocation, run_command
-from timealign.data.pairs import prepare
-from timealign.data.prepared import prepared_dir_for
+from timealign.data.prepared import fingerprint_of, prepared_dir_for, write_prepared
 from timealign.data.records import RecordError
-from timealign.data.timer_prep import prepare_timer_data
 
 # Exceptions that mean the input data is wrong (not the command line): exit code 1, printed with DATA_HINT.
 DATA_ERRORS: dict[type[BaseException], int] = {RecordError: 1, FileNotFoundError: 1}
@@ -28,7 +28,7 @@ DATA_ERRORS: dict[type[BaseException], int] = {RecordError: 1, FileNotFoundError
 class PrepOptions:
     out: str | None = field(default=None, metadata={
         "help": "folder to write (dataset/, manifest.json, rejects.jsonl); default: data.prepared_dir, else "
-                "<output_dir>/data"})
+                "<output_dir>/data/<pairs|dialogs>-<fingerprint> (where training looks). Data there is replaced"})
 
 
 PAIRS = Command(
@@ -36,6 +36,7 @@ PAIRS = Command(
     summary="Builds margin-weighted offset-DPO pairs from TicToc data (data.source=synthetic|v1|annotated|hub, "
             "data.path=FOLDER/FILE/HUB_ID) and saves them (datasets save_to_disk) with a manifest.",
     options=PrepOptions,
+    reads_inputs=True,
     examples="examples:\n"
              "  python data_prep/tictoc.py recipe=tiny out=/tmp/pairs\n"
              "  python data_prep/tictoc.py recipe=llama8b data.source=v1 data.path=/data/tictoc-v1 "
@@ -48,34 +49,31 @@ DIALOGS = Command(
             "data.path=FILE/FOLDER/HUB_ID) and saves them (datasets save_to_disk) with a manifest.",
     options=PrepOptions,
     task="sft",
+    reads_inputs=True,
     examples="examples:\n"
              "  python data_prep/timelychat.py recipe=tiny-timer out=/tmp/dialogs timer.synthetic_dialogs=100\n"
              "  python data_prep/timelychat.py recipe=timer3b data.source=timelychat data.path=/data/timelychat",
 )
 
 
-def _target(invocation: Invocation) -> Path:
+def _prepare(invocation: Invocation, kind: str, keys: tuple[str, ...]) -> int:
+    recipe = invocation.recipe
+    fingerprint = fingerprint_of(recipe, kind)
     out = invocation.options.out
-    return Path(out) if out else prepared_dir_for(invocation.recipe)
-
-
-def _report(info: dict, keys: tuple[str, ...], target: Path) -> None:
-    print(json.dumps({k: info[k] for k in keys}, indent=2))
+    target = Path(out) if out else prepared_dir_for(recipe, fingerprint=fingerprint)
+    info = write_prepared(kind, recipe.data, recipe.timer, target, fingerprint=fingerprint, replace=True,
+                          recipe_name=recipe.name)
+    print(json.dumps({**{k: info[k] for k in keys}, "fingerprint": fingerprint.sha256[:12]}, indent=2))
     print(f"wrote {target}")
+    return 0
 
 
 def _prepare_pairs(invocation: Invocation) -> int:
-    target = _target(invocation)
-    info = prepare(invocation.recipe.data, target)
-    _report(info, ("pairs", "splits", "rejects", "reject_reasons", "seconds"), target)
-    return 0
+    return _prepare(invocation, "pairs", ("pairs", "splits", "rejects", "reject_reasons", "seconds"))
 
 
 def _prepare_dialogs(invocation: Invocation) -> int:
-    target = _target(invocation)
-    info = prepare_timer_data(invocation.recipe.data, invocation.recipe.timer, target)
-    _report(info, ("dialogs", "splits", "rejects", "reject_reasons", "seconds"), target)
-    return 0
+    return _prepare(invocation, "dialogs", ("dialogs", "splits", "rejects", "reject_reasons", "seconds"))
 
 
 def pairs_main(argv: list[str] | None = None) -> int:

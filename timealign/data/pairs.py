@@ -3,7 +3,8 @@
 `prepare` (run by `train/dpo.py`, or `python data_prep/tictoc.py recipe=NAME out=DIR`) writes the folder
 (`data.prepared_dir`); `load_prepared` reads it back:
     dataset/         datasets.DatasetDict saved with save_to_disk, one split per scenario split (train/test)
-    manifest.json    counts per split, label and elapse level; rejects with reasons; the data settings used
+    manifest.json    counts per split, label and elapse level; rejects with reasons; the data settings used;
+                     the data's fingerprint (`timealign.data.fingerprint`: settings, source hashes, format version)
     rejects.jsonl    every rejected record with its file, id and reason
 """
 
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 from timealign.config import DataSection
+from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
 from timealign.data.records import LoadResult
 from timealign.data.tictoc import (
     PREFER_NO_TOOL,
@@ -34,7 +36,7 @@ SOURCES = ("synthetic", "v1", "annotated", "hub")
 
 def load_samples(data: DataSection) -> LoadResult[TicTocSample]:
     """Samples (not pairs yet) from the configured source."""
-    common = {"on_error": data.on_error, "unknown": data.unknown_scenarios}
+    common = {"on_error": data.on_error, "unknown": data.unknown_scenarios, "assume_timezone": data.assume_timezone}
     if data.source == "synthetic":
         from timealign.data.synthetic import generate_annotated
 
@@ -82,11 +84,16 @@ def balance_labels(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]
     return kept, dropped
 
 
-def prepare(data: DataSection, out_dir: str | Path) -> dict:
-    """Run data prep and write the pair dataset; returns the manifest."""
+def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | None = None) -> dict:
+    """Run data prep and write the pair dataset into `out_dir` as it goes; returns the manifest.
+
+    `fingerprint`: `data_fingerprint("pairs", data)` when the caller has it already. Training and evaluation go
+    through `timealign.data.prepared`, which writes a temporary folder and renames it into place.
+    """
     from datasets import Dataset, DatasetDict
 
     start = time.perf_counter()
+    fingerprint = fingerprint or data_fingerprint("pairs", data)  # before reading: the sources as loaded
     loaded = load_samples(data)
     margins = {PREFER_TOOL: data.margin_prefer_tool, PREFER_NO_TOOL: data.margin_prefer_no_tool}
     pairs = build_pairs(loaded.samples, default_margins=margins, direct_answer=data.direct_answer,
@@ -114,6 +121,7 @@ def prepare(data: DataSection, out_dir: str | Path) -> dict:
     info = manifest(rows, rejects)
     info["data"] = {k: getattr(data, k) for k in data.__dataclass_fields__}
     info["balance_dropped"] = len(dropped)
+    info["fingerprint"] = fingerprint.to_dict()
     info["seconds"] = round(time.perf_counter() - start, 3)
     (out / "manifest.json").write_text(json.dumps(info, indent=2))
     logger.info("wrote %d pairs (%s) to %s; %d rejects", len(rows),
@@ -122,9 +130,11 @@ def prepare(data: DataSection, out_dir: str | Path) -> dict:
 
 
 def load_prepared(prepared_dir: str | Path):
-    """The DatasetDict written by `prepare`."""
+    """The DatasetDict written by `prepare` (refuses dialogs, another data format version, a folder without a
+    fingerprint)."""
     from datasets import load_from_disk
 
+    check_loadable(prepared_dir, "pairs")
     path = Path(prepared_dir) / "dataset"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no prepared dataset; run data prep first (python data_prep/tictoc.py ...)")

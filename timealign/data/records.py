@@ -4,14 +4,20 @@ A loader turns input records into typed items (TicToc samples, pair rows, TIMER 
 `LoadResult`. A record that cannot be used raises a `RecordError` (one subclass per format) that names the file and
 the record; with `on_error="skip"` the loader keeps it in `LoadResult.rejects` as `{"source", "id", "reason"}`
 (data prep writes them to rejects.jsonl) and goes on with the rest.
+
+`read_records` reads a JSON-list or JSONL data file for every loader, so that they all treat bad files alike:
+bytes that are not UTF-8 are kept (as lone surrogates) so that the record holding them can be named (`undecodable`)
+instead of the whole file failing with a UnicodeDecodeError; a file that is not JSON, nests deeper than the parser
+can go, is a JSON object instead of a list of records, or is empty is an error naming the file.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Generic, Iterable, TypeVar
+from typing import Any, Callable, Generic, Iterable, TypeVar
 
 ON_ERROR = ("raise", "skip")
 
@@ -33,6 +39,9 @@ class LoadResult(Generic[T]):
 
     samples: list[T] = field(default_factory=list)
     rejects: list[dict] = field(default_factory=list)  # {"source", "id", "reason"}
+    # Duplicate checks: a key of a kept item (e.g. ("id", record id, elapse level)) -> what the loader needs to name
+    # that earlier record when a later one has the same key.
+    seen: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def dialogs(self) -> list[T]:
@@ -42,6 +51,8 @@ class LoadResult(Generic[T]):
     def extend(self, other: "LoadResult[T]") -> None:
         self.samples += other.samples
         self.rejects += other.rejects
+        for key, first in other.seen.items():
+            self.seen.setdefault(key, first)
 
     def reject(self, source: str, record_id: str | None, reason: str) -> None:
         self.rejects.append({"source": source, "id": record_id, "reason": reason})
@@ -65,15 +76,130 @@ def check_on_error(on_error: str) -> None:
 
 
 def data_files(path: Path) -> list[Path]:
-    """A file itself, or the .json and .jsonl files of a folder (sorted); FileNotFoundError when there are none."""
+    """A file itself, or the .json and .jsonl files of a folder (sorted; `.JSON` counts too); FileNotFoundError when
+    there are none."""
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.is_file())
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".json", ".jsonl") and p.is_file())
         if not files:
             raise FileNotFoundError(f"{path}: no .json or .jsonl files")
         return files
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or folder")
     return [path]
+
+
+# ---------------------------------------------------------------------------------------------- reading data files
+
+
+def read_text(path: Path) -> str:
+    """A data file's text as UTF-8 (a leading byte-order mark dropped). A byte that is not UTF-8 becomes a lone
+    surrogate (U+DC80-U+DCFF, Python's surrogateescape) instead of failing the whole file: `undecodable` finds the
+    record that holds it."""
+    return Path(path).read_bytes().decode("utf-8-sig", errors="surrogateescape")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _first_bad_byte(text: str, with_line: bool = True) -> str | None:
+    """`byte 0xe9 at line 3` for the first lone surrogate of a text, or None when it is all valid UTF-8."""
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    ch = found.group()
+    what = f"byte 0x{ord(ch) - 0xDC00:02x}" if ch >= "\udc80" else f"an unpaired surrogate U+{ord(ch):04X}"
+    return f"{what} at line {text.count(chr(10), 0, found.start()) + 1}" if with_line else what
+
+
+def undecodable(record: Any) -> str | None:
+    """Where a parsed record holds text that is not valid UTF-8 (`history[2].content: byte 0xe9`), or None. Such
+    text cannot be tokenized or saved; it usually means the file was written in another encoding (Latin-1, cp1252)."""
+    stack: list[tuple[str, Any]] = [("", record)]  # iterative: records may nest as deep as the JSON parser allows
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            bad = _first_bad_byte(value, with_line=False)
+            if bad:
+                return f"{where or 'the record'}: {bad}"
+        elif isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                bad = _first_bad_byte(str(key), with_line=False)
+                if bad:
+                    return f"a key of {where or 'the record'}: {bad}"
+                stack.append((f"{where}.{key}" if where else str(key), item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _parse(text: str) -> Any:
+    """json.loads whose failures are ValueErrors with a reason fit for a person (RecursionError included)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to read (more levels than Python's recursion limit)") from None
+    except json.JSONDecodeError as err:
+        reason = f"malformed JSON: {err}"
+        bad = _first_bad_byte(text, with_line="\n" in text.rstrip())
+        if bad:
+            reason += f"; the text is not valid UTF-8 either ({bad}): save the file as UTF-8"
+        raise ValueError(reason) from None
+
+
+def read_records(path: Path, error: type[RecordError], *, jsonl: bool | None = None) -> list[tuple[str | None, Any,
+                                                                                                   str | None]]:
+    """(line, record, parse error) for every record of a data file; `line` is `"line N"` for a JSONL line, None for
+    an entry of a JSON list.
+
+    `jsonl`: None decides by the file (a `.json` file or a text starting with `[` is one JSON list, else JSON
+    Lines); False requires a JSON list. A JSONL line that is not JSON comes back with its parse error (the loader
+    rejects that line and keeps the others). Problems of the file as a whole raise `error(path, None, reason)`:
+    empty (no text at all; an explicit `[]` is a list of no records), not JSON, nested too deeply, a JSON object or
+    scalar instead of a list of records, a pretty-printed JSON value in a `.jsonl` file.
+    """
+    source = str(path)
+    text = read_text(path)
+    if not text.strip():
+        raise error(source, None, "empty file: no records (remove it, or fill it)")
+    whole = jsonl is False or path.suffix.lower() == ".json" or text.lstrip().startswith("[")
+    if not whole:
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        out = []
+        for n, line in lines:
+            try:
+                out.append((f"line {n}", _parse(line), None))
+            except ValueError as err:
+                out.append((f"line {n}", None, str(err)))
+        if out[0][2] is not None and len(lines) > 1:
+            try:  # one pretty-printed value over several lines: say so once, not once per line
+                value = _parse(text)
+            except ValueError:
+                value = None
+            if value is not None:
+                raise error(source, None, f"a {_kind(value)} written over {len(lines)} lines, not JSON Lines (one "
+                                          "record per line): write one record per line, or a JSON list in a .json "
+                                          "file")
+        return out
+    try:
+        data = _parse(text)
+    except ValueError as err:
+        reason = str(err)
+        first = text.lstrip().splitlines()[0]
+        if "Extra data" in reason and first.startswith("{"):
+            try:
+                json.loads(first)
+                reason += " (it looks like JSON Lines: one record per line belongs in a .jsonl file)"
+            except (json.JSONDecodeError, RecursionError):
+                pass
+        raise error(source, None, reason) from None
+    if not isinstance(data, list):
+        keys = f" with keys {', '.join(sorted(map(str, data))[:8])}" if isinstance(data, dict) else ""
+        raise error(source, None, f"expected a JSON list of records (or JSON Lines), got a {_kind(data)}{keys}")
+    return [(None, record, None) for record in data]  # `[]` says "no records" on purpose (an empty v1 level file)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "JSON object", list: "JSON list", str: "JSON string"}.get(type(value), f"JSON {type(value).__name__}")
 
 
 def write_jsonl(items: Iterable[dict], path: str | Path) -> Path:

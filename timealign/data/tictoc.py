@@ -2,10 +2,28 @@
 
 Three input layouts become one `TicTocSample` list:
 - v1 release (`load_v1`): one JSON file per (label, elapse level), `prefer{Tool,NoTool}_elapse_{k}.json`; the last
-  user message's `time` is a list with one timestamp per elapse level.
+  user message's `time` is a list with one timestamp per elapse level. Any other .json/.jsonl file in the folder
+  (another spelling, such as `prefertool_elapse_1.json`) is an error listing them: its records would be lost.
 - annotated (`load_annotated`): JSON list or JSONL, one record per (trajectory, elapse level) carrying the
   annotators' mean score `score` (S in [0, 3]), `elapse_level`, optionally `direct_answer` and `scenario`.
 - hub (`load_hub`): `datasets.load_dataset(path)` rows in the annotated layout.
+
+Every record is checked before it becomes a sample; a failed check raises `TicTocFormatError` naming the file and
+the record (with `on_error="skip"` the record is rejected with that reason and the rest kept):
+- the record is a JSON object with a string `id` (or none), all its text valid UTF-8;
+- messages follow the chat order (`CHAT_ORDER`, as OpenAI chat completions accept it): roles are system, user,
+  assistant and tool only; at most one system message, and only first; then a user message; an assistant message
+  has text, tool calls or both; a tool message answers an unanswered call of the latest assistant message with
+  calls (only tool messages stand between), by its `tool_call_id` (and `name`, when given); every call is answered
+  before the next user or assistant message; the last message is the user's question. User and assistant
+  messages otherwise follow each other freely (two user messages in a row are allowed, as OpenAI allows them);
+- a tool call has a unique `id`, names a function declared in the record's tool schemas, and has arguments that
+  are a mapping (JSON, or a Python-literal dict as in the v1 release) at most `MAX_ARGUMENT_DEPTH` levels deep;
+- every message has an ISO-8601 time with a timezone (`Z` or an offset), not going backwards; a time without one
+  is an error unless `assume_timezone` (the recipe's `data.assume_timezone`) names the zone it is in, and then it
+  is rewritten with that zone's offset;
+- no record repeats an earlier one: the same (id, elapse level), or the same conversation and tools at the same
+  elapse level under another id, is rejected as a duplicate naming the earlier record.
 
 `build_pairs` turns samples into TRL's conversational preference layout: chosen/rejected are a re-issued tool call
 and a direct answer, oriented by the label, with offset delta = |S - 1.5| (or a configured value per label).
@@ -13,16 +31,18 @@ and a direct answer, oriented by the label, with offset delta = |S - 1.5| (or a 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import Any, Iterable
 
-from timealign.data.records import LoadResult, RecordError, check_on_error, data_files
+from timealign.config import RecipeError
+from timealign.data.records import LoadResult, RecordError, check_on_error, data_files, read_records, undecodable
 from timealign.data.scenarios import Scenario, UnknownScenarioError, get_scenario, resolve_scenario_id
-from timealign.render.timefmt import parse_time
 from timealign.render.chat import parse_tool_arguments
 
 PREFER_TOOL = "prefer_tool"
@@ -31,6 +51,11 @@ V1_FILE = re.compile(r"^prefer(Tool|NoTool)_elapse_(\d+)\.json$")
 V1_LEVELS = 3  # small, medium, large gap before the final user message
 LEVEL_NAMES = ("small", "medium", "large")
 ORIENTATIONS = ("tool_high", "tool_low")
+ROLES = ("system", "user", "assistant", "tool")
+MAX_ARGUMENT_DEPTH = 32  # deeper tool arguments are refused: rendering and pair building recurse through them
+CHAT_ORDER = ("system? user, then user / assistant turns; an assistant message with tool calls is followed by one "
+              "tool message per call (matching tool_call_id) before the next user or assistant message; the last "
+              "message is the user's question")
 
 
 class TicTocFormatError(RecordError):
@@ -58,8 +83,184 @@ class TicTocSample:
 # ---------------------------------------------------------------------------------------------- validation
 
 
-def _check_history(history: Any, source: str, rid: str, final_time_is_list: bool) -> None:
-    """Structure and time checks shared by every layout; raises TicTocFormatError."""
+def timezone_for(name: str | None) -> tzinfo | None:
+    """`data.assume_timezone` as a tzinfo: None (naive times are an error), `UTC`, an IANA name (`Europe/Berlin`)
+    or a fixed offset (`+02:00`). An unknown name is a RecipeError."""
+    if name is None:
+        return None
+    text = str(name).strip()
+    if text.upper() in ("UTC", "Z"):
+        return timezone.utc
+    offset = re.fullmatch(r"([+-])(\d\d):?(\d\d)", text)
+    if offset:
+        sign = 1 if offset.group(1) == "+" else -1
+        return timezone(sign * timedelta(hours=int(offset.group(2)), minutes=int(offset.group(3))))
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise RecipeError(f"data.assume_timezone={name!r} is not a time zone: use UTC, an IANA name such as "
+                          "Europe/Berlin (needs the system's tz database or the tzdata package), or an offset such "
+                          "as +02:00") from None
+
+
+def _record_id(record: Any, index: int) -> str:
+    """The record's `id` when it is a usable string, else `#<index>` (`_check_record` reports a bad one)."""
+    rid = record.get("id") if isinstance(record, dict) else None
+    if isinstance(rid, str) and rid.strip() and undecodable(rid) is None:
+        return rid
+    return f"#{index}"
+
+
+def _check_record(record: Any, source: str, rid: str) -> None:
+    if not isinstance(record, dict):
+        raise TicTocFormatError(source, rid, f"record is not a JSON object (got a {type(record).__name__})")
+    value = record.get("id")
+    if value is not None and not (isinstance(value, str) and value.strip()):
+        raise TicTocFormatError(source, rid, f"`id` must be a non-empty string, got {type(value).__name__} {value!r}")
+    bad = undecodable(record)
+    if bad:
+        raise TicTocFormatError(source, rid, f"text that is not valid UTF-8 at {bad} (is the file in another "
+                                             "encoding, e.g. Latin-1? save it as UTF-8)")
+
+
+def _declared_functions(tools: Any, source: str, rid: str) -> set[str]:
+    """Names of the functions the record's tool schemas declare (OpenAI `{"type": "function", "function": {...}}`
+    or a bare `{"name": ...}`)."""
+    if not isinstance(tools, list):
+        raise TicTocFormatError(source, rid, f"the tool schemas (`function`) must be a list, got "
+                                             f"{type(tools).__name__}")
+    names = set()
+    for j, schema in enumerate(tools):
+        fn = schema.get("function", schema) if isinstance(schema, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str) or not name:
+            raise TicTocFormatError(source, rid, f"tool schema {j} has no function name")
+        names.add(name)
+    return names
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of mappings and lists (a scalar: 0), iteratively (the value may be very deep)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+        else:
+            continue
+        deepest = max(deepest, level + 1)
+    return deepest
+
+
+def _arguments(arguments: Any, source: str, rid: str, where: str) -> None:
+    if isinstance(arguments, (dict, list)) and _depth(arguments) > MAX_ARGUMENT_DEPTH:
+        raise TicTocFormatError(source, rid, f"{where}: tool-call arguments nest deeper than {MAX_ARGUMENT_DEPTH} "
+                                             "levels")
+    try:
+        parsed = parse_tool_arguments(arguments)
+    except ValueError as err:
+        raise TicTocFormatError(source, rid, f"{where}: {err}") from None
+    except (RecursionError, MemoryError):  # json / ast give up on very deep nesting
+        raise TicTocFormatError(source, rid, f"{where}: tool-call arguments nest too deeply to parse (more than "
+                                             f"{MAX_ARGUMENT_DEPTH} levels are refused)") from None
+    if not isinstance(parsed, dict):
+        raise TicTocFormatError(source, rid, f"{where}: tool-call arguments must be a mapping of parameter names to "
+                                             f"values, got {type(parsed).__name__}")
+    if _depth(parsed) > MAX_ARGUMENT_DEPTH:
+        raise TicTocFormatError(source, rid, f"{where}: tool-call arguments nest deeper than {MAX_ARGUMENT_DEPTH} "
+                                             "levels")
+
+
+def _check_tool_calls(history: list[dict], tools: Any, source: str, rid: str) -> None:
+    """Each call: on an assistant message, a unique non-empty `id`, a declared function, mapping arguments."""
+    declared = _declared_functions(tools, source, rid)
+    ids: dict[str, int] = {}
+    for i, msg in enumerate(history):
+        calls = msg.get("tool_calls")
+        if not calls:
+            continue
+        if msg["role"] != "assistant":
+            raise TicTocFormatError(source, rid, f"history[{i}] ({msg['role']}) has tool calls; only assistant "
+                                                 "messages make them (swapped roles?)")
+        if not isinstance(calls, list):
+            raise TicTocFormatError(source, rid, f"history[{i}].tool_calls must be a list of calls")
+        for j, call in enumerate(calls):
+            where = f"history[{i}].tool_calls[{j}]"
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+                raise TicTocFormatError(source, rid, f"history[{i}] has a tool call without a function name")
+            if fn["name"] not in declared:
+                known = ", ".join(sorted(declared)) or "none"
+                raise TicTocFormatError(source, rid, f"{where} calls {fn['name']!r}, which the record's tool schemas "
+                                                     f"do not declare (declared: {known})")
+            call_id = call.get("id")
+            if not isinstance(call_id, str) or not call_id:
+                raise TicTocFormatError(source, rid, f"{where} has no `id` (its tool result names it by "
+                                                     "tool_call_id)")
+            if call_id in ids:
+                raise TicTocFormatError(source, rid, f"{where} reuses the call id {call_id!r} of history"
+                                                     f"[{ids[call_id]}]")
+            ids[call_id] = i
+            _arguments(fn.get("arguments"), source, rid, where)
+
+
+def _check_order(history: list[dict], source: str, rid: str) -> None:
+    """The chat order (module docstring); `_check_tool_calls` has checked the calls themselves."""
+    pending: dict[str, str] = {}  # unanswered calls of the latest assistant message with calls: id -> function
+    calls_at: int | None = None  # that message's index while only tool messages have followed it
+    first = 1 if history[0]["role"] == "system" else 0
+    for i, msg in enumerate(history):
+        role = msg["role"]
+        if role not in ROLES:
+            raise TicTocFormatError(source, rid, f"history[{i}] has the unknown role {role!r}; roles are "
+                                                 f"{', '.join(ROLES)} (a prompt would leave the message out)")
+        if role == "system":
+            if i != 0:
+                raise TicTocFormatError(source, rid, f"history[{i}] is a system message; only the first message "
+                                                     "may be one (swapped roles?)")
+            continue
+        if role == "tool":
+            if calls_at is None:
+                raise TicTocFormatError(source, rid, f"history[{i}] is a tool result with no assistant tool call "
+                                                     "right before it (swapped roles?)")
+            call_id, name = msg.get("tool_call_id"), msg.get("name")
+            if call_id not in pending:
+                open_ids = ", ".join(map(repr, pending)) or "none left"
+                raise TicTocFormatError(source, rid, f"history[{i}] answers tool_call_id {call_id!r}, which is no "
+                                                     f"unanswered call of history[{calls_at}] ({open_ids})")
+            if name is not None and name != pending[call_id]:
+                raise TicTocFormatError(source, rid, f"history[{i}] is named {name!r} but answers call {call_id!r} "
+                                                     f"to {pending[call_id]!r}")
+            del pending[call_id]
+            continue
+        if pending:
+            raise TicTocFormatError(source, rid, f"history[{i}] ({role}) comes before every tool call of history"
+                                                 f"[{calls_at}] has its result (unanswered: "
+                                                 f"{', '.join(map(repr, pending))}); chat order: {CHAT_ORDER}")
+        calls_at = None
+        if i == first and role != "user":
+            raise TicTocFormatError(source, rid, f"history[{i}] is {'an' if role == 'assistant' else 'a'} {role} "
+                                                 "message, but the conversation starts with the user's (after an "
+                                                 "optional system message; swapped roles?)")
+        if role == "assistant":
+            if msg.get("tool_calls"):
+                pending = {c["id"]: c["function"]["name"] for c in msg["tool_calls"]}
+                calls_at = i
+            elif not (isinstance(msg.get("content"), str) and msg["content"].strip()):
+                raise TicTocFormatError(source, rid, f"history[{i}] is an assistant message with neither text nor "
+                                                     "tool calls")
+
+
+def _check_history(history: Any, source: str, rid: str, final_time_is_list: bool, tools: Any,
+                   zone: tzinfo | None = None) -> list[dict]:
+    """Structure, chat order, tool calls and times, shared by every layout; raises TicTocFormatError.
+
+    Returns the history, with times that had no timezone rewritten in `zone` (copies of those messages).
+    """
     if not isinstance(history, list) or not history:
         raise TicTocFormatError(source, rid, "`history` is missing or not a non-empty list of messages")
     for i, msg in enumerate(history):
@@ -70,9 +271,14 @@ def _check_history(history: Any, source: str, rid: str, final_time_is_list: bool
     last = history[-1]
     if last["role"] != "user":
         raise TicTocFormatError(source, rid, f"the last message must be the user's question, got {last['role']!r}")
+    _check_tool_calls(history, tools, source, rid)
+    _check_order(history, source, rid)
+    history = list(history)
     previous = None
     for i, msg in enumerate(history[:-1]):
-        t = _parse(msg["time"], source, rid, f"history[{i}].time")
+        t, written = _parse(msg["time"], source, rid, f"history[{i}].time", zone)
+        if written is not msg["time"]:
+            history[i] = dict(msg, time=written)
         if previous is not None and t < previous:
             raise TicTocFormatError(source, rid, f"times go backwards at history[{i}] ({msg['time']})")
         previous = t
@@ -82,39 +288,52 @@ def _check_history(history: Any, source: str, rid: str, final_time_is_list: bool
             got = len(final) if isinstance(final, list) else type(final).__name__
             raise TicTocFormatError(
                 source, rid, f"the last message's `time` must list {V1_LEVELS} times (one per elapse level), got {got}")
-        times = [_parse(t, source, rid, f"final time {k}") for k, t in enumerate(final)]
+        parsed = [_parse(t, source, rid, f"final time {k}", zone) for k, t in enumerate(final)]
+        times = [t for t, _ in parsed]
         if any(b <= a for a, b in zip(times, times[1:])):
             raise TicTocFormatError(source, rid, "the final user times are not increasing with the elapse level")
         first_final = times[0]
+        if any(w is not t for (_, w), t in zip(parsed, final)):
+            history[-1] = dict(last, time=[w for _, w in parsed])
     else:
         if isinstance(final, list):
             raise TicTocFormatError(source, rid, "the last message's `time` must be one timestamp in this layout")
-        first_final = _parse(final, source, rid, "final time")
+        first_final, written = _parse(final, source, rid, "final time", zone)
+        if written is not final:
+            history[-1] = dict(last, time=written)
     if previous is not None and first_final < previous:
         raise TicTocFormatError(source, rid, "the final user message is earlier than the message before it")
+    return history
 
 
-def _parse(value: Any, source: str, rid: str, what: str):
+def _parse(value: Any, source: str, rid: str, what: str, zone: tzinfo | None = None) -> tuple[datetime, Any]:
+    """(the time in UTC, the value to keep): the value itself, or when it had no timezone and `zone` is set, the same
+    wall-clock time written with that zone's offset (`Z` for UTC)."""
     try:
-        return parse_time(value)
+        if isinstance(value, datetime):
+            dt = value
+        else:
+            text = value.strip()
+            dt = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
     except (TypeError, ValueError, AttributeError):
         raise TicTocFormatError(source, rid, f"{what} is not an ISO-8601 time: {value!r}") from None
-
-
-def _check_tool_calls(history: list[dict], source: str, rid: str) -> None:
-    for i, msg in enumerate(history):
-        for call in msg.get("tool_calls") or []:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(fn, dict) or not fn.get("name"):
-                raise TicTocFormatError(source, rid, f"history[{i}] has a tool call without a function name")
-            try:
-                parse_tool_arguments(fn.get("arguments"))
-            except ValueError as err:
-                raise TicTocFormatError(source, rid, f"history[{i}]: {err}") from None
+    if dt.tzinfo is not None and dt.utcoffset() is not None:
+        return dt.astimezone(timezone.utc), value
+    if zone is None:
+        raise TicTocFormatError(source, rid, f"{what} has no timezone: {value!r}; write it with Z or an offset "
+                                             "(2024-05-01T09:00:00Z), or set data.assume_timezone (e.g. UTC) to "
+                                             "read such times in that zone")
+    aware = dt.replace(tzinfo=zone)
+    if isinstance(value, datetime):
+        return aware.astimezone(timezone.utc), aware
+    written = aware.isoformat()
+    return aware.astimezone(timezone.utc), written[:-6] + "Z" if written.endswith("+00:00") else written
 
 
 def _resolve(record: dict, source: str, rid: str, unknown: str) -> Scenario:
     name = record.get("scenario")
+    if name is not None and not isinstance(name, str):
+        raise TicTocFormatError(source, rid, f"`scenario` must be a string, got {type(name).__name__} {name!r}")
     try:
         if name:
             try:
@@ -126,58 +345,108 @@ def _resolve(record: dict, source: str, rid: str, unknown: str) -> Scenario:
         raise TicTocFormatError(source, rid, str(err)) from None
 
 
+def _unique(result: LoadResult, sample: TicTocSample, position: str, has_id: bool) -> TicTocSample:
+    """The sample, unless an earlier kept one has the same (id, elapse level), or the same conversation and tools at
+    the same elapse level: then a TicTocFormatError naming both."""
+    content = hashlib.sha256(json.dumps([sample.history, sample.tools], sort_keys=True, default=str,
+                                        ensure_ascii=True).encode()).hexdigest()
+    id_key = ("tictoc id", sample.id if has_id else (sample.source, sample.id), sample.elapse_level)
+    content_key = ("tictoc content", content, sample.elapse_level)
+    mine = {"source": sample.source, "id": sample.id, "position": position, "label": sample.label,
+            "score": sample.score, "content": content}
+    for key in (id_key, content_key):
+        first = result.seen.get(key)
+        if first is None:
+            continue
+        earlier = f"record {first['id']!r} ({first['position']}) of {first['source']}"
+        if key is content_key and first["id"] != sample.id:
+            how = "the same conversation and tools at the same elapse level under another id"
+        elif first["label"] != sample.label:
+            how = (f"same id and elapse level, but labelled {first['label']} there and {sample.label} here: "
+                   "contradicting labels")
+        elif first["content"] != content:
+            how = "same id and elapse level, another conversation (an id names one trajectory per elapse level)"
+        elif first["score"] != sample.score:
+            how = f"same id, elapse level and conversation, score {first['score']} there and {sample.score} here"
+        else:
+            how = "an exact copy (same id, elapse level, conversation and label)"
+        raise TicTocFormatError(sample.source, sample.id, f"this record ({position}) duplicates {earlier}: {how}")
+    result.seen[id_key] = result.seen[content_key] = mine
+    return sample
+
+
 # ---------------------------------------------------------------------------------------------- loaders
 
 
-def _read_json_list(path: Path) -> list:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as err:
-        raise TicTocFormatError(str(path), None, f"malformed JSON: {err}") from None
-    if not isinstance(data, list):
-        raise TicTocFormatError(str(path), None, "expected a JSON list of records")
-    return data
+def _stray_reason(path: Path) -> str:
+    """Why a .json/.jsonl file of a v1 folder is not read."""
+    match = V1_FILE.match(path.name)
+    if match:
+        return f"elapse level {match.group(2)} in the file name; levels are 0-{V1_LEVELS - 1}"
+    loose = re.match(V1_FILE.pattern, path.name, re.IGNORECASE)
+    if loose:
+        kind = "Tool" if loose.group(1).lower() == "tool" else "NoTool"
+        return f"differs only in letter case from prefer{kind}_elapse_{loose.group(2)}.json"
+    return "matches no prefer{Tool,NoTool}_elapse_{0,1,2}.json name"
 
 
-def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "error") -> LoadResult[TicTocSample]:
-    """The v1 release folder: label and elapse level come from each file's name."""
+def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "error",
+            assume_timezone: str | None = None) -> LoadResult[TicTocSample]:
+    """The v1 release folder: label and elapse level come from each file's name.
+
+    Every other .json/.jsonl file there is an error listing them all (`on_error="skip"`: one reject per file).
+    `assume_timezone`: the zone of times written without one (None: such a time is an error).
+    """
     check_on_error(on_error)
+    zone = timezone_for(assume_timezone)
     folder = Path(folder)
-    files = sorted(p for p in folder.glob("*.json") if V1_FILE.match(p.name))
+    candidates = sorted(p for p in folder.glob("*") if p.is_file() and p.suffix.lower() in (".json", ".jsonl"))
+    files = [p for p in candidates if V1_FILE.match(p.name) and int(V1_FILE.match(p.name).group(2)) < V1_LEVELS]
+    stray = [p for p in candidates if p not in files]
+    result = LoadResult()
+    if stray:
+        if on_error != "skip":
+            listed = "; ".join(f"{p.name} ({_stray_reason(p)})" for p in stray)
+            raise TicTocFormatError(
+                str(folder), None, f"{len(stray)} data file(s) that a TicToc v1 folder does not hold, so their records "
+                                   f"would be lost: {listed}. v1 files are named exactly "
+                                   "prefer{Tool,NoTool}_elapse_{0,1,2}.json: rename or move the others")
+        for path in stray:
+            result.reject(str(path), None, f"not a TicToc v1 file name: {_stray_reason(path)}")
     if not files:
         raise FileNotFoundError(f"{folder}: no prefer{{Tool,NoTool}}_elapse_{{k}}.json files (TicToc v1 layout)")
-    result = LoadResult()
     for path in files:
         kind, level = V1_FILE.match(path.name).groups()
         label, level = (PREFER_TOOL if kind == "Tool" else PREFER_NO_TOOL), int(level)
         source = str(path)
-        if level >= V1_LEVELS:
-            raise TicTocFormatError(source, None, f"elapse level {level} in the file name; levels are 0-{V1_LEVELS - 1}")
         try:
-            records = _read_json_list(path)
+            entries = read_records(path, TicTocFormatError, jsonl=False)
         except TicTocFormatError as err:
             if on_error != "skip":
                 raise
-            result.reject(source, None, err.reason)
+            result.reject(err.source, None, err.reason)
             continue
-        for idx, record in enumerate(records):
-            rid = record.get("id") if isinstance(record, dict) else None
-            rid = rid if rid is not None else f"#{idx}"
-            result.add(on_error, lambda r=record, rid=rid: _v1_sample(r, rid, source, label, level, unknown))
+        for idx, (_, record, _) in enumerate(entries):
+            rid = _record_id(record, idx)
+
+            def make(record=record, rid=rid, idx=idx):
+                sample = _v1_sample(record, rid, source, label, level, unknown, zone)
+                return _unique(result, sample, f"#{idx}", rid == record.get("id"))
+
+            result.add(on_error, make)
     return result
 
 
-def _v1_sample(record: Any, rid: str, source: str, label: str, level: int, unknown: str) -> TicTocSample:
-    if not isinstance(record, dict):
-        raise TicTocFormatError(source, rid, "record is not a JSON object")
-    history = record.get("history")
-    _check_history(history, source, rid, final_time_is_list=True)
-    _check_tool_calls(history, source, rid)
+def _v1_sample(record: Any, rid: str, source: str, label: str, level: int, unknown: str,
+               zone: tzinfo | None = None) -> TicTocSample:
+    _check_record(record, source, rid)
+    tools = record.get("function")
+    tools = [] if tools is None else tools
+    history = _check_history(record.get("history"), source, rid, final_time_is_list=True, tools=tools, zone=zone)
     final = dict(history[-1], time=history[-1]["time"][level])
     return TicTocSample(
         id=rid, scenario=_resolve(record, source, rid, unknown), history=history[:-1] + [final],
-        tools=list(record.get("function") or []), elapse_level=level, label=label, source=source,
+        tools=list(tools), elapse_level=level, label=label, source=source,
     )
 
 
@@ -191,17 +460,23 @@ def label_from_score(score: float, orientation: str) -> str | None:
     return PREFER_TOOL if tool_side else PREFER_NO_TOOL
 
 
-def _annotated_sample(record: Any, rid: str, source: str, orientation: str, unknown: str) -> TicTocSample:
-    if not isinstance(record, dict):
-        raise TicTocFormatError(source, rid, "record is not a JSON object")
-    history = record.get("history")
-    _check_history(history, source, rid, final_time_is_list=False)
-    _check_tool_calls(history, source, rid)
+def _annotated_sample(record: Any, rid: str, source: str, orientation: str, unknown: str,
+                      zone: tzinfo | None = None) -> TicTocSample:
+    _check_record(record, source, rid)
+    tools = record.get("function", record.get("tools"))
+    tools = [] if tools is None else tools
+    if isinstance(tools, str):
+        try:
+            tools = json.loads(tools)
+        except (json.JSONDecodeError, RecursionError):
+            raise TicTocFormatError(source, rid, f"the tool schemas are a string that is not JSON: {tools[:80]!r}") \
+                from None
+    history = _check_history(record.get("history"), source, rid, final_time_is_list=False, tools=tools, zone=zone)
     level = record.get("elapse_level")
-    if not isinstance(level, int) or not 0 <= level < V1_LEVELS:
+    if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level < V1_LEVELS:
         raise TicTocFormatError(source, rid, f"`elapse_level` must be 0, 1 or 2, got {level!r}")
     score = record.get("score")
-    if not isinstance(score, (int, float)) or not 0.0 <= score <= 3.0:
+    if not isinstance(score, (int, float)) or isinstance(score, bool) or not 0.0 <= score <= 3.0:
         raise TicTocFormatError(source, rid, f"`score` must be the annotators' mean in [0, 3], got {score!r}")
     stated = record.get("score_orientation")
     if stated is not None and stated != orientation:
@@ -211,74 +486,86 @@ def _annotated_sample(record: Any, rid: str, source: str, orientation: str, unkn
     label = label_from_score(float(score), orientation)
     if label is None:
         raise TicTocFormatError(source, rid, "score 1.5 is an exact tie: no preferred action")
-    tools = record.get("function", record.get("tools")) or []
-    if isinstance(tools, str):
-        tools = json.loads(tools)
+    direct = record.get("direct_answer")
+    if direct is not None and not isinstance(direct, str):
+        raise TicTocFormatError(source, rid, f"`direct_answer` must be a string, got {type(direct).__name__}")
     return TicTocSample(
         id=rid, scenario=_resolve(record, source, rid, unknown), history=history, tools=list(tools),
-        elapse_level=level, label=label, score=float(score), direct_answer=record.get("direct_answer"), source=source,
+        elapse_level=level, label=label, score=float(score), direct_answer=direct, source=source,
     )
 
 
 def annotated_records(records: Iterable[Any], source: str, result: LoadResult[TicTocSample] | None = None, *,
-                      orientation: str = "tool_high", on_error: str = "raise",
-                      unknown: str = "error") -> LoadResult[TicTocSample]:
+                      orientation: str = "tool_high", on_error: str = "raise", unknown: str = "error",
+                      assume_timezone: str | None = None,
+                      positions: Iterable[str] | None = None) -> LoadResult[TicTocSample]:
     """Samples from records already in memory, in the annotated layout (`generate_annotated`'s output, hub rows).
 
     `source` names them in errors and rejects; a record without an `id` is called `#<index>`. The samples and
-    rejects are added to `result` (a new one when None), which is returned. `orientation`, `on_error` and `unknown`
-    are as in `load_annotated`.
+    rejects are added to `result` (a new one when None), which is returned; a record repeating one already in
+    `result` is a duplicate. `orientation`, `on_error`, `unknown` and `assume_timezone` are as in `load_annotated`;
+    `positions` names each record's place in its file for duplicate messages (default `#<index>`).
     """
     check_on_error(on_error)
+    zone = timezone_for(assume_timezone)
     result = LoadResult() if result is None else result
+    positions = iter(positions) if positions is not None else None
     for idx, record in enumerate(records):
-        rid = record.get("id") if isinstance(record, dict) else None
-        rid = rid if rid is not None else f"#{idx}"
-        result.add(on_error, lambda r=record, rid=rid: _annotated_sample(r, rid, source, orientation, unknown))
+        rid = _record_id(record, idx)
+        position = next(positions) if positions is not None else f"#{idx}"
+
+        def make(record=record, rid=rid, position=position):
+            sample = _annotated_sample(record, rid, source, orientation, unknown, zone)
+            return _unique(result, sample, position, rid == record.get("id"))
+
+        result.add(on_error, make)
     return result
 
 
 def load_annotated(path: str | Path, *, orientation: str = "tool_high", on_error: str = "raise",
-                   unknown: str = "error") -> LoadResult[TicTocSample]:
-    """A JSON list or JSONL file (or a folder of them) of annotated records."""
+                   unknown: str = "error", assume_timezone: str | None = None) -> LoadResult[TicTocSample]:
+    """A JSON list or JSONL file (or a folder of them) of annotated records.
+
+    `assume_timezone`: the zone of times written without one (None: such a time is an error).
+    """
     check_on_error(on_error)
     label_from_score(0.0, orientation)  # validates the orientation up front
+    timezone_for(assume_timezone)
     result = LoadResult()
     for file in data_files(Path(path)):
         source = str(file)
-        if file.suffix == ".jsonl":
-            records = []
-            with open(file, encoding="utf-8") as fh:
-                for lineno, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError as err:
-                        if on_error != "skip":
-                            raise TicTocFormatError(source, f"line {lineno}", f"malformed JSON: {err}") from None
-                        result.reject(source, f"line {lineno}", f"malformed JSON: {err}")
-        else:
-            try:
-                records = _read_json_list(file)
-            except TicTocFormatError as err:
+        try:
+            entries = read_records(file, TicTocFormatError)
+        except TicTocFormatError as err:
+            if on_error != "skip":
+                raise
+            result.reject(source, None, err.reason)
+            continue
+        records, positions = [], []
+        for idx, (line, record, error) in enumerate(entries):
+            if error is not None:
                 if on_error != "skip":
-                    raise
-                result.reject(source, None, err.reason)
+                    raise TicTocFormatError(source, line, error)
+                result.reject(source, line, error)
                 continue
-        annotated_records(records, source, result, orientation=orientation, on_error=on_error, unknown=unknown)
+            records.append(record)
+            positions.append(line or f"#{idx}")
+        annotated_records(records, source, result, orientation=orientation, on_error=on_error, unknown=unknown,
+                          assume_timezone=assume_timezone, positions=positions)
     return result
 
 
 def load_hub(path: str, *, split: str = "train", orientation: str = "tool_high", on_error: str = "raise",
-             unknown: str = "error") -> LoadResult[TicTocSample]:
+             unknown: str = "error", assume_timezone: str | None = None) -> LoadResult[TicTocSample]:
     """`datasets.load_dataset(path, split=split)` rows in the annotated layout (hub id or local path)."""
     from datasets import load_dataset
 
     check_on_error(on_error)
+    timezone_for(assume_timezone)
     rows = load_dataset(path, split=split)
     result = LoadResult()
-    annotated_records(rows, f"{path}[{split}]", result, orientation=orientation, on_error=on_error, unknown=unknown)
+    annotated_records(rows, f"{path}[{split}]", result, orientation=orientation, on_error=on_error, unknown=unknown,
+                      assume_timezone=assume_timezone)
     return result
 
 
@@ -321,7 +608,7 @@ def tool_call_message(sample: TicTocSample) -> dict:
     call = relevant_tool_call(sample)
     arguments = json.dumps(parse_tool_arguments(call["arguments"]))
     return {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "call_retry", "type": "function",
+            "tool_calls": [{"id": "callretry", "type": "function",
                             "function": {"name": call["name"], "arguments": arguments}}]}
 
 
@@ -364,8 +651,10 @@ def _message_record(msg: dict) -> dict:
         calls = []
         for call in msg["tool_calls"]:
             name, arguments = _call_function(call)
-            calls.append({"id": call.get("id") or "", "type": "function",
-                          "function": {"name": name, "arguments": json.dumps(parse_tool_arguments(arguments))}})
+            # The arguments string stays as the data wrote it (the paper protocol renders it raw, even a
+            # Python-literal one); a mapping is stored as JSON. Both were validated when the sample was loaded.
+            raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            calls.append({"id": call.get("id") or "", "type": "function", "function": {"name": name, "arguments": raw}})
     return {"role": msg["role"], "content": msg.get("content"), "time": msg.get("time"), "tool_calls": calls,
             "tool_call_id": msg.get("tool_call_id"), "name": msg.get("name")}
 

@@ -15,9 +15,13 @@ the instant (untimely) alternative of the target if there is one. Utterances are
 spaces and newlines become one space: the no-special-tokens format separates turns with newlines).
 
 Bad input (not a mapping, `speaker_list` and `context` of different lengths, an empty utterance or speaker, an
-unparseable interval, a TIMER marker such as `<UTT>` inside the text, ...) raises `DialogFormatError` naming the file
-and the record; with `on_error="skip"` the rest is kept and each reject is returned with its reason
-(data prep, `timealign.data.timer_prep`, writes them to `rejects.jsonl`).
+unparseable interval, a TIMER marker such as `<UTT>` inside the text, text that is not valid UTF-8, a record id seen
+before in the same load, ...) raises `DialogFormatError` naming the file and the record; with `on_error="skip"` the
+rest is kept and each reject is returned with its reason (data prep, `timealign.data.timer_prep`, writes them to
+`rejects.jsonl`). A TimelyChat record is a two-party dialog: at most two speakers, and `target_speaker` is one of
+`speaker_list`'s (the dialogs layout may have more speakers). A file that is empty, not JSON, a JSON object instead
+of a list of records, or a pretty-printed value in a `.jsonl` file is an error naming the file
+(`timealign.data.records.read_records`; skip mode rejects the file and reads the others).
 
 `timer_sequences` gives the training sequences of one dialog (with their trained turns), as the TIMER trainer uses
 them.
@@ -25,12 +29,11 @@ them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from timealign.data.records import LoadResult, RecordError, check_on_error, data_files
+from timealign.data.records import LoadResult, RecordError, check_on_error, data_files, read_records, undecodable
 from timealign.render.timer import TIMER_TOKENS, TimerTurn
 from timealign.render.intervals import IntervalParseError, parse_minutes
 
@@ -158,6 +161,13 @@ def timelychat_dialog(record: Any, source: str, index: int, split: str = "train"
     spk = [_text(s, source, rid, f"speaker_list[{i}]") for i, s in enumerate(speakers)]
     utt = [_text(u, source, rid, f"context[{i}]") for i, u in enumerate(context)]
     target = _text(record["target_speaker"], source, rid, "`target_speaker`")
+    names = ", ".join(repr(s) for s in dict.fromkeys(spk))
+    if len(set(spk)) > 2:
+        raise DialogFormatError(source, rid, f"`speaker_list` has {len(set(spk))} speakers ({names}); a TimelyChat "
+                                             "dialog is between two")
+    if target not in spk:
+        raise DialogFormatError(source, rid, f"`target_speaker` {target!r} is not one of the dialog's speakers "
+                                             f"({names}; names are compared exactly)")
     minutes = _minutes(record["time_elapsed"], source, rid, "`time_elapsed`")
     timely = _text(record["timely_response"], source, rid, "`timely_response`")
     instant = record.get("untimely_response")
@@ -196,6 +206,12 @@ def dialog_from_turns(record: Any, source: str, index: int, split: str = "train"
 
 
 def to_dialog(record: Any, source: str, index: int, split: str = "train", layout: str | None = None) -> TimerDialog:
+    bad = undecodable(record)
+    if bad:
+        rid = _record_id(record, index)
+        raise DialogFormatError(source, rid if undecodable(rid) is None else f"#{index}",
+                                f"text that is not valid UTF-8 at {bad} (is the file in another encoding, e.g. "
+                                "Latin-1? save it as UTF-8)")
     layout = layout or detect_layout(record)
     if layout == "timelychat":
         return timelychat_dialog(record, source, index, split)
@@ -210,39 +226,37 @@ def to_dialog(record: Any, source: str, index: int, split: str = "train", layout
 
 
 def iter_records(file: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """(index, record, parse error) for each record of a JSON list / JSON object / JSONL file."""
-    text = file.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if file.suffix == ".json" or stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DialogFormatError(str(file), None, f"not valid JSON: {err}") from None
-        for i, record in enumerate(data if isinstance(data, list) else [data]):
+    """(index, record, parse error) for each record of a JSON list or JSONL file (index: the list position, or the
+    line number - 1). A file that cannot hold records at all raises DialogFormatError (see `read_records`)."""
+    for i, (line, record, error) in enumerate(read_records(file, DialogFormatError)):
+        if line is None:
             yield i, record, None
-        return
-    for i, line in enumerate(text.splitlines()):
-        if not line.strip():
             continue
-        try:
-            yield i, json.loads(line), None
-        except json.JSONDecodeError as err:
-            yield i, None, f"line {i + 1} is not valid JSON: {err}"
+        reason = None if error is None else f"{line} is not valid JSON: {error.removeprefix('malformed JSON: ')}"
+        yield int(line.removeprefix("line ")) - 1, record, reason
 
 
 def _collect(records: Iterable[tuple[int, Any, str | None]], source: str, split: str, layout: str | None,
              on_error: str, result: LoadResult[TimerDialog]) -> None:
-    """Dialogs from (index, record, parse error) triples of one source; ids must be unique within it."""
+    """Dialogs from (index, record, parse error) triples of one source; a record id may be used once per load (in
+    `result`): a later record with it is a duplicate naming the first. Records without an id (`#<index>`) are
+    distinct within their source."""
     check_on_error(on_error)
-    seen: set[str] = set()
 
     def dialog(index: int, record: Any, parse_error: str | None) -> TimerDialog:
         if parse_error:
             raise DialogFormatError(source, f"#{index}", parse_error)
         made = to_dialog(record, source, index, split, layout)
-        if made.id in seen:
-            raise DialogFormatError(source, made.id, "duplicate record id in this file")
-        seen.add(made.id)
+        explicit = isinstance(record, dict) and record.get("id") not in (None, "")
+        key = ("dialog id", made.id) if explicit else ("dialog id", source, made.id)
+        first = result.seen.get(key)
+        if first is not None:
+            if first["source"] == source:
+                reason = f"duplicate record id in this file: record #{first['index']} has it too"
+            else:
+                reason = f"duplicate record id: record #{first['index']} of {first['source']} has it too"
+            raise DialogFormatError(source, made.id, reason)
+        result.seen[key] = {"source": source, "index": index}
         return made
 
     for index, record, parse_error in records:
@@ -275,9 +289,17 @@ def load_files(path: str | Path, layout: str | None = None, on_error: str = "rai
     its split (see `file_split`); a single file, and folder files with other names, go to the train split."""
     names = {"train": "train", "eval": "eval", **(split_names or {})}
     result = LoadResult()
+    check_on_error(on_error)
     for file in data_files(Path(path)):
         split = file_split(file, names, names["train"]) if Path(path).is_dir() else names["train"]
-        _collect(iter_records(file), str(file), split, layout, on_error, result)
+        try:
+            records = list(iter_records(file))
+        except DialogFormatError as err:  # the file as a whole: skip mode rejects it and reads the others
+            if on_error != "skip":
+                raise
+            result.reject(err.source, None, err.reason)
+            continue
+        _collect(records, str(file), split, layout, on_error, result)
     return result
 
 

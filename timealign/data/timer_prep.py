@@ -4,7 +4,8 @@
 source named by `data.source` (synthetic | timelychat | dialogs | hub; loaders in `timealign.data.timelychat`) and
 writes:
     dataset/         datasets.DatasetDict saved with save_to_disk: the dialogs, one split per data split
-    manifest.json    counts, the target interval distribution over the paper's buckets, rejects, the settings used
+    manifest.json    counts, the target interval distribution over the paper's buckets, rejects, the settings used,
+                     the data's fingerprint (`timealign.data.fingerprint`: settings, source hashes, format version)
     rejects.jsonl    every rejected record with its file, id and reason
 `load_timer_prepared` reads the folder back.
 """
@@ -17,6 +18,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
 from timealign.data.records import LoadResult
 from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_hub_dialogs, load_timelychat
 from timealign.render.intervals import interval_bucket
@@ -83,11 +85,16 @@ def manifest(dialogs: list[TimerDialog], rejects: list[dict]) -> dict:
     }
 
 
-def prepare_timer_data(data, timer, out_dir: str | Path) -> dict:
-    """Load, validate and save the dialogs (see the module docstring); returns the manifest."""
+def prepare_timer_data(data, timer, out_dir: str | Path, fingerprint: Fingerprint | None = None) -> dict:
+    """Load, validate and save the dialogs into `out_dir` (see the module docstring); returns the manifest.
+
+    `fingerprint`: `data_fingerprint("dialogs", data, timer)` when the caller has it already. Training goes
+    through `timealign.data.prepared`, which writes a temporary folder and renames it into place.
+    """
     from datasets import Dataset, DatasetDict
 
     start = time.perf_counter()
+    fingerprint = fingerprint or data_fingerprint("dialogs", data, timer)  # before reading: the sources as loaded
     loaded = load_timer_source(data, timer)
     if not loaded.dialogs:
         raise ValueError(f"SFT data prep found no usable dialogs in {data.source} {data.path or ''}; "
@@ -107,6 +114,7 @@ def prepare_timer_data(data, timer, out_dir: str | Path) -> dict:
     info = manifest(loaded.dialogs, loaded.rejects)
     info["data"] = {k: getattr(data, k) for k in data.__dataclass_fields__}
     info["timer"] = {k: getattr(timer, k) for k in timer.__dataclass_fields__}
+    info["fingerprint"] = fingerprint.to_dict()
     info["seconds"] = round(time.perf_counter() - start, 3)
     (out / "manifest.json").write_text(json.dumps(info, indent=2))
     logger.info("wrote %d dialogs (%s) to %s; %d rejects", info["dialogs"],
@@ -115,16 +123,12 @@ def prepare_timer_data(data, timer, out_dir: str | Path) -> dict:
 
 
 def load_timer_prepared(prepared_dir: str | Path):
-    """The DatasetDict written by `prepare_timer_data` (refuses a folder prepared for another task)."""
+    """The DatasetDict written by `prepare_timer_data` (refuses pairs, another data format version, a folder
+    without a fingerprint)."""
     from datasets import load_from_disk
 
     prepared = Path(prepared_dir)
-    manifest_file = prepared / "manifest.json"
-    if manifest_file.exists():
-        fmt = json.loads(manifest_file.read_text()).get("format")
-        if fmt != FORMAT:
-            raise ValueError(f"{prepared}: prepared for another task (format {fmt!r}), not TIMER SFT dialogs; "
-                             "point data.prepared_dir elsewhere or delete it")
+    check_loadable(prepared, "dialogs")
     path = prepared / "dataset"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no prepared dialogs; run data prep first "

@@ -15,6 +15,7 @@ from pathlib import Path
 from timealign.config import RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
+from timealign.config.validate import check_data_path, check_model_reference
 
 logger = logging.getLogger("timealign.eval")
 
@@ -36,8 +37,9 @@ class EvalOptions:
     timestamps: bool | None = opt(None, "render with or without timestamps (default: the recipe's data.timestamps)")
     prompt_mode: str = opt("none", "none | reminder | rules: the TicToc paper's system-prompt strategies "
                                    "(Sec. 3.4, Fig. 12)")
-    family: str | None = opt(None, "tool-call syntax: tiny | qwen | llama3 | mistral | deepseek_r1 (default: "
-                                   "detected from the chat template)")
+    family: str | None = opt(None, "tool-call syntax and the paper protocol's template: tiny | qwen | llama3 | "
+                                   "mistral | deepseek_r1 | api (eval.backend=chat) (default: detected from the chat "
+                                   "template; api for the chat backend)")
     wandb: bool = opt(False, "log suite metrics and per-sample tables to a W&B run (project: wandb.project)")
 
 
@@ -109,7 +111,15 @@ def run(invocation: Invocation) -> int:
     unknown = [s for s in suites if s not in known]
     if unknown:
         raise RecipeError(f"unknown suite(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    if recipe.eval.backend == "chat" and set(suites) - {"tictoc"}:
+        # The chat backend sends message lists to an API; the other suites render prompt strings for a tokenizer.
+        raise RecipeError(f"eval.backend=chat evaluates the tictoc suite only (API models through chat completions); "
+                          f"run {', '.join(s for s in suites if s != 'tictoc')} with eval.backend=openai, vllm or hf")
     checkpoint = opts.checkpoint or recipe.model.name_or_path
+    # A missing local folder is said so here, not by the hub client ("Repo id must be in the form ...").
+    check_model_reference(checkpoint, "checkpoint" if opts.checkpoint else "model.name_or_path")
+    if "tictoc" in suites:  # its held-out pairs come from the recipe's data source
+        check_data_path(recipe)
     out = Path(opts.out or (Path(checkpoint) / "eval" if Path(checkpoint).is_dir()
                             else Path(recipe.resolved_output_dir()) / "eval-base"))
     evaluate(recipe, checkpoint, suites, out, timestamps=opts.timestamps, prompt_mode=opts.prompt_mode,

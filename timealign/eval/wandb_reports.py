@@ -1,18 +1,38 @@
-"""One W&B run per evaluation: `SUITE/metric` summaries and a per-sample table per suite (`wandb=true`)."""
+"""One W&B run per evaluation: `SUITE/metric` summaries and a per-sample table per suite (`wandb=true`).
+
+The run goes to the project training uses (`timealign.config.tracking.wandb_project`: WANDB_PROJECT, else
+wandb.project) and joins the group of the training run that made the checkpoint (read from its wandb_run.json)."""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+
+from timealign.config.tracking import training_run_of, wandb_entity, wandb_project
+
+logger = logging.getLogger("timealign.eval")
 
 
 def log_reports_to_wandb(recipe, checkpoint: str, out: Path, max_rows: int = 1000) -> str:
     """One W&B run per evaluation: `SUITE/metric` summaries and a per-sample table per suite."""
     import wandb
 
-    run = wandb.init(project=recipe.wandb.project, entity=recipe.wandb.entity, job_type="eval",
-                     name=f"eval-{Path(str(checkpoint)).name}", tags=[*recipe.wandb.tags, f"recipe:{recipe.name}"],
-                     config={"checkpoint": str(checkpoint), "timealign": recipe.to_dict()})
+    trained = training_run_of(checkpoint)
+    project = wandb_project(recipe)
+    if trained is None:
+        logger.info("%s records no W&B training run (%s): the eval run is not grouped", checkpoint,
+                    "trained without W&B" if Path(str(checkpoint)).is_dir() else "not a local checkpoint")
+    elif trained.get("project") != project:
+        logger.warning("the training run of %s is in W&B project %r, this eval goes to %r (WANDB_PROJECT or "
+                       "wandb.project differ): its group %r is per project", checkpoint, trained.get("project"),
+                       project, trained.get("group"))
+    name = f"eval:{trained['name']}" if trained else f"eval-{Path(str(checkpoint)).name}"
+    run = wandb.init(project=project, entity=wandb_entity(recipe), job_type="eval", name=name,
+                     group=trained.get("group") if trained else None,
+                     tags=[*recipe.wandb.tags, f"recipe:{recipe.name}"],
+                     config={"checkpoint": str(checkpoint), "timealign": recipe.to_dict(),
+                             "training_run": trained})
     try:
         for path in sorted(out.glob("*.json")):
             report = json.loads(path.read_text())

@@ -27,7 +27,7 @@ class ExperimentOptions:
 COMMAND = Command(
     prog="python -m timealign.experiment",
     summary="Tiny-model experiments that show (or refute) that offset-DPO teaches the tool-call decision to follow "
-            "elapsed time and TIMER SFT teaches response delays; CPU, about 15 minutes. Recipes: "
+            "elapsed time and TIMER SFT teaches response delays; 2 CPU cores, about 10 minutes. Recipes: "
             "recipes/experiment-dpo.yaml and recipes/experiment-timer.yaml.",
     options=ExperimentOptions,
     recipe="none",

@@ -22,9 +22,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from timealign.render.paper import PaperRenderer
 from timealign.render.timefmt import (
     elapsed_badge,
     format_timestamp,
+    parse_time,
 )
 
 logger = logging.getLogger(__name__)
@@ -45,6 +47,8 @@ RULES_PROMPT = (
     "last check, it is highly probable the professor has finished grading, so it is clearly better to query the "
     "tool again to get the latest result."
 )
+# Llama 3.1's template default for "Today Date"; used when prompts carry no times (see `template_date`).
+DEFAULT_TEMPLATE_DATE = "26 Jul 2024"
 PROMPT_MODES = {"none": None, "reminder": REMINDER_PROMPT, "rules": RULES_PROMPT}
 
 
@@ -117,16 +121,26 @@ class PromptRenderer:
     elapsed: bool = False
 
     @classmethod
-    def for_data(cls, tokenizer: Any, data: Any, *, timestamps: bool | None = None,
-                 prompt_mode: str = "none") -> "PromptRenderer":
+    def for_data(cls, tokenizer: Any, data: Any, *, timestamps: bool | None = None, prompt_mode: str = "none",
+                 family: str | None = None, reasoning: bool | None = None) -> "PromptRenderer | PaperRenderer":
         """The renderer a recipe's `data` section asks for: the one way to build a chat renderer from settings.
 
         Training, the tiny agent's warm-up and the TicToc suite all build it here, so a render option added to
         `DataSection` reaches training and evaluation alike. `timestamps` and `prompt_mode` are the evaluation-time
         overrides the eval command line allows (None: the recipe's `data.timestamps`; training renders "none").
+        `data.protocol=paper` gives the TicToc authors' rendering (`PaperRenderer`), where `family` overrides the
+        template read off the tokenizer and `reasoning` (the recipe's `eval.reasoning`) is the Qwen3 thinking run.
         """
-        return cls(tokenizer, timestamps=data.timestamps if timestamps is None else timestamps,
-                   prompt_mode=prompt_mode, elapsed=data.elapsed)
+        timestamps = data.timestamps if timestamps is None else timestamps
+        protocol = getattr(data, "protocol", "timealign")
+        if protocol == "paper":
+            return PaperRenderer(tokenizer, timestamps=timestamps, prompt_mode=prompt_mode, family=family,
+                                 thinking=bool(reasoning), elapsed=data.elapsed)
+        if protocol != "timealign":
+            raise ValueError(f"data.protocol must be timealign or paper, got {protocol!r}")
+        return cls(tokenizer, timestamps=timestamps, prompt_mode=prompt_mode, elapsed=data.elapsed)
+
+    protocol = "timealign"
 
     def __post_init__(self):
         if self.prompt_mode not in PROMPT_MODES:
@@ -162,9 +176,21 @@ class PromptRenderer:
                 out.insert(0, {"role": "system", "content": addition})
         return out
 
-    def _apply(self, messages: list[dict], tools, add_generation_prompt: bool) -> str:
+    def template_date(self, messages: list[dict]) -> str:
+        """The date templates may print (Llama's "Today Date: 26 Jul 2024"), fixed so no prompt depends on the day
+        it is rendered (Llama 3.2's template would print today's date): the conversation's first date with
+        timestamps on, the Llama 3.1 template's own default without (no time information leaks in)."""
+        if self.timestamps:
+            for message in messages:
+                if message.get("time"):
+                    return parse_time(message["time"]).strftime("%d %b %Y")
+        return DEFAULT_TEMPLATE_DATE
+
+    def _apply(self, messages: list[dict], tools, add_generation_prompt: bool, date: str) -> str:
+        # date_string is the variable Llama 3.x templates read; templates without it ignore extra variables.
         text = self.tokenizer.apply_chat_template(
-            messages, tools=_decode_tools(tools), tokenize=False, add_generation_prompt=add_generation_prompt
+            messages, tools=_decode_tools(tools), tokenize=False, add_generation_prompt=add_generation_prompt,
+            date_string=date,
         )
         # Rendered text is tokenized later with add_special_tokens=True (TRL's string path, vLLM, our HF backend),
         # which adds BOS again for Llama-style tokenizers: leave the template's BOS out so there is exactly one.
@@ -190,7 +216,8 @@ class PromptRenderer:
     # -- public API ----------------------------------------------------------------------------------------
     def prompt(self, messages: list[dict], tools: Any = None) -> str:
         """The generation prompt that training and evaluation both feed the model."""
-        text = self._apply(self.prepare_messages(messages), tools, add_generation_prompt=True)
+        text = self._apply(self.prepare_messages(messages), tools, add_generation_prompt=True,
+                           date=self.template_date(messages))
         if self.timestamps:
             text += self.reply_stamp(messages, self.reply_time(messages))
         return text
@@ -198,13 +225,15 @@ class PromptRenderer:
     def completion(self, messages: list[dict], response: dict, tools: Any = None) -> str:
         """The text of `response` (one assistant message) as the template renders it after `prompt()`."""
         prepared = self.prepare_messages(messages)
-        return self._completion(messages, prepared, self._apply(prepared, tools, True), response, tools)
+        prompt_plain = self._apply(prepared, tools, True, date=self.template_date(messages))
+        return self._completion(messages, prepared, prompt_plain, response, tools)
 
     def _completion(self, messages, prepared, prompt_plain: str, response: dict, tools) -> str:
         reply = dict(response)
         if self.timestamps:
             reply["time"] = self.reply_time(messages)
-        full = self._apply(prepared + [self._prepare_one(reply, messages)], tools, add_generation_prompt=False)
+        full = self._apply(prepared + [self._prepare_one(reply, messages)], tools, add_generation_prompt=False,
+                           date=self.template_date(messages))
         if not full.startswith(prompt_plain):
             raise ValueError(
                 "the chat template renders the prompt differently once a reply follows it; cannot split "
@@ -229,7 +258,7 @@ class PromptRenderer:
     def pair(self, messages: list[dict], chosen: dict, rejected: dict, tools: Any = None) -> dict[str, str]:
         """TRL's standard preference layout (strings) for one conversational pair."""
         prepared = self.prepare_messages(messages)
-        prompt_plain = self._apply(prepared, tools, add_generation_prompt=True)
+        prompt_plain = self._apply(prepared, tools, add_generation_prompt=True, date=self.template_date(messages))
         prompt = prompt_plain + (self.reply_stamp(messages, self.reply_time(messages)) if self.timestamps else "")
         return {
             "prompt": prompt,
@@ -241,7 +270,8 @@ class PromptRenderer:
         """Names the roles whose timestamps the template drops (empty list: all stamps rendered)."""
         if not self.timestamps:
             return []
-        text = self._apply(self.prepare_messages(messages), tools, add_generation_prompt=False)
+        text = self._apply(self.prepare_messages(messages), tools, add_generation_prompt=False,
+                           date=self.template_date(messages))
         return [m["role"] for m in messages
                 if m.get("role") in ("user", "assistant", "tool") and format_timestamp(m["time"]) not in text]
 

@@ -87,3 +87,18 @@ def timer_renderer_for_checkpoint(tokenizer: Any, checkpoint: str | Path | None 
         logger.warning("TIMER: rendering without special tokens for a checkpoint with no TIMER recipe; the scores only "
                        "mean something for a model trained with timer.special_tokens=false")
     return TimerRenderer.for_timer(tokenizer, settings)
+
+
+def trained_prompt_protocol(checkpoint: str | Path | None) -> str | None:
+    """The `data.protocol` a DPO checkpoint was trained with (None: no saved recipe, or not a DPO run)."""
+    if checkpoint is None:
+        return None
+    path = Path(checkpoint) / CHECKPOINT_RECIPE
+    if not path.is_file():
+        return None
+    import yaml
+
+    saved = yaml.safe_load(path.read_text()) or {}
+    if saved.get("task") != "dpo":
+        return None
+    return (saved.get("data") or {}).get("protocol", "timealign")  # recipes saved before the field: timealign

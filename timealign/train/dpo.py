@@ -1,11 +1,11 @@
 """Offset-DPO training entry point (`train/dpo.py` is the thin script that calls `main`).
 
-    accelerate launch train/dpo.py recipe=llama8b [key=value ...]
+    accelerate launch --config_file recipes/accelerate/fsdp_offload.yaml train/dpo.py recipe=llama8b [key=value ...]
     python train/dpo.py recipe=tiny
 
-Steps: data prep (once, on the main process, unless `data.prepared_dir` already holds a prepared dataset) ->
-render every pair with the shared PromptRenderer -> OffsetDPOTrainer (TRL DPOTrainer subclass) -> save the model,
-tokenizer and resolved recipe to `output_dir`.
+Steps: data prep (once per job, by rank 0, unless the prepared folder holds this recipe's data fingerprint;
+`timealign.data.prepared`) -> render every pair with the shared PromptRenderer -> OffsetDPOTrainer (TRL
+DPOTrainer subclass) -> save the model, tokenizer and resolved recipe to `output_dir`.
 """
 
 from __future__ import annotations
@@ -28,68 +28,125 @@ Override any recipe field with dotted keys, for example:
   data.source=v1 data.path=/data/tictoc-v1 output_dir=outputs/my-run training.report_to=wandb""",
     task="dpo",
     recipe="required",
+    reads_inputs=True,
 )
 
 
-def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0):
+def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0, fit=None):
     """Conversational pairs -> TRL's standard layout strings, through the shared renderer.
 
-    `offset_scale` multiplies every offset (ODPO's alpha): 0 trains plain DPO on the same pairs.
+    `offset_scale` multiplies every offset (ODPO's alpha): 0 trains plain DPO on the same pairs. `fit`: a
+    `timealign.train.lengths.PairFitter` that keeps every pair within training.max_length per data.overlength
+    (shortening prompts by whole oldest turns, dropping or refusing pairs) and counts what it did (`fit.report`).
     """
     if offset_scale < 0:
         raise RecipeError(f"data.offset_scale must be >= 0, got {offset_scale}")
 
+    from timealign.render.paper import UnrenderableSample
+
     def render(row):
-        out = renderer.pair(row["prompt"], row["chosen"][0], row["rejected"][0], row["tools"])
-        if offset_scale != 1.0:
-            out["margin"] = row["margin"] * offset_scale
+        try:
+            if fit is None:
+                out = renderer.pair(row["prompt"], row["chosen"][0], row["rejected"][0], row["tools"])
+            else:
+                out = fit.pair(row)
+            out["unrenderable"] = ""
+        except UnrenderableSample as err:  # paper protocol only: the authors' code skipped these samples too
+            out = {"prompt": "", "chosen": "", "rejected": "", "unrenderable": str(err), **(fit.columns if fit else {})}
+        out["margin"] = row["margin"] * offset_scale
         return out
 
-    return dataset.map(render, remove_columns=["prompt", "chosen", "rejected", "tools"], desc=desc)
+    rendered = dataset.map(render, remove_columns=["prompt", "chosen", "rejected", "tools"], desc=desc)
+    refused = [(i, reason) for i, reason in enumerate(rendered["unrenderable"]) if reason]
+    if refused:
+        if len(refused) == len(rendered):
+            raise RecipeError(f"{desc}: no pair can be rendered in the {renderer.protocol} protocol; first: "
+                              f"{refused[0][1]}")
+        logger.warning("%s: %d of %d pairs cannot be rendered in the %s protocol and are left out (the authors' code "
+                       "skipped them too), e.g. %s: %s", desc, len(refused), len(rendered), renderer.protocol,
+                       rendered[refused[0][0]]["id"], refused[0][1])
+        rendered = rendered.filter(lambda reason: not reason, input_columns=["unrenderable"])
+    rendered = rendered.remove_columns(["unrenderable"])
+    return rendered if fit is None else fit.finish(rendered)
 
 
-def build_trainer(recipe):
-    """Everything up to a ready OffsetDPOTrainer (used by main and by tests/benchmarks)."""
+def build_trainer(recipe, claim: bool = True):
+    """Everything up to a ready OffsetDPOTrainer (used by main and by tests/benchmarks).
+
+    `claim`: first make output_dir this run's (`timealign.train.output_dir`): another run there raises
+    OutputDirInUse, this run finished raises AlreadyTrained (`run` returns the folder then), both before any work.
+    """
     from trl import DPOConfig
 
     from timealign.data.pairs import load_prepared
     from timealign.data.prepared import ensure_prepared
     from timealign.render.chat import PromptRenderer
+    from timealign.train.launch_check import check_launch, check_trainer
+    from timealign.train.lengths import LengthReportCallback, PairFitter, check_against_trainer, check_mode, write_reports
     from timealign.train.models import load_model, load_tokenizer, lora_config, resolve_base_model
     from timealign.train.odpo import OffsetDPOTrainer
+    from timealign.train.output_dir import claim_output_dir
     from timealign.train.tracking import training_args
 
+    launched = check_launch(recipe, DPOConfig)  # before data prep and the model: runs as the recipe asks?
+    check_mode(recipe.data.overlength)
+    if claim:
+        claim_output_dir(recipe)  # before data prep: output_dir holds no other run (or it is overwritten on purpose)
     model_path = resolve_base_model(recipe.model.name_or_path)
     data = load_prepared(ensure_prepared(recipe))
     if recipe.data.train_split not in data:
         raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
 
     tokenizer = load_tokenizer(model_path, recipe.model)
-    renderer = PromptRenderer.for_data(tokenizer, recipe.data)
+    renderer = PromptRenderer.for_data(tokenizer, recipe.data, reasoning=recipe.eval.reasoning)
     scale = recipe.data.offset_scale
-    train_ds = render_split(data[recipe.data.train_split], renderer, "Rendering train pairs", scale)
+    args = training_args(recipe, DPOConfig)
+    fits = {}  # split -> PairFitter: pairs within args.max_length per data.overlength, counted
+
+    def fitter(split: str) -> PairFitter:
+        fits[split] = PairFitter(renderer, tokenizer, args.max_length, recipe.data.overlength, split,
+                                 args.truncation_mode)
+        return fits[split]
+
+    train_split, eval_split = recipe.data.train_split, recipe.data.eval_split
+    train_ds = render_split(data[train_split], renderer, "Rendering train pairs", scale, fitter(train_split))
     eval_ds = None
-    if recipe.data.eval_split in data and recipe.training.get("eval_strategy", "no") != "no":
-        eval_ds = render_split(data[recipe.data.eval_split], renderer, "Rendering eval pairs", scale)
+    if eval_split in data and args.eval_strategy != "no":
+        eval_ds = render_split(data[eval_split], renderer, "Rendering eval pairs", scale, fitter(eval_split))
 
     model = load_model(model_path, recipe.model)
-    return OffsetDPOTrainer(
+    trainer = OffsetDPOTrainer(
         model=model,
-        args=training_args(recipe, DPOConfig),
+        args=args,
         train_dataset=train_ds,
         eval_dataset=eval_ds,
         processing_class=tokenizer,
         peft_config=lora_config(recipe.lora) if recipe.lora.enabled else None,
     )
+    reports = {split: fit.report for split, fit in fits.items()}
+    tokenized = {train_split: trainer.train_dataset, eval_split: trainer.eval_dataset}
+    for split, report in reports.items():  # TRL's own tokenization agrees with the counts
+        check_against_trainer(report, tokenized[split], args.max_length, args.truncation_mode)
+    if trainer.is_world_process_zero():
+        write_reports(reports, args.output_dir)
+    trainer.add_callback(LengthReportCallback(reports))
+    check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
+    return trainer
 
 
 def run(recipe) -> Path:
     """Train and save; resumes per training.resume_from_checkpoint (auto|path|false). On SIGUSR1/SIGTERM (or the
     SLURM launcher's stop file) it checkpoints, stops and raises TrainingPreempted (exit code 75: requeue me)."""
     from timealign.data.prepared import prepared_dir_for
+    from timealign.train.output_dir import AlreadyTrained
     from timealign.train.resume import train_and_save
 
-    return train_and_save(build_trainer(recipe), recipe, data_dir=prepared_dir_for(recipe))
+    try:
+        trainer = build_trainer(recipe)
+    except AlreadyTrained as done:
+        logger.warning("%s", done)
+        return done.output_dir
+    return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,10 @@
     session.finish()   # raises TrainingPreempted (a SystemExit with code EXIT_REQUEUE) after a preemption checkpoint
 
 Resume (`training.resume_from_checkpoint`): `auto` (what the cluster launcher passes) continues from the newest
-complete `checkpoint-N` in output_dir, or starts fresh when there is none; a path resumes from that checkpoint;
+`checkpoint-N` in output_dir that loads completely (`checkpoint_problem`: trainer state, weights, optimizer,
+scheduler and RNG states whole), warning about each newer one it skips and why, or starts fresh when there is none
+(a skipped folder is left as it is: the resumed run overwrites it when it saves that step); a path resumes from
+that checkpoint (refused, with the reason, when it does not load completely);
 `false`/unset starts fresh. transformers restores the model, optimizer, scheduler, RNG states and the data position,
 so the resumed run repeats the uninterrupted run's steps exactly. With `auto`, a checkpoint written under a different
 recipe (model, data settings, learning rate, ...) is refused instead of silently continued.
@@ -47,8 +50,9 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 AUTO_WORDS = ("auto", "true", "latest", "last", "yes", "1", "on")
 
 # Recipe keys that may change between a run and its resumption (bookkeeping, not what is trained).
-RESUME_IGNORED = ("output_dir", "description", "wandb", "launch", "eval", "data.path", "data.prepared_dir",
-                  "training.resume_from_checkpoint", "training.report_to", "training.run_name",
+RESUME_IGNORED = ("output_dir", "overwrite_output_dir", "description", "wandb", "launch", "eval", "data.path",
+                  "data.prepared_dir",
+                  "data.prep_timeout", "training.resume_from_checkpoint", "training.report_to", "training.run_name",
                   "training.logging_steps", "training.save_steps", "training.save_strategy",
                   "training.save_total_limit",
                   "training.max_steps", "training.num_train_epochs", "training.eval_strategy", "training.eval_steps",
@@ -69,25 +73,192 @@ class TrainingPreempted(SystemExit):
 # ---------------------------------------------------------------------------------------------- resume
 
 
-def checkpoints(output_dir: str | Path) -> list[Path]:
-    """Complete `checkpoint-N` folders (with trainer_state.json, written last), oldest first."""
+# What a checkpoint must hold to resume the very run it was written by (transformers' Trainer._save_checkpoint).
+WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin", "adapter_model.bin",
+                "pytorch_model_fsdp.bin")
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+JSON_FILES = ("trainer_state.json", "config.json", "adapter_config.json")  # the first is required
+FULL_CHECK_BYTES = 256 << 20  # torch files up to this size are also CRC-checked (rng, scheduler; tiny optimizers)
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why `path` is not a complete safetensors file (header, then exactly the bytes the header indexes), or None."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return f"{path.name} is truncated ({size} bytes, no header)"
+            length = int.from_bytes(head, "little")
+            if length > size - 8:
+                return f"{path.name} is truncated ({size} bytes; its header alone needs {length + 8})"
+            header = json.loads(fh.read(length))
+    except (OSError, ValueError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return f"{path.name} has no readable safetensors header ({err})"
+    try:
+        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+        return f"{path.name} has a malformed safetensors header ({err!r})"
+    expected = 8 + length + end
+    if size != expected:
+        return f"{path.name} is {'truncated' if size < expected else 'longer than its header says'} " \
+               f"({size} of {expected} bytes)"
+    return None
+
+
+def _torch_file_problem(path: Path) -> str | None:
+    """Why `path` is not a complete torch.save archive (a zip: truncation loses its central directory), or None."""
+    import zipfile
+
+    size = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+            if not entries:
+                return f"{path.name} is an empty archive"
+            if any(e.header_offset + e.compress_size > size for e in entries):
+                return f"{path.name} is truncated ({size} bytes)"
+            if size <= FULL_CHECK_BYTES:
+                bad = archive.testzip()
+                if bad is not None:
+                    return f"{path.name} is corrupt (bad CRC in {bad})"
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as err:
+        return f"{path.name} is not a complete torch file ({size} bytes: {err})"
+    return None
+
+
+def _sharded_problem(folder: Path) -> str | None:
+    """A torch.distributed.checkpoint folder (FSDP SHARDED_STATE_DICT): `.metadata` is written last."""
+    if not (folder / ".metadata").is_file():
+        return f"{folder.name}/ has no .metadata (an unfinished sharded save)"
+    return None
+
+
+def _weights_problem(path: Path) -> str | None:
+    # DeepSpeed's own model states (ZeRO-3: the real weights; model.safetensors may hold placeholders).
+    deepspeed = [f for d in sorted(path.glob("global_step*")) if d.is_dir() for f in sorted(d.glob("*model_states.pt"))]
+    return next(filter(None, map(_torch_file_problem, deepspeed)), None) or _hf_weights_problem(path)
+
+
+def _hf_weights_problem(path: Path) -> str | None:
+    for name in WEIGHT_INDEXES:
+        index = path / name
+        if index.is_file():
+            try:
+                shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+                return f"{name} does not parse ({err!r})"
+            for shard in shards:
+                file = path / shard
+                if not file.is_file():
+                    return f"{name} lists {shard}, which is missing"
+                problem = _safetensors_problem(file) if shard.endswith(".safetensors") else _torch_file_problem(file)
+                if problem:
+                    return problem
+            return None
+    for name in WEIGHT_FILES:
+        file = path / name
+        if file.is_file():
+            return _safetensors_problem(file) if name.endswith(".safetensors") else _torch_file_problem(file)
+    sharded = [d for d in path.iterdir() if d.is_dir() and d.name.startswith("pytorch_model_fsdp")]
+    if sharded:
+        return next(filter(None, map(_sharded_problem, sharded)), None)
+    if any(path.glob("global_step*/*model_states.pt")):
+        return None
+    return f"no weights file ({' / '.join(WEIGHT_FILES[:2])})"
+
+
+def _optimizer_problem(path: Path) -> str | None:
+    for name in ("optimizer.pt", "optimizer.bin"):
+        if (path / name).is_file():
+            return _torch_file_problem(path / name)
+    sharded = [d for d in path.iterdir() if d.is_dir() and d.name.startswith("optimizer")]
+    if sharded:
+        return next(filter(None, map(_sharded_problem, sharded)), None)
+    deepspeed = [f for d in sorted(path.glob("global_step*")) if d.is_dir() for f in sorted(d.glob("*optim_states.pt"))]
+    if deepspeed:
+        return next(filter(None, map(_torch_file_problem, deepspeed)), None)
+    return "no optimizer state (optimizer.pt): resuming would restart the optimizer (a save_only_model checkpoint?)"
+
+
+def checkpoint_problem(path: str | Path) -> str | None:
+    """Why `path` cannot resume training exactly, or None when it loads completely: trainer_state.json (and
+    config.json) parse; the weights are complete (safetensors: header and size; torch files: a whole zip archive,
+    CRC-checked up to FULL_CHECK_BYTES; sharded FSDP/DeepSpeed folders: their last-written file); optimizer.pt,
+    scheduler.pt and at least one rng_state*.pth are whole. Cheap: reads headers, not the tensors."""
+    path = Path(path)
+    if not path.is_dir():
+        return "not a folder"
+    for name in JSON_FILES:
+        file = path / name
+        if not file.is_file():
+            if name == "trainer_state.json":
+                return "no trainer_state.json (killed while saving?)"
+            continue
+        try:
+            state = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            return f"{name} does not parse ({err})"
+        if not isinstance(state, dict):
+            return f"{name} is not a JSON object"
+    deepspeed = any(d.is_dir() for d in path.glob("global_step*"))
+    if deepspeed and not (path / "latest").is_file():  # DeepSpeed's save_checkpoint writes `latest` last
+        return "no DeepSpeed `latest` file (an unfinished DeepSpeed save)"
+    problem = _weights_problem(path) or _optimizer_problem(path)
+    if problem:
+        return problem
+    if not (path / "scheduler.pt").is_file() and not deepspeed:  # DeepSpeed's own scheduler lives in global_step*
+        return "no scheduler.pt"
+    rng = sorted(path.glob("rng_state*.pth"))
+    if not rng:
+        return "no rng_state.pth: the resumed run would not repeat the uninterrupted one"
+    for file in [path / "scheduler.pt", path / "scaler.pt", *rng]:
+        if file.is_file():
+            problem = _torch_file_problem(file)
+            if problem:
+                return problem
+    return None
+
+
+def checkpoint_folders(output_dir: str | Path) -> list[Path]:
+    """Every `checkpoint-N` folder in output_dir, oldest first (complete or not)."""
     root = Path(output_dir)
     if not root.is_dir():
         return []
-    found = []
-    for path in root.iterdir():
-        match = _CHECKPOINT.match(path.name)
-        if match and path.is_dir():
-            if (path / "trainer_state.json").is_file():
-                found.append((int(match.group(1)), path))
-            else:
-                logger.warning("ignoring incomplete checkpoint %s (no trainer_state.json)", path)
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _CHECKPOINT.match(p.name)) and p.is_dir()]
     return [path for _, path in sorted(found)]
 
 
+def checkpoints(output_dir: str | Path) -> list[Path]:
+    """The `checkpoint-N` folders that load completely (`checkpoint_problem`), oldest first; a warning per other."""
+    complete = []
+    for path in checkpoint_folders(output_dir):
+        problem = checkpoint_problem(path)
+        if problem:
+            logger.warning("ignoring checkpoint %s: %s", path, problem)
+        else:
+            complete.append(path)
+    return complete
+
+
 def newest_checkpoint(output_dir: str | Path) -> str | None:
-    found = checkpoints(output_dir)
-    return str(found[-1]) if found else None
+    """The newest `checkpoint-N` that loads completely; each newer one is skipped with a warning saying why (from
+    rank 0; every rank decides the same on the shared output_dir)."""
+    from timealign.config.cli import launcher_rank
+
+    warn = logger.warning if launcher_rank() == 0 else logger.debug
+    skipped = 0
+    for path in reversed(checkpoint_folders(output_dir)):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            if skipped:
+                warn("resuming from the older %s instead", path)
+            return str(path)
+        skipped += 1
+        warn("skipping checkpoint %s: %s", path, problem)
+    if skipped:
+        warn("none of the %d checkpoints in %s loads completely: starting fresh", skipped, output_dir)
+    return None
 
 
 def resolve_resume(value, output_dir: str | Path) -> str | None:
@@ -106,6 +277,10 @@ def resolve_resume(value, output_dir: str | Path) -> str | None:
     if not (path / "trainer_state.json").is_file():
         raise RecipeError(f"training.resume_from_checkpoint={text!r}: not a checkpoint folder (no trainer_state.json). "
                           "Use auto, false or a checkpoint-N folder.")
+    problem = checkpoint_problem(path)
+    if problem:
+        raise RecipeError(f"training.resume_from_checkpoint={text}: it does not load completely: {problem}. Use auto "
+                          "(the newest checkpoint that does), false, or another checkpoint-N folder.")
     return str(path)
 
 
@@ -136,7 +311,14 @@ def check_resume_compatible(recipe, checkpoint: str | Path) -> None:
     if not path.is_file():
         logger.warning("%s has no %s; cannot check that it was trained with this recipe", checkpoint, CHECKPOINT_RECIPE)
         return
-    saved = yaml.safe_load(path.read_text()) or {}
+    try:
+        saved = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        saved = err
+    if not isinstance(saved, dict):
+        logger.warning("%s does not parse (%s); cannot check that %s was trained with this recipe", path,
+                       str(saved).splitlines()[0] if saved else "empty", checkpoint)
+        return
     diffs = recipe_differences(saved, recipe.to_dict())
     if diffs:
         before, now = _flatten(saved), _flatten(recipe.to_dict())
@@ -228,7 +410,9 @@ class _RecipeSnapshotCallback(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if state.is_world_process_zero and folder.is_dir():
-            (folder / CHECKPOINT_RECIPE).write_text(self.text)
+            tmp = folder / f".{CHECKPOINT_RECIPE}.tmp"  # whole or absent: a torn copy would misreport differences
+            tmp.write_text(self.text)
+            os.replace(tmp, folder / CHECKPOINT_RECIPE)
 
 
 # ---------------------------------------------------------------------------------------------- session

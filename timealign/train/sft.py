@@ -1,12 +1,13 @@
 """TIMER-style multi-task SFT entry point (`train/sft.py` is the thin script that calls `main`).
 
-    accelerate launch train/sft.py recipe=timer3b [key=value ...]
+    accelerate launch --config_file recipes/accelerate/zero3.yaml train/sft.py recipe=timer3b [key=value ...]
     python train/sft.py recipe=tiny-timer
 
-Steps: data prep (once, on the main process, unless `data.prepared_dir` already holds prepared dialogs) -> add the
-TIMER tokens to the tokenizer and model -> render every dialog with the shared `TimerRenderer` into input ids, labels
-and time/response token types -> `TimerSFTTrainer` (TRL SFTTrainer subclass, loss = L_response + lambda * L_time) ->
-save the model (or LoRA adapter), tokenizer, resolved recipe and training log to `output_dir`.
+Steps: data prep (once per job, by rank 0, unless the prepared folder holds this recipe's data fingerprint;
+`timealign.data.prepared`) -> add the TIMER tokens to the tokenizer and model -> render every dialog with the
+shared `TimerRenderer` into input ids, labels and time/response token types -> `TimerSFTTrainer` (TRL SFTTrainer
+subclass, loss = L_response + lambda * L_time) -> save the model (or LoRA adapter), tokenizer, resolved recipe and
+training log to `output_dir`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ Override any recipe field with dotted keys, for example:
   training.learning_rate=1e-4 output_dir=outputs/my-run training.report_to=wandb""",
     task="sft",
     recipe="required",
+    reads_inputs=True,
 )
 
 NEW_TOKEN_MODES = ("trainable_tokens", "modules_to_save")
@@ -90,17 +92,24 @@ def build_model_and_tokenizer(recipe):
     return model, tokenizer, token_ids
 
 
-def build_trainer(recipe):
-    """Everything up to a ready TimerSFTTrainer (used by main and by tests/benchmarks)."""
+def build_trainer(recipe, claim: bool = True):
+    """Everything up to a ready TimerSFTTrainer (used by main and by tests/benchmarks); `claim` as in
+    `timealign.train.dpo.build_trainer` (output_dir must hold no other run)."""
     from trl import SFTConfig
 
     from timealign.data.prepared import ensure_prepared
     from timealign.data.timer_prep import load_timer_prepared
     from timealign.render.timer import TimerRenderer
+    from timealign.train.launch_check import check_launch, check_trainer
     from timealign.train.timer import TimerSFTTrainer, timer_lora_config
     from timealign.train.tracking import training_args
 
     check_timer_section(recipe.timer)
+    launched = check_launch(recipe, SFTConfig)  # before data prep and the model: runs as the recipe asks?
+    if claim:
+        from timealign.train.output_dir import claim_output_dir
+
+        claim_output_dir(recipe)  # before data prep: output_dir holds no other run (or it is overwritten on purpose)
     data = load_timer_prepared(ensure_prepared(recipe))
     if recipe.data.train_split not in data:
         raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
@@ -117,7 +126,7 @@ def build_trainer(recipe):
     peft_config = None
     if recipe.lora.enabled:
         peft_config = timer_lora_config(recipe.lora, model, token_ids, recipe.timer.lora_new_tokens)
-    return TimerSFTTrainer(
+    trainer = TimerSFTTrainer(
         model=model,
         args=args,
         train_dataset=train_ds,
@@ -127,14 +136,22 @@ def build_trainer(recipe):
         lambda_time=recipe.timer.lambda_time,
         loss_normalization=recipe.timer.loss_normalization,
     )
+    check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
+    return trainer
 
 
 def run(recipe) -> Path:
     """Train and save, with the same resume and preemption handling as DPO (timealign.train.resume)."""
     from timealign.data.prepared import prepared_dir_for
+    from timealign.train.output_dir import AlreadyTrained
     from timealign.train.resume import train_and_save
 
-    return train_and_save(build_trainer(recipe), recipe, data_dir=prepared_dir_for(recipe))
+    try:
+        trainer = build_trainer(recipe)
+    except AlreadyTrained as done:
+        logger.warning("%s", done)
+        return done.output_dir
+    return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,15 +1,18 @@
 """Run provenance for W&B and `run_info.json`: git commit, data fingerprint, SLURM job, the resolved recipe.
 
-`setup_wandb` starts the W&B run itself (main process only) before `trainer.train()`, so the run gets the recipe's
-project, entity and name, tags with the recipe, the data fingerprint and the git commit, and the full resolved
-recipe as config; TRL/transformers' `WandbCallback` then finds the run open and adds the training arguments to it.
-A run resumed from a checkpoint continues the same W&B run (its id is kept in `<output_dir>/wandb_run_id`).
-`WANDB_MODE=offline` works as usual (`wandb sync` later).
+`setup_wandb` starts the W&B run itself (main process only) before `trainer.train()`, with the names of
+`timealign.config.tracking` (shared with eval): project WANDB_PROJECT else wandb.project, a run name built from the
+command line's overrides (`tiny:lr=1e-5,beta=0.2`) unless wandb.name is set, and a group `NAME (ID)` that the
+evaluations of its checkpoints join. Tags carry the recipe, the data fingerprint and the git commit; the full
+resolved recipe is the config. TRL/transformers' `WandbCallback` then finds the run open and adds the training
+arguments to it. The run's id, name, group and project go to `<output_dir>/wandb_run.json`; a run resumed from a
+checkpoint continues the same W&B run. `WANDB_MODE=offline` works as usual (`wandb sync` later).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import secrets
@@ -17,10 +20,16 @@ import subprocess
 from pathlib import Path
 
 from timealign.config import REPO_ROOT
+from timealign.config.tracking import (
+    TRAINING_RUN_FILE,
+    run_group,
+    run_name,
+    wandb_entity,
+    wandb_project,
+)
 
 logger = logging.getLogger("timealign.train.tracking")
 
-WANDB_ID_FILE = "wandb_run_id"
 SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_GPUS_ON_NODE",
               "SLURM_JOB_PARTITION", "SLURM_RESTART_COUNT", "SLURM_ARRAY_TASK_ID")
 
@@ -83,18 +92,17 @@ def run_provenance(recipe, data_dir) -> dict:
     return {"git": git_revision(), "data_fingerprint": data_fingerprint(data_dir), "slurm": slurm_info()}
 
 
-def _wandb_run_id(output_dir: Path, resuming: bool) -> str:
-    """Same id when resuming (the W&B run continues), a fresh one otherwise; WANDB_RUN_ID wins."""
-    if os.environ.get("WANDB_RUN_ID"):
-        return os.environ["WANDB_RUN_ID"]
-    path = output_dir / WANDB_ID_FILE
-    if resuming and path.is_file() and path.read_text().strip():
-        return path.read_text().strip()
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    run_id = "".join(secrets.choice(alphabet) for _ in range(8))  # W&B's own id format
-    output_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(run_id + "\n")
-    return run_id
+def _training_run(output_dir: Path, resuming: bool) -> dict:
+    """The recorded run when resuming (the W&B run continues), else a fresh id; WANDB_RUN_ID wins."""
+    path = output_dir / TRAINING_RUN_FILE
+    record = json.loads(path.read_text()) if resuming and path.is_file() else {}
+    chosen = os.environ.get("WANDB_RUN_ID")
+    if chosen and record.get("id") != chosen:
+        record = {"id": chosen}
+    if not record.get("id"):
+        alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+        record = {"id": "".join(secrets.choice(alphabet) for _ in range(8))}  # W&B's own id format
+    return record
 
 
 def setup_wandb(trainer, recipe, *, provenance: dict, resume_from: str | None) -> str | None:
@@ -105,19 +113,23 @@ def setup_wandb(trainer, recipe, *, provenance: dict, resume_from: str | None) -
     import wandb
 
     output_dir = Path(trainer.args.output_dir)
-    run_id = _wandb_run_id(output_dir, resuming=resume_from is not None)
-    config = {"timealign": recipe.to_dict(), "git": provenance["git"],
+    record = _training_run(output_dir, resuming=resume_from is not None)
+    run_id = record["id"]
+    name = record.get("name") or run_name(recipe)
+    record.update(name=name, group=record.get("group") or run_group(name, run_id), project=wandb_project(recipe),
+                  entity=wandb_entity(recipe))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / TRAINING_RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    config = {"timealign": recipe.to_dict(), "overrides": getattr(recipe, "overrides", {}), "git": provenance["git"],
               "data_fingerprint": provenance["data_fingerprint"], "slurm": provenance["slurm"],
               "resumed_from": resume_from}
     if wandb.run is not None and wandb.run.id != run_id:
         wandb.finish()
     if wandb.run is None:
-        wandb.init(project=os.environ.get("WANDB_PROJECT") or recipe.wandb.project,
-                   entity=os.environ.get("WANDB_ENTITY") or recipe.wandb.entity,
-                   name=trainer.args.run_name or recipe.wandb.name or recipe.name, id=run_id, resume="allow",
-                   job_type=recipe.task, tags=wandb_tags(recipe, provenance["data_fingerprint"], provenance["git"]),
-                   config=config)
-    logger.info("W&B run %s (project %s)", run_id, wandb.run.project if wandb.run else "?")
+        wandb.init(project=record["project"], entity=record["entity"], name=name, group=record["group"], id=run_id,
+                   resume="allow", job_type=recipe.task,
+                   tags=wandb_tags(recipe, provenance["data_fingerprint"], provenance["git"]), config=config)
+    logger.info("W&B run %s %r (project %s, group %r)", run_id, name, record["project"], record["group"])
     return run_id
 
 
@@ -135,15 +147,9 @@ def finish_wandb(summary: dict | None = None) -> None:
 
 
 def training_args(recipe, config_cls):
-    """TRL's config (DPOConfig / SFTConfig) from the recipe's `training` section, named after the recipe; with W&B
-    reporting, the recipe's project and entity become the defaults the Trainer's W&B callback reads."""
-    import os
-
+    """TRL's config (DPOConfig / SFTConfig) from the recipe's `training` section, with the W&B run's name. The W&B
+    project is set where the run is opened (`setup_wandb`), not in the environment: one process may train several
+    recipes (timealign.experiment), and an exported WANDB_PROJECT must stay the user's."""
     training = dict(recipe.training)
-    training.setdefault("run_name", recipe.wandb.name or recipe.name)
-    args = config_cls(output_dir=recipe.resolved_output_dir(), **training)
-    if "wandb" in (args.report_to or []):
-        os.environ.setdefault("WANDB_PROJECT", recipe.wandb.project)
-        if recipe.wandb.entity:
-            os.environ.setdefault("WANDB_ENTITY", recipe.wandb.entity)
-    return args
+    training.setdefault("run_name", run_name(recipe))
+    return config_cls(output_dir=recipe.resolved_output_dir(), **training)

@@ -7,21 +7,46 @@ of its training pair (`tests/test_render_parity.py` checks it).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from timealign.backends.cache import cached_generate
+from timealign.backends.chat import ChatBackend
 from timealign.config import DataSection
 from timealign.config.schema import opt
 from timealign.render.chat import PromptRenderer
+from timealign.render.checkpoint import trained_prompt_protocol
+from timealign.render.families import detect_family
+from timealign.render.paper import PaperRenderer, UnrenderableSample
 from timealign.suites.registry import EvalContext, Suite, suite_cache_dir
 from timealign.suites.tictoc.metrics import tictoc_report
-from timealign.suites.tictoc.tool_calls import PROTOCOLS, detect_family, is_empty_output, is_tool_call
+from timealign.suites.tictoc.requests import ChatRequestRenderer
+from timealign.suites.tictoc.tool_calls import PROTOCOLS, is_empty_output, is_tool_call
+
+logger = logging.getLogger(__name__)
 
 
-def tictoc_prompts(renderer: PromptRenderer, rows: list[dict]) -> list[str]:
+def tictoc_prompts(renderer: PromptRenderer | PaperRenderer, rows: list[dict]) -> list[str]:
     """The generation prompt of each prepared pair row (its `prompt` messages and `tools`)."""
     return [renderer.prompt(r["prompt"], r["tools"]) for r in rows]
+
+
+def renderable(renderer: PromptRenderer | PaperRenderer, rows: list[dict]) -> tuple[list[dict], list[str], list[dict]]:
+    """Rows and prompts of the samples the protocol can render, plus the others with the reason.
+
+    Only the paper protocol refuses samples (`UnrenderableSample`: what the authors' code raised on and skipped,
+    e.g. Ministral's 9-character tool-call ids); any other error is a bug and propagates.
+    """
+    kept, prompts, refused = [], [], []
+    for row in rows:
+        try:
+            prompts.append(renderer.prompt(row["prompt"], row["tools"]))
+        except UnrenderableSample as err:
+            refused.append({"id": row["id"], "elapse_level": row["elapse_level"], "reason": str(err)})
+            continue
+        kept.append(row)
+    return kept, prompts, refused
 
 
 def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None = None, *, family: str | None = None,
@@ -40,7 +65,12 @@ def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None =
     tokenizer = backend.tokenizer
     family = family or detect_family(tokenizer.chat_template)
     renderer = renderer or PromptRenderer.for_data(tokenizer, DataSection())
-    gens = cached_generate(backend, tictoc_prompts(renderer, rows), suite="tictoc", cache_dir=cache_dir,
+    rows, prompts, unrenderable = renderable(renderer, rows)
+    if unrenderable:
+        logger.warning("%d of %d samples cannot be rendered in the %s protocol and are not scored (the authors' "
+                       "code skipped them too); first: %s: %s", len(unrenderable), len(rows) + len(unrenderable),
+                       renderer.protocol, unrenderable[0]["id"], unrenderable[0]["reason"])
+    gens = cached_generate(backend, prompts, suite="tictoc", cache_dir=cache_dir,
                            max_new_tokens=max_new_tokens, desc=desc)
     outputs = gens.outputs
     attempted = [is_tool_call(text, family, protocol) if text is not None else None for text in outputs]
@@ -50,10 +80,12 @@ def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None =
                            protocol)
     resolve = getattr(backend, "resolve_sampling", None)
     report["settings"] = {"timestamps": renderer.timestamps, "elapsed": renderer.elapsed and renderer.timestamps,
-                          "prompt_mode": renderer.prompt_mode, "family": family, "protocol": protocol,
+                          "prompt_mode": renderer.prompt_mode, "family": family,
+                          "prompt_protocol": renderer.protocol, "protocol": protocol,
                           "backend": backend.name, "max_new_tokens": max_new_tokens,
                           "sampling": resolve() if resolve else None}
     report["generation"] = gens.summary()
+    report["unrenderable"] = unrenderable
     report["errors"] = [{"id": rows[i]["id"], "elapse_level": rows[i]["elapse_level"], "error": err}
                         for i, err in sorted(gens.errors.items())]
     report["samples"] = []
@@ -80,21 +112,36 @@ def heldout_rows(recipe) -> list[dict]:
 
 @dataclass
 class TicTocOptions:
-    detection: str = opt("timealign", "how a reply counts as a tool-call attempt: timealign (pattern by pattern, see "
+    detection: str | None = opt(None, "how a reply counts as a tool-call attempt: timealign (pattern by pattern, see "
                                       "timealign/suites/tictoc/tool_calls.py) | paper (the TicToc authors' signature "
-                                      "match; empty outputs leave the denominator). Prompts are not affected")
+                                      "match; empty outputs leave the denominator); None: the recipe's "
+                                      "data.protocol. Prompts follow data.protocol, not this")
 
 
 def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
     recipe = ctx.recipe
-    renderer = PromptRenderer.for_data(backend.tokenizer, recipe.data, timestamps=ctx.timestamps,
-                                       prompt_mode=ctx.prompt_mode)
-    detection = ctx.options.detection if ctx.options is not None else "timealign"
+    family = ctx.family
+    if isinstance(backend, ChatBackend):  # API models: chat requests in, reply messages out (tictoc/requests.py)
+        if family not in (None, "api"):
+            raise ValueError(f"eval.backend=chat returns chat messages, detected as family api; got family={family}")
+        family = "api"
+        renderer = ChatRequestRenderer.for_data(recipe.data, timestamps=ctx.timestamps, prompt_mode=ctx.prompt_mode)
+    else:
+        renderer = PromptRenderer.for_data(backend.tokenizer, recipe.data, timestamps=ctx.timestamps,
+                                           prompt_mode=ctx.prompt_mode, family=family,
+                                           reasoning=recipe.eval.reasoning)
+    detection = (ctx.options.detection if ctx.options is not None else None) or renderer.protocol
+    trained = trained_prompt_protocol(ctx.checkpoint)
+    if trained is not None and trained != renderer.protocol:
+        logger.warning("the checkpoint %s was trained on data.protocol=%s prompts but is evaluated with data.protocol=%s "
+                       "prompts: its scores are on a prompt format it never saw (pass data.protocol=%s to evaluate "
+                       "it as trained)", ctx.checkpoint, trained, renderer.protocol, trained)
     if detection not in PROTOCOLS:
         raise ValueError(f"tictoc.detection must be one of {', '.join(PROTOCOLS)}, got {detection!r}")
-    report = evaluate_tictoc(backend, heldout_rows(recipe), renderer, family=ctx.family,
+    report = evaluate_tictoc(backend, heldout_rows(recipe), renderer, family=family,
                              max_new_tokens=recipe.eval.max_new_tokens, cache_dir=suite_cache_dir(ctx),
                              protocol=detection)
+    report["settings"]["trained_prompt_protocol"] = trained
     report["markdown"] = markdown_summary(report)
     return report
 
@@ -111,7 +158,10 @@ def markdown_summary(report: dict) -> str:
     def fmt(v):
         return "n/a" if v is None else f"{v:.3f}"
 
+    settings = report.get("settings") or {}
     lines = ["| metric | value |", "|---|---|",
+             f"| prompts / detection protocol | {settings.get('prompt_protocol', 'timealign')} / "
+             f"{settings.get('protocol', 'timealign')} |",
              f"| samples | {o['n']} |", f"| NAR | {fmt(o['nar'])} |",
              f"| attempt rate, prefer-Tool | {fmt(o['attempt_rate_prefer_tool'])} |",
              f"| attempt rate, prefer-noTool | {fmt(o['attempt_rate_prefer_no_tool'])} |",
@@ -120,6 +170,9 @@ def markdown_summary(report: dict) -> str:
     failed = len(report.get("errors") or [])
     if failed:
         lines.append(f"| failed samples (not scored; see `errors`) | {failed} |")
+    refused = len(report.get("unrenderable") or [])
+    if refused:
+        lines.append(f"| samples the prompt protocol cannot render (not scored; see `unrenderable`) | {refused} |")
     lines.append("")
     for group in ("by_sensitivity", "by_elapse_level", "by_length"):
         lines += [f"**{group.replace('_', ' ')}**", "", "| bucket | n | NAR | attempt (Tool) | attempt (noTool) |",

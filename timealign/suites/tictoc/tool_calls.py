@@ -50,6 +50,25 @@ keys so far are a call's (`{"name": "get_st`, `{"name": "f", "parameters": {"sym
 |                                               |                 |           | count is reported in every        |
 |                                               |                 |           | protocol                          |
 
+API models (`api`, the replies of `eval.backend=chat`: `{"content": ..., "tool_calls": [...]}`, see
+`timealign.backends.chat`). The authors' handler (`inference/api/openai.py`) kept `content` when it was not empty,
+else `str(tool_calls)` (the SDK objects' repr, e.g. `[ChatCompletionMessageToolCall(id=..., function=Function(...),
+type='function')]`), else `[ERROR]`; the scorer counts a call when "ChatCompletionMessageToolCall" is in that string
+and drops `[ERROR]` from the denominator.
+
+| reply (api)                                   | paper           | timealign | why timealign decides so          |
+|-----------------------------------------------|-----------------|-----------|-----------------------------------|
+| structured tool_calls, no content             | call            | call      |                                   |
+| text and structured tool_calls                | no call (the    | call      | the model called; the text is a   |
+|                                               | text is kept)   |           | preamble (as text before a call)  |
+| a call written in the content (a server       | no call         | call      | the same attempt, unparsed: its   |
+| without a tool parser, or one that failed to  |                 |           | tags or call-shaped JSON          |
+| parse it): <tool_call>, [TOOL_CALLS],         |                 |           | (footnote 1)                      |
+| <|python_tag|>, DeepSeek markers, JSON        |                 |           |                                   |
+| a call drafted in a think block, then text    | no call         | no call   | reasoning is not the action       |
+| neither content nor tool_calls (empty)        | left out of the | no call   | as the empty output above         |
+|                                               | denominator     |           |                                   |
+
 Patterns not listed keep the earlier behaviour under `timealign`; under `paper` every output is scored with the
 authors' substring test.
 """
@@ -59,6 +78,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Callable
+
+from timealign.backends.chat import parse_reply
 
 PROTOCOLS = ("timealign", "paper")
 
@@ -74,6 +95,7 @@ PAPER_SIGNATURES: dict[str, tuple[str, ...]] = {
     "llama3": ('"name"', '"parameters"'),
     "mistral": ('"arguments"', '"name"'),
     "deepseek_r1": ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+    "api": ("ChatCompletionMessageToolCall",),  # in the repr of the openai SDK of the paper's runs (see paper_api_output)
 }
 
 # Tokens vLLM's default decoding drops in the authors' runs (special tokens of each tokenizer). With them removed
@@ -181,32 +203,49 @@ def _deepseek_r1(text: str) -> bool:
     return bool(_DEEPSEEK.search(action)) or has_call_json(action)
 
 
+# Any family's call markers, for a call an API server returned as text.
+_TEXT_CALL_MARKERS = re.compile(r"<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>|<｜tool▁calls?▁begin｜>")
+
+
+def _api(text: str) -> bool:
+    """A chat-completions reply: structured tool calls, or a call written in the content after any reasoning."""
+    reply = parse_reply(text)
+    if reply.tool_calls:
+        return True
+    action = _action_part(reply.content or "")
+    return bool(_TEXT_CALL_MARKERS.search(action)) or has_call_json(action)
+
+
+def paper_api_output(text: str) -> str:
+    """What the authors' API handler returned for this reply: the content if not empty, else the tool calls as the
+    openai SDK of their runs printed them, else "" (their "[ERROR]", dropped by the scorer like an empty output).
+
+    The SDK's class was `ChatCompletionMessageToolCall` then; openai >= 1.99 prints
+    `ChatCompletionMessageFunctionToolCall`, which their signature no longer matches.
+    """
+    reply = parse_reply(text)
+    if reply.content:
+        return reply.content
+    if reply.tool_calls:
+        return "[" + ", ".join(
+            f"ChatCompletionMessageToolCall(id={call.get('id')!r}, function=Function(arguments="
+            f"{call['function'].get('arguments')!r}, name={call['function'].get('name')!r}), "
+            f"type={call.get('type') or 'function'!r})" for call in reply.tool_calls) + "]"
+    return ""
+
+
 DETECTORS: dict[str, Callable[[str], bool]] = {
     "tiny": _hermes,
     "qwen": _hermes,
     "llama3": _llama3,
     "mistral": _mistral,
     "deepseek_r1": _deepseek_r1,
+    "api": _api,
 }
 
 
 def known_families() -> list[str]:
     return sorted(DETECTORS)
-
-
-def detect_family(chat_template: str | None) -> str:
-    """Guess the family from a tokenizer's chat template; an unknown template is a clear error."""
-    template = chat_template or ""
-    if "<｜tool▁calls▁begin｜>" in template or "<｜Assistant｜>" in template:
-        return "deepseek_r1"
-    if "[TOOL_CALLS]" in template:
-        return "mistral"
-    if "<|start_header_id|>" in template:
-        return "llama3"
-    if "<tool_call>" in template and "<|im_start|>" in template:
-        return "tiny" if "# Tools" in template and "<tools>" not in template else "qwen"
-    raise ValueError("cannot tell the tool-call format of this chat template; set eval.family to one of: "
-                     + ", ".join(known_families()))
 
 
 def _check(family: str, protocol: str) -> None:
@@ -219,6 +258,8 @@ def _check(family: str, protocol: str) -> None:
 def paper_visible_text(text: str, family: str) -> str:
     """The output as the authors' pipeline saw it: the tokenizer's special tokens dropped, whitespace stripped."""
     _check(family, "paper")
+    if family == "api":  # a reply of eval.backend=chat: the string the authors' API handler returned
+        return paper_api_output(text)
     return _SKIPPED_SPECIAL[family].sub("", text).strip()
 
 

@@ -42,3 +42,42 @@ class TimelyChatOptions:
     judge_model: str | None = opt(None, "the judge's model name; needs judge_url")
     judge_api_key_env: str | None = opt(None, "environment variable holding the judge's API key")
     judge_max_samples: int | None = opt(None, "judge at most this many replies (default: all)")
+    # Dialog-level evaluation (timealign.suites.timelychat.dialog).
+    level: str = opt("turn", "turn | dialog | both: the turn-level evaluation (Tables 2-3), the dialog-level one "
+                             "(Sec. 6.3, Fig. 3: the checkpoint converses with a simulated user from each dialog's "
+                             "first utterance, then an LLM judge rates coherence, delay-appropriateness and "
+                             "time-specificity; needs partner_url/partner_model, and judge_url/judge_model for the "
+                             "scores), or both")
+    dialog_turns: int = opt(10, "dialog-level: turns after the seed utterance, agent and simulated user "
+                                "alternating (the paper's 10)")
+    dialog_history: str = opt("zero", "zero | predicted: the agent's earlier turns in its prompt carry 0 minutes "
+                                      "(the authors' TIMER prompt, as in training) or the delays it chose")
+    partner_url: str | None = opt(None, "dialog-level: OpenAI-compatible /v1 URL of the simulated user (the "
+                                        "paper: GPT-4o); needs partner_model")
+    partner_model: str | None = opt(None, "the simulated user's model name; needs partner_url")
+    partner_api_key_env: str | None = opt(None, "environment variable holding the simulated user's API key")
+    partner_temperature: float = opt(1.0, "the simulated user's sampling temperature (the authors called GPT-4o "
+                                          "with the API default, 1.0)")
+    partner_structured: bool = opt(True, "true | false: ask the simulated user for a JSON {\"answer\": ...} "
+                                         "object (response_format json_schema), as the authors' structured-output "
+                                         "call did; false: plain text, for servers without structured outputs")
+    partner_max_new_tokens: int = opt(256, "generation budget of a simulated-user turn (tokens)")
+    dialog_judge_max_new_tokens: int = opt(512, "generation budget of one dialog-level judgement (tokens)")
+    judge_structured: bool = opt(False, "true | false: have the server enforce the dialog-level judge's JSON "
+                                        "{score, explanation} answer (response_format json_schema), for weak local "
+                                        "judges (a vLLM server: start it with --structured-outputs-config "
+                                        "'{\"backend\": \"xgrammar\", \"disable_any_whitespace\": true}' or a "
+                                        "weak model may pad the JSON with whitespace until its budget ends); the "
+                                        "paper's judge answered freely")
+
+    def __post_init__(self):
+        levels = ("turn", "dialog", "both")
+        if self.level not in levels:
+            raise ValueError(f"timelychat.level={self.level!r}; known: {', '.join(levels)}")
+        if self.level != "turn" and not (self.partner_url and self.partner_model):
+            raise ValueError(f"timelychat.level={self.level} needs a simulated user: timelychat.partner_url= (an "
+                             "OpenAI-compatible /v1 URL) and timelychat.partner_model=")
+        if self.dialog_history not in ("zero", "predicted"):
+            raise ValueError(f"timelychat.dialog_history={self.dialog_history!r}; known: zero, predicted")
+        if self.dialog_turns < 1:
+            raise ValueError(f"timelychat.dialog_turns={self.dialog_turns}: at least one turn after the seed")

@@ -1,18 +1,21 @@
 """The TimelyChat suite's report as markdown: target-turn timing metrics first (the numbers comparable with the
-TimelyChat paper's Table 2), all-turn timing metrics beside them, then the response metrics."""
+TimelyChat paper's Table 2), all-turn timing metrics beside them, then the response metrics, then the dialog-level
+section when it ran."""
 
 from __future__ import annotations
 
-__all__ = ["markdown_summary"]
+__all__ = ["markdown_summary", "dialog_markdown"]
 
 
 def markdown_summary(report: dict) -> str:
     """The report as markdown: the target-turn timing metrics first (comparable with TimelyChat Table 2), the
     all-turn metrics beside them, then the response metrics."""
+    if "timing" not in report:  # level=dialog
+        lines = dialog_markdown(report["dialog_level"]) if report.get("dialog_level") else []
+        if report.get("notes"):
+            lines += ["", "Notes:", ""] + [f"- {note}" for note in report["notes"]]
+        return "\n".join(lines) + "\n"
     o, t, settings = report["overall"], report["timing"], report["settings"]
-
-    def fmt(v, digits=3):
-        return "n/a" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
 
     def row(prefix: str, rmsle_key: str) -> str:
         return (f"| {t[prefix + 'cases']} | {t[prefix + 'delayed_gold']} / {t[prefix + 'instant_gold']} | "
@@ -40,6 +43,43 @@ def markdown_summary(report: dict) -> str:
         (f"| {o['responses']} | {fmt(o['bleu2'], 2)} | {fmt(o['rouge_l'], 2)} | {fmt(o['bertscore'], 2)} | "
          f"{fmt(o['naturalness'], 2)} | {fmt(o['time_specificity'], 2)} |"),
     ]
+    if report.get("dialog_level"):
+        lines += [""] + dialog_markdown(report["dialog_level"])
     if report.get("notes"):
         lines += ["", "Notes:", ""] + [f"- {note}" for note in report["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def fmt(v, digits=3):
+    return "n/a" if v is None else (f"{v:.{digits}f}" if isinstance(v, float) else str(v))
+
+
+def dialog_markdown(dialog: dict) -> list[str]:
+    """The dialog-level section (`timealign.suites.timelychat.dialog`): the judge's mean 1-5 scores (Fig. 3) with
+    how many replies were readable, unreadable or failed, the means over dialogs with a delay, and the agent's
+    delays."""
+    o, st = dialog["overall"], dialog["settings"]
+    metrics = (("coherence", "coherence"), ("delay_appropriateness", "delay-appropriateness"),
+               ("time_specificity", "time-specificity"))
+    lines = [
+        (f"**Dialog-level evaluation** (Sec. 6.3, Fig. 3; keys `dialog_*`): {o['dialogs_completed']} of "
+         f"{o['dialogs_simulated']} simulated dialogs completed ({st['turns']} turns after each dialog's first "
+         f"utterance; simulated user: {st['partner']}; judge: {st['judge'] or 'none'})."), "",
+        "| judge metric (1-5) | mean | mean, dialogs with a delay | readable | unreadable | failed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, name in metrics:
+        lines.append(f"| {name} | {fmt(o[f'dialog_{key}'], 2)} | {fmt(o[f'dialog_{key}_with_delay'], 2)} | "
+                     f"{o[f'dialog_{key}_judged']} | {o[f'dialog_{key}_unparsed']} | {o[f'dialog_{key}_failed']} |")
+    if st["judge"] is None:
+        lines += ["", "No judge configured: the scores are n/a."]
+    lines += [
+        "",
+        "| agent turns | delayed | delay rate | mean delay (min) | dialogs with a delay | intervals from prose | "
+        "unreadable intervals (0 min) |",
+        "|---|---|---|---|---|---|---|",
+        (f"| {o['dialog_agent_turns']} | {o['dialog_agent_delayed_turns']} | {fmt(o['dialog_delay_rate'])} | "
+         f"{fmt(o['dialog_mean_delay_minutes'], 1)} | {o['dialogs_with_delay']} | "
+         f"{o['dialog_intervals_extracted']} | {o['dialog_intervals_unparsed']} |"),
+    ]
+    return lines

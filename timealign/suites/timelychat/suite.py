@@ -40,6 +40,10 @@ trained with, read back from its saved recipe by `timealign.render.checkpoint`):
    for naturalness and time-specificity by an LLM judge when one is configured (`timealign.suites.timelychat.judge`).
    A metric that cannot run is skipped with a note in the report.
 
+Dialog-level evaluation (`timelychat.level=dialog` or `both`; Sec. 6.3): the checkpoint converses with a simulated
+user (`partner_url=`, `partner_model=`) from each dialog's first utterance and an LLM judge rates every dialog
+(`timealign.suites.timelychat.dialog`); its numbers join "overall" as `dialog*` keys, its report is `dialog_level`.
+
 With the "utterance_first" ablation the reply cannot be conditioned on a given interval (the format has no place
 for it); the report says so (`settings.response_conditioned_on_gold = false`).
 """
@@ -464,7 +468,7 @@ def load_eval_dialogs(data: str | None = None, n: int | None = None, seed: int =
             for i, r in enumerate(generate_timelychat(n, seed=seed, split="heldout"))]
 
 
-def _judge_from_options(options: TimelyChatOptions) -> Any:
+def _judge_from_options(options: TimelyChatOptions, allow_insecure_key: bool = False) -> Any:
     """The OpenAI-compatible judge `judge_url=` / `judge_model=` name, or None when neither is given."""
     if not options.judge_url and not options.judge_model:
         return None
@@ -473,7 +477,7 @@ def _judge_from_options(options: TimelyChatOptions) -> Any:
                          "timelychat.judge_model=")
     from timealign.backends.openai import OpenAIBackend
 
-    kwargs = {"model": options.judge_model}
+    kwargs = {"model": options.judge_model, "allow_insecure_key": allow_insecure_key}
     if options.judge_api_key_env:
         kwargs["api_key_env"] = options.judge_api_key_env
     return OpenAIBackend(options.judge_url, **kwargs)
@@ -490,18 +494,39 @@ def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
         cache_dir = suite_cache_dir(ctx)
     except AttributeError:  # a context without a recipe eval section
         cache_dir = Path(ctx.out_dir) / "generations"
-    judge = getattr(ctx, "judge", None) or _judge_from_options(options)
-    report = evaluate_timelychat(
-        backend, dialogs, renderer=renderer, timing_turns=options.timing_turns, unparsed=options.unparsed,
-        instant_max_minutes=options.instant_max_minutes, interval_reading=options.interval_reading,
-        postprocess=options.postprocess, interval_max_new_tokens=options.interval_max_new_tokens,
-        response_max_new_tokens=options.response_max_new_tokens, cache_dir=cache_dir,
-        bertscore_model=options.bertscore_model, bertscore_num_layers=options.bertscore_num_layers,
-        bertscore_batch_size=options.bertscore_batch_size, judge=judge, judge_max_samples=options.judge_max_samples)
+    judge = getattr(ctx, "judge", None) or _judge_from_options(options, ctx.recipe.eval.allow_insecure_key)
+    report: dict = {"overall": {}, "notes": [], "settings": {}}
+    if options.level in ("turn", "both"):
+        report = evaluate_timelychat(
+            backend, dialogs, renderer=renderer, timing_turns=options.timing_turns, unparsed=options.unparsed,
+            instant_max_minutes=options.instant_max_minutes, interval_reading=options.interval_reading,
+            postprocess=options.postprocess, interval_max_new_tokens=options.interval_max_new_tokens,
+            response_max_new_tokens=options.response_max_new_tokens, cache_dir=cache_dir,
+            bertscore_model=options.bertscore_model, bertscore_num_layers=options.bertscore_num_layers,
+            bertscore_batch_size=options.bertscore_batch_size, judge=judge,
+            judge_max_samples=options.judge_max_samples)
+    if options.level in ("dialog", "both"):  # Sec. 6.3: timealign.suites.timelychat.dialog
+        from timealign.suites.timelychat.dialog import evaluate_dialog_level, partner_from_options
+
+        dialog = evaluate_dialog_level(
+            backend, dialogs, renderer=renderer, partner=getattr(ctx, "partner", None) or partner_from_options(
+                options, ctx.recipe.eval.allow_insecure_key),
+            judge=judge, turns=options.dialog_turns, history=options.dialog_history,
+            interval_reading=options.interval_reading, postprocess=options.postprocess,
+            instant_max_minutes=options.instant_max_minutes, interval_max_new_tokens=options.interval_max_new_tokens,
+            response_max_new_tokens=options.response_max_new_tokens, partner_temperature=options.partner_temperature,
+            partner_structured=options.partner_structured, partner_max_new_tokens=options.partner_max_new_tokens,
+            judge_max_new_tokens=options.dialog_judge_max_new_tokens, judge_structured=options.judge_structured,
+            cache_dir=cache_dir)
+        report["dialog_level"] = dialog
+        report["overall"].update(dialog["overall"])
+        report["notes"] += [f"dialog-level: {note}" for note in dialog["notes"]]
+    report["settings"]["level"] = options.level
     report["settings"]["data"] = options.data or f"synthetic heldout (n={len(dialogs)}, seed={options.seed})"
     report["markdown"] = markdown_summary(report)
     return report
 
 
-SUITE = Suite("timelychat", "TimelyChat turn-level timing (F1, FPR, RMSLE) and response (BLEU-2, ROUGE-L) metrics",
+SUITE = Suite("timelychat", "TimelyChat turn-level timing (F1, FPR, RMSLE) and response (BLEU-2, ROUGE-L) metrics; "
+              "dialog-level (level=dialog|both): a simulated user and an LLM judge",
               run_timelychat_suite, options=TimelyChatOptions)

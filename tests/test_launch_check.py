@@ -1,0 +1,284 @@
+"""The launch check: a training run stops before data prep and the model when it does not run as the recipe asks.
+
+Each silent launch path of ../shared/NOTES.md is started with the real launcher (accelerate launch, torchrun) and 2
+CPU processes: the run must exit with the recipe error code (2) and a message naming what differs and the right
+command, before it prepares data. The cluster launcher's own command must pass and train as one DDP group.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+
+from timealign.config import RecipeError, load_recipe
+from timealign.train import launch_check
+from timealign.train.launch_check import (
+    Asked,
+    Running,
+    asked_launch,
+    asked_precision,
+    launcher_request,
+    mismatches,
+)
+
+BIN = Path(sys.executable).parent
+ACCELERATE, TORCHRUN = str(BIN / "accelerate"), str(BIN / "torchrun")
+DPO = str(REPO_ROOT / "train/dpo.py")
+# Small enough that a run the check fails to stop ends in seconds (as it would on a main without the check).
+QUICK = ["training.max_steps=1", "data.synthetic_trajectories=8", "training.per_device_train_batch_size=1",
+         "training.save_strategy=no", "training.report_to=[none]"]
+DDP_DEFAULT_CONFIG = """compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_GPU
+mixed_precision: 'no'
+num_machines: 1
+num_processes: 2
+machine_rank: 0
+use_cpu: true
+rdzv_backend: static
+same_network: true
+"""
+
+
+# ---------------------------------------------------------------------------------------------- the comparison
+
+
+def test_shipped_configs_read_as_accelerate_defines_them():
+    expected = {
+        "ddp": ("ddp", {}),
+        "fsdp": ("fsdp", {"fsdp_version": "2", "offload_params": "false", "reshard_after_forward": "true"}),
+        "fsdp_offload": ("fsdp", {"fsdp_version": "2", "offload_params": "true", "reshard_after_forward": "true"}),
+        "zero2": ("deepspeed", {"zero_stage": "2", "offload_optimizer_device": "none", "offload_param_device": "none"}),
+        "zero3": ("deepspeed", {"zero_stage": "3", "offload_optimizer_device": "none", "offload_param_device": "none"}),
+        "zero3_offload": ("deepspeed", {"zero_stage": "3", "offload_optimizer_device": "cpu",
+                                        "offload_param_device": "cpu"}),
+    }
+    for name, (family, settings) in expected.items():
+        asked = asked_launch(load_recipe("tiny", {"launch.accelerate_config": name}), ("no", "training.bf16=false"))
+        assert (asked.family, asked.settings) == (family, settings), name
+        assert asked.path == REPO_ROOT / "recipes" / "accelerate" / f"{name}.yaml"
+
+
+def test_precision_asked_follows_trl_defaults():
+    from trl import DPOConfig
+
+    assert asked_precision({}, DPOConfig) == ("bf16", "TRL's default")  # TRL: bf16 unless fp16
+    assert asked_precision({"bf16": False}, DPOConfig) == ("no", "training.bf16=false")
+    assert asked_precision({"fp16": True}, DPOConfig)[0] == "fp16"
+    assert asked_precision(load_recipe("tiny").training, DPOConfig)[0] == "no"
+
+
+def test_launcher_request_read_from_the_environment():
+    torchrun = {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "TORCHELASTIC_RUN_ID": "x"}
+    assert launcher_request(torchrun) == ("torchrun (WORLD_SIZE=2)", 2, True, False)
+    accelerate_multi = {"WORLD_SIZE": "4", "ACCELERATE_DYNAMO_BACKEND": "NO"}
+    assert launcher_request(accelerate_multi)[1:3] == (4, True)
+    one_process = {"ACCELERATE_DYNAMO_BACKEND": "NO", "ACCELERATE_USE_CPU": "True", "MASTER_PORT": "29500"}
+    assert launcher_request(one_process) == ("accelerate launch (MASTER_ADDR/PORT set)", None, False, True)
+    assert launcher_request({}) == ("no launcher", None, False, False)
+
+
+def _asked(family: str, settings: dict | None = None, precision: str = "no", dtype: str = "float32") -> Asked:
+    name = {"ddp": "ddp", "single": "ddp", "fsdp": "fsdp", "deepspeed": "zero2"}[family]
+    return Asked(name, REPO_ROOT / "recipes" / "accelerate" / f"{name}.yaml", family, settings or {}, precision,
+                 "training.bf16=false", dtype)
+
+
+def test_mismatches_name_asked_and_running():
+    one = Running("single", "DistributedType.NO", 1, "no launcher")
+    assert mismatches(_asked("ddp"), one) == []  # DDP over one process is a plain run
+    ddp = Running("ddp", "DistributedType.MULTI_CPU", 2, "accelerate launch (WORLD_SIZE=2)", 2, True)
+    assert mismatches(_asked("ddp"), ddp) == []
+    found = mismatches(_asked("fsdp", {"offload_params": "true"}), ddp)
+    assert found == [("distributed: asked FSDP (recipes/accelerate/fsdp.yaml: offload_params true), running DDP over "
+                      "2 processes (DistributedType.MULTI_CPU)")]
+    alone = Running("single", "DistributedType.NO", 1, "torchrun (WORLD_SIZE=2)", 2, True)
+    assert mismatches(_asked("ddp"), alone) == [
+        ("processes: asked 2 by torchrun (WORLD_SIZE=2), running 2 separate trainings of 1 process "
+         "(DistributedType.NO on every rank: no shared process group)")]
+    fsdp = Running("fsdp", "DistributedType.FSDP", 4, "x", 4, True, settings={"offload_params": "false"})
+    assert mismatches(_asked("fsdp", {"offload_params": "true"}), fsdp) == [
+        "FSDP offload_params: asked true (recipes/accelerate/fsdp.yaml), running false"]
+    autocast = Running("single", "DistributedType.NO", 1, "x", mixed_precision="bf16", precision_source="launcher")
+    assert mismatches(_asked("ddp"), autocast) == [
+        "mixed precision: asked no (training.bf16=false), running bf16 (launcher)"]
+    half = Running("single", "DistributedType.NO", 1, "x", mixed_precision="fp16", precision_source="recipe")
+    assert any("model.dtype=bfloat16 weights under fp16 autocast" in m
+               for m in mismatches(_asked("ddp", precision="fp16", dtype="bfloat16"), half))
+
+
+def test_check_modes(caplog):
+    from trl import DPOConfig
+
+    with pytest.raises(RecipeError, match="launch.check='maybe' is not one of: error, warn, off"):
+        launch_check.check_launch(load_recipe("tiny", {"launch.check": "maybe"}), DPOConfig, env={})
+    assert launch_check.check_launch(load_recipe("tiny", {"launch.accelerate_config": "fsdp",
+                                                          "launch.check": "off"}), DPOConfig, env={}) is None
+    recipe = load_recipe("tiny", {"launch.accelerate_config": "fsdp", "launch.check": "warn"})
+    with caplog.at_level(logging.WARNING, logger="timealign.train.launch_check"):
+        running = launch_check.check_launch(recipe, DPOConfig, env={})
+    assert running is not None and running.family == "single"
+    assert "distributed: asked FSDP" in caplog.text and "launch.check=warn: going on" in caplog.text
+    with pytest.raises(RecipeError, match="distributed: asked FSDP"):
+        launch_check.check_launch(load_recipe("tiny", {"launch.accelerate_config": "fsdp"}), DPOConfig, env={})
+
+
+def test_cluster_launcher_tells_the_script_which_config_it_launches():
+    """`accelerate_config=` of the cluster launcher overrides the recipe's: the script is told, so its check compares
+    against the config it really runs with."""
+    from timealign.cluster import training_commands
+
+    env = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n1", "SLURM_NNODES": "1", "SLURM_NODEID": "0",
+           "SLURM_GPUS_ON_NODE": "2"}
+    cmd = training_commands("dpo", ["recipe=tiny", "launch.accelerate_config=fsdp", "training.beta=0.2"], env,
+                            config="zero2")[0][1]
+    assert cmd[cmd.index("--config_file") + 1] == str(REPO_ROOT / "recipes/accelerate/zero2.yaml")
+    assert cmd[cmd.index(DPO) + 1:] == ["recipe=tiny", "launch.accelerate_config=zero2", "training.beta=0.2",
+                                        "training.resume_from_checkpoint=auto"]
+    plain = training_commands("dpo", ["recipe=tiny"], env)[0][1]
+    assert plain[plain.index(DPO) + 1:] == ["recipe=tiny", "training.resume_from_checkpoint=auto"]
+
+
+# ---------------------------------------------------------------------------------------------- real launchers
+
+
+@pytest.fixture
+def launch_env(tmp_path):
+    """The environment of a user's shell: no accelerate default config, offline, nothing of an outer launcher."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ACCELERATE_", "SLURM_", "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_", "FSDP_",
+                                "TORCHELASTIC_", "WANDB_RUN_ID", "TIMEALIGN_STOP"))}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", WANDB_MODE="offline",
+               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               TIMEALIGN_CACHE=str(tmp_path / "cache"))
+    return env
+
+
+def _launch(cmd: list[str], env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _refused(proc: subprocess.CompletedProcess, out: Path, *expected: str, ranks: int = 1) -> str:
+    """The run stopped with the recipe error (exit 2 in each rank), before data prep, saying `expected`."""
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0, f"the run was not stopped:\n{text[-4000:]}"
+    assert text.count("error: launch check (before loading the model)") == ranks, text[-4000:]
+    for line in expected:
+        assert line in text, f"{line!r} not in:\n{text[-4000:]}"
+    assert "To go on anyway: launch.check=warn (log this and train) or launch.check=off." in text
+    assert not (out / "data").exists() and not (out / "run_info.json").exists()  # stopped before data prep
+    return text
+
+
+def test_default_accelerate_config_is_ddp_while_the_recipe_asks_fsdp(launch_env, tmp_path):
+    """`accelerate launch train/dpo.py ...` (the README's command) with the user's default config: DDP, 2 processes."""
+    config = tmp_path / "hf" / "accelerate" / "default_config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(DDP_DEFAULT_CONFIG)
+    out = tmp_path / "run"
+    proc = _launch([ACCELERATE, "launch", DPO, "recipe=tiny", "launch.accelerate_config=fsdp", f"output_dir={out}",
+                    *QUICK], launch_env)
+    _refused(proc, out, "(launch.accelerate_config=fsdp):",
+             "distributed: asked FSDP (recipes/accelerate/fsdp.yaml: fsdp_version 2, offload_params false, "
+             "reshard_after_forward true), running DDP over 2 processes (DistributedType.MULTI_CPU)",
+             "accelerate launch --config_file recipes/accelerate/fsdp.yaml --num_processes 2 train/dpo.py "
+             "recipe=tiny launch.accelerate_config=fsdp",
+             "python -m timealign.cluster launch task=dpo recipe=tiny launch.accelerate_config=fsdp", ranks=2)
+
+
+def test_accelerate_cpu_launch_starts_one_process_when_two_were_asked(launch_env, tmp_path):
+    out = tmp_path / "run"
+    proc = _launch([ACCELERATE, "launch", "--cpu", "--num_processes", "2", DPO, "recipe=tiny", f"output_dir={out}",
+                    *QUICK], launch_env)
+    _refused(proc, out, "processes: asked 2 by accelerate launch --num_processes 2, running 1",
+             "ACCELERATE_USE_CPU=true accelerate launch --config_file recipes/accelerate/ddp.yaml --num_processes 2 "
+             "train/dpo.py recipe=tiny")
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate --multi_gpu"])
+def test_every_rank_alone_without_a_cpu_process_group(launch_env, tmp_path, launcher):
+    """No GPU and no use_cpu: accelerate says DistributedType.NO on every rank, two independent trainings."""
+    out = tmp_path / "run"
+    start = ([TORCHRUN, "--nproc_per_node", "2"] if launcher == "torchrun"
+             else [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2"])
+    proc = _launch([*start, DPO, "recipe=tiny", "training.use_cpu=false", f"output_dir={out}", *QUICK], launch_env)
+    name = "torchrun" if launcher == "torchrun" else "accelerate launch"
+    _refused(proc, out, f"processes: asked 2 by {name} (WORLD_SIZE=2), running 2 separate trainings of 1 process "
+                        "(DistributedType.NO on every rank: no shared process group) (no GPU in use and no use_cpu: "
+                        "accelerate forms no process group on CPU)", ranks=2)
+
+
+def test_fsdp_config_ignored_on_cpu(launch_env, tmp_path):
+    """fsdp.yaml with use_cpu: accelerate builds a MULTI_CPU state and silently trains DDP."""
+    out = tmp_path / "run"
+    proc = _launch([ACCELERATE, "launch", "--config_file", "recipes/accelerate/fsdp.yaml", "--num_processes", "2", DPO,
+                    "recipe=tiny", "launch.accelerate_config=fsdp", f"output_dir={out}", *QUICK],
+                   {**launch_env, "ACCELERATE_USE_CPU": "true"})
+    _refused(proc, out, "running DDP over 2 processes (DistributedType.MULTI_CPU) (accelerate ignores FSDP under "
+                        "DistributedType.MULTI_CPU (FSDP runs on GPUs only))",
+             "(no GPU here: accelerate runs FSDP on GPUs only; on CPU use launch.accelerate_config=ddp)", ranks=2)
+
+
+def test_deepspeed_dropped_by_use_cpu(launch_env, tmp_path):
+    pytest.importorskip("deepspeed", reason="DeepSpeed not installed")
+    out = tmp_path / "run"
+    proc = _launch([ACCELERATE, "launch", "--config_file", "recipes/accelerate/zero2.yaml", "--num_processes", "2", DPO,
+                    "recipe=tiny", "launch.accelerate_config=zero2", f"output_dir={out}", *QUICK],
+                   {**launch_env, "ACCELERATE_USE_CPU": "true"})
+    _refused(proc, out, "distributed: asked DeepSpeed (recipes/accelerate/zero2.yaml: zero_stage 2",
+             "running DDP over 2 processes (DistributedType.MULTI_CPU) (ACCELERATE_USE_CPU=true makes accelerate "
+             "drop DeepSpeed)", ranks=2)
+
+
+def test_launcher_mixed_precision_over_an_fp32_recipe(launch_env, tmp_path):
+    """A launcher config with mixed_precision bf16 would turn autocast on for tiny (bf16: false)."""
+    out = tmp_path / "run"
+    proc = _launch([ACCELERATE, "launch", "--cpu", "--mixed_precision", "bf16", DPO, "recipe=tiny",
+                    f"output_dir={out}", *QUICK], launch_env)
+    _refused(proc, out, "mixed precision: asked no (training.bf16=false), running bf16 (ACCELERATE_MIXED_PRECISION="
+                        "bf16, set by the launcher from its accelerate config's mixed_precision)")
+
+
+def test_sft_checks_too(launch_env, tmp_path):
+    out = tmp_path / "run"
+    proc = _launch([sys.executable, str(REPO_ROOT / "train/sft.py"), "recipe=tiny-timer",
+                    "launch.accelerate_config=zero3", f"output_dir={out}", "training.max_steps=1"], launch_env)
+    _refused(proc, out, "distributed: asked DeepSpeed (recipes/accelerate/zero3.yaml: zero_stage 3",
+             "running one process (DistributedType.NO)", "train/sft.py recipe=tiny-timer launch.accelerate_config=zero3")
+
+
+@pytest.mark.slow
+def test_cluster_launcher_command_passes_and_trains_one_ddp_group(launch_env, tmp_path):
+    """`python -m timealign.cluster launch` (1 node x 2 processes): its printed command, run as printed, passes the
+    check, trains one DDP group over gloo, and only rank 0 logs INFO."""
+    from timealign.data.prepared import ensure_prepared
+
+    out = tmp_path / "run"
+    data = ["data.synthetic_trajectories=8", f"data.prepared_dir={tmp_path / 'prepared'}"]
+    ensure_prepared(load_recipe("tiny", dict(a.split("=", 1) for a in data)))
+    slurm = {"SLURM_JOB_ID": "4711", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_NNODES": "1", "SLURM_NODEID": "0",
+             "SLURM_GPUS_ON_NODE": "2"}
+    args = ["recipe=tiny", f"output_dir={out}", *data, "training.max_steps=2", "training.logging_steps=1",
+            "training.per_device_train_batch_size=1", "training.save_strategy=no"]
+    plan = _launch([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "dry_run=true", *args],
+                   {**launch_env, **slurm})
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    command = next(shlex.split(line) for line in plan.stdout.splitlines() if line.startswith(ACCELERATE + " "))
+    assert command[command.index("--num_processes") + 1] == "2"
+    proc = _launch(command, {**launch_env, **slurm})
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-6000:]
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["world_size"] == 2 and info["distributed_type"] == "DistributedType.MULTI_CPU"
+    assert info["model_wrapper"] == "DistributedDataParallel"
+    assert text.count("INFO timealign.train.launch_check: launch check passed (before loading the model): DDP over "
+                      "2 processes (DistributedType.MULTI_CPU)") == 1  # rank 0 only: rank 1 logs warnings only
+    assert text.count("launch check passed (after building the trainer)") == 1
+    assert text.count("INFO timealign.train.dpo: saved model to") == 1

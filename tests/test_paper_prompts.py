@@ -1,0 +1,218 @@
+"""The paper protocol (`data.protocol=paper`): the TicToc authors' prompts byte for byte, for every family they ran.
+
+- Golden prompts (tests/golden/paper_prompts.json, written by `python -m tests.paper_reference.make_golden`, which
+  checks each against the authors' own templates when `TIMEALIGN_TICTOC_REPO` names a checkout of theirs): real v1
+  samples read through the real data path (load_v1 -> pair rows -> Arrow) must render to the same strings.
+- With the authors' checkout at hand, every v1 sample in every setting is compared (skipped otherwise).
+- Hand-checked pieces: message preparation, Jinja's tojson, completions for training, the samples the authors'
+  code refuses, and the suite/training wiring on the tiny model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.paper_reference import authors
+from timealign.config import DataSection
+from timealign.render.chat import PromptRenderer
+from timealign.render.paper import (PAPER_MODELS, PAPER_REMINDER, PaperRenderer, UnrenderableSample, jinja_tojson,
+                                    paper_messages)
+
+GOLDEN = Path(__file__).parent / "golden" / "paper_prompts.json"
+V1 = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tictoc-v1"
+needs_v1 = pytest.mark.skipif(not V1.is_dir(), reason=f"{V1} absent (the shared TicToc v1 data)")
+
+
+@pytest.fixture(scope="module")
+def v1_rows():
+    from tests.paper_reference.make_golden import sample_rows
+
+    return sample_rows(V1)
+
+
+def _renderer(model: str, timestamps: bool = True, prompt_mode: str = "none") -> PaperRenderer:
+    spec = PAPER_MODELS[model]
+    return PaperRenderer(None, timestamps=timestamps, prompt_mode=prompt_mode, family=spec["family"],
+                         thinking=spec.get("thinking", False), bos=spec.get("bos", ""))
+
+
+GOLDEN_CASES = json.loads(GOLDEN.read_text())
+
+
+def test_golden_file_covers_every_family_and_setting():
+    models = {c["model"] for c in GOLDEN_CASES}
+    assert models == set(PAPER_MODELS) == set(authors.HANDLERS)
+    for model in models:
+        cases = [c for c in GOLDEN_CASES if c["model"] == model]
+        assert len({(c["file"], c["index"]) for c in cases}) >= 3
+        assert {(c["timestamps"], c["prompt_mode"]) for c in cases} >= {
+            (True, "none"), (False, "none"), (True, "reminder"), (True, "rules")}
+
+
+@needs_v1
+@pytest.mark.parametrize("case", GOLDEN_CASES, ids=lambda c: f"{c['model']}-{c['id']}-{c['timestamps']}-{c['prompt_mode']}")
+def test_golden_prompts(case, v1_rows):
+    row = v1_rows[(case["file"], case["index"])]
+    assert row["id"] == case["id"]
+    assert _renderer(case["model"], case["timestamps"], case["prompt_mode"]).prompt(row["prompt"], row["tools"]) \
+        == case["prompt"]
+
+
+@needs_v1
+@pytest.mark.skipif(authors.authors_repo() is None,
+                    reason="set TIMEALIGN_TICTOC_REPO to a checkout of chengez/TicToc (c0b2b56) to compare every sample")
+@pytest.mark.parametrize("model", sorted(authors.HANDLERS))
+def test_every_v1_sample_equals_the_authors_rendering(model, v1_rows):
+    repo = authors.authors_repo()
+    raw = {f.name: json.loads(f.read_text()) for f in V1.glob("*.json")}
+    equal, both_refused = 0, 0
+    for (file, index), row in v1_rows.items():
+        sample = raw[file][index]
+        level = int(file.rsplit("_", 1)[1].split(".")[0])
+        for timestamps, mode in [(True, "none"), (False, "none"), (True, "rules")]:
+            try:
+                theirs = authors.render(repo, model, sample["history"], sample.get("function"), level=level,
+                                        use_time_stamp=timestamps, mode=mode)
+            except Exception:  # noqa: BLE001 - their code refused the sample: so must ours
+                with pytest.raises(UnrenderableSample):
+                    _renderer(model, timestamps, mode).prompt(row["prompt"], row["tools"])
+                both_refused += 1
+                continue
+            assert _renderer(model, timestamps, mode).prompt(row["prompt"], row["tools"]) == theirs, (file, index)
+            equal += 1
+    assert equal > 0.9 * 3 * len(v1_rows)
+
+
+# -- hand-checked pieces ---------------------------------------------------------------------------------------------
+HISTORY = [
+    {"role": "system", "content": "You track parcels.", "time": "2023-03-21T10:00:00Z"},
+    {"role": "user", "content": "Where is pkg_1?", "time": "2023-03-21T10:00:00Z"},
+    {"role": "assistant", "content": None, "time": "2023-03-21T10:00:05Z",
+     "tool_calls": [{"id": "call00001", "type": "function",
+                     "function": {"name": "track", "arguments": "{'package_id': 'pkg_1'}"}}]},
+    {"role": "tool", "content": '{"status": "On route"}', "time": "2023-03-21T10:00:06Z", "tool_call_id": "call00001",
+     "name": "track"},
+    {"role": "assistant", "content": "It is on route.", "time": "2023-03-21T10:00:11Z"},
+    {"role": "user", "content": "And now?", "time": "2023-03-22T09:00:00Z"},
+]
+TOOLS = [{"type": "function", "function": {"name": "track", "description": "Parcel status & ETA",
+                                           "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_message_preparation_follows_the_authors_handlers():
+    out = paper_messages(HISTORY, timestamps=True, prompt_mode="reminder")
+    assert out[0] == {"role": "system", "content": "[2023-03-21T10:00:00Z] You track parcels." + PAPER_REMINDER}
+    assert out[1] == {"role": "user", "content": "[2023-03-21T10:00:00Z] Where is pkg_1?"}
+    # the tool call: no stamp, content None, the arguments string untouched (a Python literal here)
+    assert out[2]["content"] is None and "time" not in out[2]
+    assert out[2]["tool_calls"][0]["function"]["arguments"] == "{'package_id': 'pkg_1'}"
+    assert out[3] == {"role": "tool", "content": '[2023-03-21T10:00:06Z] {"status": "On route"}',
+                      "tool_call_id": "call00001"}  # `name` dropped
+    api = paper_messages(HISTORY, timestamps=False, api=True)
+    assert "content" not in api[2] and api[1]["content"] == "Where is pkg_1?"
+
+
+def test_jinja_tojson_is_sorted_and_html_safe():
+    assert jinja_tojson({"b": "x<y", "a": "it's & é"}) == '{"a": "it\\u0027s \\u0026 \\u00e9", "b": "x\\u003cy"}'
+    assert jinja_tojson('{"a": 1}') == '"{\\"a\\": 1}"'
+
+
+def test_llama_prompt_by_hand():
+    text = _renderer("llama3_1").prompt(HISTORY, TOOLS)
+    assert text == (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+        "Today Date: 2023-03-21\n\n[2023-03-21T10:00:00Z] You track parcels.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\n[2023-03-21T10:00:00Z] Where is pkg_1?<|eot_id|>"
+        '<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "track", "parameters": '
+        '"{\\u0027package_id\\u0027: \\u0027pkg_1\\u0027}"}<|eot_id|>'
+        '<|start_header_id|>ipython<|end_header_id|>\n\n"[2023-03-21T10:00:06Z] {\\"status\\": \\"On route\\"}"'
+        "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n[2023-03-21T10:00:11Z] It is on route.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\n[2023-03-22T09:00:00Z] And now?<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n")
+
+
+def test_qwen_prompt_ends_with_a_closed_empty_think_block_unless_reasoning():
+    off, on = _renderer("qwen3").prompt(HISTORY, TOOLS), _renderer("qwen3_reason").prompt(HISTORY, TOOLS)
+    assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert on.endswith("[2023-03-22T09:00:00Z] And now?<|im_end|>\n<|im_start|>assistant\n")
+    assert _renderer("qwen2_5").prompt(HISTORY, TOOLS) == off  # the authors render Qwen 2.5 with the Qwen3 template
+    assert '<tool_call>\n{"name": "track", "arguments": {\'package_id\': \'pkg_1\'}}\n</tool_call>' in off
+    assert '{"function": {"description": "Parcel status \\u0026 ETA"' in off  # tojson: sorted keys, & escaped
+
+
+def test_ministral_puts_the_system_text_in_the_last_user_turn_and_refuses_other_ids():
+    text = _renderer("ministral").prompt(HISTORY, TOOLS)
+    assert text.startswith("<s>[INST][2023-03-21T10:00:00Z] Where is pkg_1?[/INST][TOOL_CALLS][")
+    assert text.endswith("[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"track\", "
+                         "\"description\": \"Parcel status & ETA\", &#34;parameters&#34;: {\"properties\": {}, "
+                         "\"type\": \"object\"}}}][/AVAILABLE_TOOLS][INST][2023-03-21T10:00:00Z] You track parcels."
+                         "\n\n[2023-03-22T09:00:00Z] And now?[/INST]")
+    ten = [dict(m, tool_call_id="call_00001") if m["role"] == "tool" else m for m in HISTORY]
+    with pytest.raises(UnrenderableSample, match="9-character"):
+        _renderer("ministral").prompt(ten, TOOLS)
+
+
+def test_llama_refuses_two_calls_in_one_message():
+    two = [dict(m, tool_calls=m["tool_calls"] * 2) if m.get("tool_calls") else m for m in HISTORY]
+    with pytest.raises(UnrenderableSample, match="single tool-calls"):
+        _renderer("llama3_2").prompt(two, TOOLS)
+    assert "<tool_call>" in _renderer("qwen3").prompt(two, TOOLS)  # Qwen's template takes them
+
+
+def test_deepseek_bos_per_distill():
+    llama, qwen = _renderer("deepseek_distill_llama").prompt(HISTORY), _renderer("deepseek_distill_qwen").prompt(HISTORY)
+    assert llama == "<|begin_of_text|>" + qwen
+    assert qwen.startswith("[2023-03-21T10:00:00Z] You track parcels.<｜User｜>[2023-03-21T10:00:00Z] Where is pkg_1?")
+    assert qwen.endswith("<｜User｜>[2023-03-22T09:00:00Z] And now?<｜Assistant｜><think>\n")
+
+
+def test_prompts_do_not_depend_on_the_day(tiny_model_dir):
+    """Nothing in a prompt comes from the clock: the Llama date is the trajectory's, in both protocols."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    # Llama 3.2's own template prints strftime_now("%d %b %Y") unless date_string is given.
+    tokenizer.chat_template = ("{%- if not date_string is defined %}{%- set date_string = strftime_now('%d %b %Y') %}"
+                               "{%- endif %}Today Date: {{ date_string }}|{%- for m in messages %}{{ m.content }}"
+                               "{%- endfor %}")
+    renderer = PromptRenderer.for_data(tokenizer, DataSection())
+    assert renderer.prompt(HISTORY).startswith("Today Date: 21 Mar 2023|")
+    no_times = PromptRenderer.for_data(tokenizer, DataSection(timestamps=False))
+    assert no_times.prompt(HISTORY).startswith("Today Date: 26 Jul 2024|")
+
+
+# -- completions for training in the paper protocol ------------------------------------------------------------------
+CALL = {"role": "assistant", "content": None,
+        "tool_calls": [{"id": "callretry", "type": "function", "function": {"name": "track",
+                                                                            "arguments": '{"package_id": "pkg_1"}'}}]}
+ANSWER = {"role": "assistant", "content": "Still on route."}
+
+
+def test_completions_follow_each_template():
+    llama = _renderer("llama3_1")
+    assert llama.completion(HISTORY, ANSWER, TOOLS) == "Still on route.<|eot_id|>"
+    assert llama.completion(HISTORY, CALL, TOOLS) == \
+        '{"name": "track", "parameters": "{\\"package_id\\": \\"pkg_1\\"}"}<|eot_id|>'
+    qwen = _renderer("qwen3")
+    assert qwen.completion(HISTORY, ANSWER, TOOLS) == "Still on route.<|im_end|>"
+    assert qwen.completion(HISTORY, CALL, TOOLS) == \
+        '<tool_call>\n{"name": "track", "arguments": {"package_id": "pkg_1"}}\n</tool_call><|im_end|>'
+    ministral = _renderer("ministral")
+    assert ministral.completion(HISTORY, ANSWER, TOOLS) == "Still on route.</s>"
+    assert ministral.completion(HISTORY, CALL, TOOLS) == \
+        '[TOOL_CALLS][{"arguments": "{\\"package_id\\": \\"pkg_1\\"}", "name": "track", "id": "callretry"}]</s>'
+    with pytest.raises(ValueError, match="DeepSeek"):
+        _renderer("deepseek_distill_qwen").completion(HISTORY, ANSWER, TOOLS)
+
+
+def test_for_data_picks_the_protocol(tiny_tokenizer):
+    paper = PromptRenderer.for_data(tiny_tokenizer, DataSection(protocol="paper"))
+    assert isinstance(paper, PaperRenderer) and paper.family == "tiny" and paper.thinking is False
+    assert paper.prompt(HISTORY, TOOLS).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    with pytest.raises(ValueError, match="elapsed"):
+        PromptRenderer.for_data(tiny_tokenizer, DataSection(protocol="paper", elapsed=True))
+    with pytest.raises(ValueError, match="data.protocol"):
+        PromptRenderer.for_data(tiny_tokenizer, DataSection(protocol="papr"))

@@ -1,0 +1,353 @@
+"""The real batch scripts on a real Slurm (Debian's slurm-wlm 22.05 + munge), started on this host: `make test-slurm`.
+
+tests/slurm_cluster.py starts slurmctld and three slurmd: partition `one` (this host) and partition `two` (nodes n1
+and n2 on this host, NodeAddr 127.0.0.1; the names need not resolve). The unedited slurm/*.sbatch are submitted on
+the tiny recipes (CPU-only jobs, `--gres=none`), with plain `sbatch` as a user types it and through
+`python -m timealign.cluster submit`. Nothing here fakes a SLURM variable.
+
+The cluster tests run only when asked (TIMEALIGN_TEST_SLURM=1, which `make test-slurm` sets after installing
+Slurm), as root, with slurmctld installed: they start system daemons and take a few minutes. The first tests need
+no daemons: what the launcher makes of a job without GPUs, of `sinfo`'s node lines and of Slurm times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import slurm_cluster
+from conftest import REPO_ROOT
+
+
+def _skip_reason() -> str | None:
+    if os.environ.get("TIMEALIGN_TEST_SLURM") != "1":
+        return ("real-Slurm tests run with `make test-slurm` (installs slurm-wlm + munge through apt, starts "
+                "slurmctld/slurmd; or set TIMEALIGN_TEST_SLURM=1)")
+    if os.geteuid() != 0:
+        return "real-Slurm tests need root: they start munged, slurmctld and slurmd"
+    missing = slurm_cluster.missing_tools()
+    if missing:
+        return f"Slurm is not installed ({', '.join(missing)} missing): `make test-slurm` installs it (apt, root)"
+    return None
+
+
+real_slurm = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+            "DEADLINE"}
+# Tiny offset-DPO: 24 training pairs, batch 2, one epoch of 12 steps, a checkpoint every 2 steps.
+TRAIN = ["recipe=tiny", "data.synthetic_trajectories=8", "training.per_device_train_batch_size=2",
+         "training.logging_steps=1", "training.save_strategy=steps", "training.save_steps=2", "training.max_steps=12"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    started = time.monotonic()
+    cluster = slurm_cluster.Cluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+        print(f"\nSlurm up in {time.monotonic() - started:.1f} s: {cluster.conf}")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def job_env(cluster, tmp_path_factory):
+    """The submitting shell: no SLURM_* of an outer job, the test cluster's config, offline, logs in a temp dir."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "ACCELERATE_", "TIMEALIGN_", "MASTER_", "WANDB_RUN_ID"))}
+    logs = tmp_path_factory.mktemp("logs")
+    env.update(cluster.env, HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", WANDB_MODE="offline",
+               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")), TIMEALIGN_LOG_DIR=str(logs),
+               TIMEALIGN_PYTHON=sys.executable)
+    return env
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _run(env, *cmd, check=True, timeout=120) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(c) for c in cmd], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def sbatch(env, *args) -> str:
+    """Plain sbatch, as a user types it (with the test's log folder)."""
+    out = _run(env, "sbatch", "--parsable", f"--output={env['TIMEALIGN_LOG_DIR']}/%x-%j.out", *args).stdout
+    return out.strip().split(";")[0]
+
+
+def submit(env, *args) -> str:
+    """`python -m timealign.cluster submit`: sbatch from the recipe's launch section."""
+    proc = _run(env, sys.executable, "-m", "timealign.cluster", "submit", *args)
+    match = re.search(r"Submitted batch job (\d+)", proc.stdout)
+    assert match, proc.stdout + proc.stderr
+    return match.group(1)
+
+
+def job_info(env, job: str) -> dict[str, str]:
+    out = _run(env, "scontrol", "show", "job", "--oneliner", job).stdout
+    return dict(re.findall(r"(\w+)=(\S*)", out))
+
+
+def job_log(env, job: str) -> str:
+    logs = list(Path(env["TIMEALIGN_LOG_DIR"]).glob(f"*-{job}.out"))
+    return logs[0].read_text(errors="replace") if logs else ""
+
+
+def _describe(env, job: str) -> str:
+    info = job_info(env, job)
+    return (f"job {job}: JobState={info.get('JobState')} Reason={info.get('Reason')} ExitCode={info.get('ExitCode')} "
+            f"Restarts={info.get('Restarts')}\n--- log tail ---\n{job_log(env, job)[-4000:]}")
+
+
+def wait_for(what: str, ready, timeout: float, env=None, job: str | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = ready()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
+                         + (f"\n{_describe(env, job)}" if job else ""))
+
+
+def wait_done(env, job: str, timeout: float = 600) -> dict[str, str]:
+    """Wait until the job ends for good (a requeued job passes through PENDING/BeginTime on its way)."""
+    return wait_for(f"job {job} to end", lambda: (lambda i: i if i.get("JobState") in TERMINAL else None)(
+        job_info(env, job)), timeout, env, job)
+
+
+def _complete_checkpoint(out: Path, step: int) -> bool:
+    return (out / f"checkpoint-{step}" / "trainer_state.json").is_file()
+
+
+def _tensors(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+# ---------------------------------------------------------------------------------------------- no daemons needed
+
+
+def test_a_job_without_gpus_never_becomes_eight_processes():
+    from timealign.cluster import placement
+
+    job = {"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2", "SLURM_NODEID": "1",
+           "TIMEALIGN_MAIN_ADDR": "10.0.0.5"}
+    with pytest.raises(RuntimeError, match=r"no GPUs .* launch.gpus_per_node is 8: submit with --gres=gpu:8"):
+        placement(job, recipe_gpus=8)
+    with pytest.raises(RuntimeError, match="no GPUs"):  # Slurm saying 0 is no better
+        placement({**job, "SLURM_GPUS_ON_NODE": "0"}, recipe_gpus=4)
+    cpu = placement(job, recipe_gpus=0)
+    assert (cpu.use_cpu, cpu.processes_per_node, cpu.num_processes, cpu.machine_rank) == (True, 1, 2, 1)
+    assert cpu.main_process_ip == "10.0.0.5"  # resolved on the first node by slurm/launch.sh, not "n1"
+    assert placement(job, recipe_gpus=0, processes_per_node=3).num_processes == 6
+    gpu = placement({**job, "SLURM_JOB_GPUS": "0,1,2,3"}, recipe_gpus=8)  # the allocation, not the recipe
+    assert (gpu.use_cpu, gpu.gpus_per_node, gpu.num_processes) == (False, 4, 8)
+    with pytest.raises(RuntimeError, match="at most one process per GPU"):
+        placement({**job, "SLURM_GPUS_ON_NODE": "2"}, processes_per_node=3)
+    assert placement({"SLURM_JOB_ID": "3", "SLURM_JOB_NODELIST": "gpu07", "SLURM_GPUS_ON_NODE": "2"}
+                     ).main_process_ip == "127.0.0.1"  # one node: loopback, whatever the name
+
+
+def test_cpu_launch_environment():
+    from timealign.cluster import accelerate_config_path, placement
+    from timealign.cluster.jobs import launch_env
+
+    cpu = placement({}, recipe_gpus=0)
+    assert launch_env(cpu, accelerate_config_path("ddp")) == {"ACCELERATE_USE_CPU": "true"}  # else N lone trainings
+    assert launch_env(cpu, accelerate_config_path("zero2")) == {}  # DeepSpeed runs on CPU as configured
+    with pytest.raises(RuntimeError, match="FSDP, which needs GPUs"):
+        launch_env(cpu, accelerate_config_path("fsdp"))
+    assert launch_env(placement({}, recipe_gpus=2), accelerate_config_path("fsdp")) == {}
+
+
+def test_partition_checks_read_sinfo_fields():
+    from timealign.cluster.slurm import NodeResources, PartitionInfo, check_request, gres_gpus, slurm_minutes
+
+    assert gres_gpus("gpu:a100:4(S:0-1),shard:8") == 4 and gres_gpus("gpu:a100:4(S:0-1)", "l40s") == 0
+    assert gres_gpus("gpu:2,gpu:l40s:2") == 4 and gres_gpus("(null)") == 0
+    assert [slurm_minutes(t) for t in ("30", "30:30", "2:00:00", "1-00:00:00", "2-12", "infinite")] == [
+        30, 30.5, 120, 1440, 3600, None]
+    part = PartitionInfo("a100", "2-00:00:00", [NodeResources("g1", 64, 512000, "gpu:a100:8(S:0-1)", "idle"),
+                                                NodeResources("g2", 32, 256000, "gpu:a100:4", "idle")])
+    check_request(part, nodes=2, gpus_per_node=4, gpu_type="a100", cpus_per_task=32, time="1-00:00:00", mem="200G")
+    for kwargs, words in (({"cpus_per_task": 128}, "--cpus-per-task=128 but its largest node has 64 CPUs"),
+                          ({"gpus_per_node": 8, "nodes": 2}, "only 1 of its 2 nodes fit"),
+                          ({"gpu_type": "h100"}, "h100 GPUs per node but its nodes have at most 0"),
+                          ({"time": "3-00:00:00"}, "exceeds its time limit 2-00:00:00"),
+                          ({"mem": "1T"}, "--mem=1T but its largest node has 512000 MB")):
+        request = {"nodes": 1, "gpus_per_node": 4, "gpu_type": "a100", "cpus_per_task": 8, "time": "1:00:00",
+                   **kwargs}
+        with pytest.raises(RuntimeError, match=re.escape(words)):
+            check_request(part, **request)
+
+
+# ---------------------------------------------------------------------------------------------- before submitting
+
+
+@pytest.mark.slow
+@real_slurm
+def test_submit_refuses_requests_no_node_can_hold(job_env):
+    """Slurm accepts a job larger than every node and leaves it PENDING forever; `submit` says so first."""
+    # The premise, on the real scheduler: 64 CPUs on 2-CPU nodes is accepted and never starts.
+    held = sbatch(job_env, "--gres=none", "--cpus-per-task=64", "--wrap=true")
+    try:
+        info = wait_for("a pending reason", lambda: (lambda i: i if i.get("Reason", "None") != "None" else None)(
+            job_info(job_env, held)), 60, job_env, held)
+        assert info["JobState"] == "PENDING" and info["Reason"] == "PartitionConfig", info
+    finally:
+        _run(job_env, "scancel", held)
+    queued = _run(job_env, "squeue", "--noheader", "--format=%i").stdout.split()
+
+    cases = [
+        (["launch.cpus_per_gpu=64"], ["--cpus-per-task=64", "largest node has 2 CPUs"]),
+        (["launch.gpus_per_node=4"], ["4 GPUs per node", "at most 0", "launch.gpus_per_node=0"]),
+        (["launch.partition=two", "launch.time=03:00:00"], ["--time=03:00:00", "time limit 2:00:00"]),
+        (["launch.partition=gpu"], ["no partition 'gpu'"]),
+    ]
+    for extra, words in cases:
+        proc = _run(job_env, sys.executable, "-m", "timealign.cluster", "submit", "task=dpo", "recipe=tiny", *extra,
+                    check=False)
+        assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
+        for word in words:
+            assert word in proc.stderr, (extra, word, proc.stderr)
+    assert _run(job_env, "squeue", "--noheader", "--format=%i").stdout.split() == queued  # nothing was submitted
+
+
+@pytest.mark.slow
+@real_slurm
+def test_gpu_recipe_on_a_job_without_gpus_fails_with_the_fix(job_env, tmp_path):
+    """A job with no GPUs (`--gres=none`, as any job without a GPU request) for a GPU recipe: the launcher refuses
+    (never 8 processes by default) and says what to pass."""
+    job = sbatch(job_env, "--gres=none", "slurm/dpo.sbatch", "recipe=llama8b", f"output_dir={tmp_path / 'out'}")
+    info = wait_done(job_env, job, 300)
+    log = job_log(job_env, job)
+    assert info["JobState"] == "FAILED" and info["ExitCode"] == "2:0", _describe(job_env, job)
+    assert "Slurm gave this job no GPUs" in log and "--gres=gpu:4" in log and "launch.gpus_per_node=0" in log, log
+    assert "accelerate launch --config_file" not in log  # the launcher never started a process
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------- preemption
+
+
+@pytest.mark.slow
+@real_slurm
+def test_usr1_preemption_requeues_once_and_resumes_bit_identical(job_env, tmp_path):
+    plain, preempted = tmp_path / "plain", tmp_path / "preempted"
+    # As a user types it on a CPU partition: the documented flags, the script as shipped.
+    uninterrupted = sbatch(job_env, "--gres=none", "--cpus-per-task=1", "slurm/dpo.sbatch", *TRAIN,
+                           f"output_dir={plain}")
+    # From the recipe (tiny: launch.gpus_per_node 0 -> --gres=none --cpus-per-task=1), checked against sinfo.
+    job = submit(job_env, "task=dpo", *TRAIN, f"output_dir={preempted}")
+
+    wait_for("the first checkpoint", lambda: _complete_checkpoint(preempted, 2), 600, job_env, job)
+    _run(job_env, "scancel", "--signal=USR1", "--batch", job)  # what --signal=B:USR1@120 sends near the limit
+
+    info = wait_done(job_env, job)
+    log = job_log(job_env, job)
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", _describe(job_env, job)
+    assert info["Restarts"] == "1", _describe(job_env, job)
+    assert "USR1 (time limit near)" in log and f"requeueing job {job}" in log, log
+    assert log.count("restart 0") == 1 and log.count("restart 1") == 1, log  # one log, appended by the requeue
+    resumed = re.findall(r"resuming from (\S*checkpoint-(\d+))", log)
+    assert len(resumed) == 1 and int(resumed[0][1]) >= 2, log
+    run_info = json.loads((preempted / "run_info.json").read_text())
+    assert run_info["resumed_from"] == resumed[0][0] and run_info["global_step"] == 12, run_info
+    assert run_info["slurm"]["job_id"] == job
+
+    base = wait_done(job_env, uninterrupted)
+    assert base["JobState"] == "COMPLETED" and base["Restarts"] == "0", _describe(job_env, uninterrupted)
+    assert "resuming from" not in job_log(job_env, uninterrupted)
+    expected, got = _tensors(plain), _tensors(preempted)
+    assert sorted(expected) == sorted(got) and expected
+    import torch
+
+    differ = [name for name in expected if not torch.equal(expected[name], got[name])]
+    assert not differ, f"weights differ from the uninterrupted run: {differ}"
+
+
+@pytest.mark.slow
+@real_slurm
+def test_plain_scancel_does_not_requeue(job_env, tmp_path):
+    out = tmp_path / "cancelled"
+    job = submit(job_env, "task=dpo", *TRAIN, "training.max_steps=400", f"output_dir={out}")
+    wait_for("a checkpoint", lambda: _complete_checkpoint(out, 2), 600, job_env, job)
+    _run(job_env, "scancel", job)  # SIGTERM to every process of the job: a user's cancel, not a warning
+    info = wait_done(job_env, job, 120)
+    assert info["JobState"] == "CANCELLED", _describe(job_env, job)
+    time.sleep(slurm_cluster.CRED_EXPIRE + 5)  # longer than a requeued job waits in BeginTime
+    info = job_info(job_env, job)
+    assert info["JobState"] == "CANCELLED" and info["Restarts"] == "0", _describe(job_env, job)
+    log = job_log(job_env, job)
+    assert "requeueing" not in log and "resuming from" not in log, log
+
+
+# ---------------------------------------------------------------------------------------------- two nodes
+
+
+@pytest.mark.slow
+@real_slurm
+def test_two_node_job_reaches_world_size_two_with_data_prepared_once(cluster, job_env, tmp_path):
+    """2 nodes x 1 CPU process (n1, n2: two slurmd on this host). The rendezvous address comes from Slurm's
+    NodeAddr on the first node, not the name n1 (which need not resolve); data is prepared by one rank only."""
+    try:
+        socket.getaddrinfo("n1", None)
+        n1_resolves = True
+    except OSError:
+        n1_resolves = False
+    out = tmp_path / "two"
+    job = sbatch(job_env, "--partition=two", "--nodes=2", "--gres=none", "--cpus-per-task=1", "slurm/dpo.sbatch",
+                 "recipe=tiny", "data.synthetic_trajectories=8", "training.per_device_train_batch_size=1",
+                 "training.max_steps=4", "training.logging_steps=1", f"output_dir={out}")
+    info = wait_done(job_env, job)
+    log = job_log(job_env, job)
+    assert info["JobState"] == "COMPLETED", _describe(job_env, job)
+    assert info["NodeList"] == "n[1-2]", info
+    assert "main process address: 127.0.0.1" in log, log  # n1's NodeAddr, resolved on n1 through srun
+    for rank in (0, 1):
+        assert re.search(rf"node {rank}/2 \(CPU only, 1 process\(es\), main 127\.0\.0\.1:\d+\)", log), log
+    run_info = json.loads((out / "run_info.json").read_text())
+    assert run_info["world_size"] == 2 and run_info["global_step"] == 4, run_info
+    # Data prep once per job: one rank prepares, the other waits and loads (timealign.data.prepared).
+    assert len(re.findall(r"wrote \d+ pairs", log)) == 1, log
+    assert len(re.findall(r"preparing .* into", log)) == 1, log
+    print(f"\nn1 resolves on this host: {n1_resolves} (the job does not rely on it)")
+
+
+# ---------------------------------------------------------------------------------------------- SFT and eval
+
+
+@pytest.mark.slow
+@real_slurm
+def test_sft_and_eval_jobs_complete(job_env, tmp_path):
+    sft_out, eval_out = tmp_path / "sft", tmp_path / "eval"
+    sft = submit(job_env, "task=sft", "recipe=tiny-timer", "training.max_steps=3", f"output_dir={sft_out}")
+    # A CPU-only eval job evaluates with the recipe's backend (tiny: hf), not vLLM.
+    ev = submit(job_env, "task=eval", "recipe=tiny", "checkpoint=tiny", "data.synthetic_trajectories=8",
+                f"output_dir={tmp_path / 'eval-data'}", f"out={eval_out}")
+    for job in (sft, ev):
+        info = wait_done(job_env, job)
+        assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", _describe(job_env, job)
+    assert (sft_out / "model.safetensors").is_file()
+    assert json.loads((sft_out / "run_info.json").read_text())["global_step"] == 3
+    report = json.loads((eval_out / "tictoc.json").read_text())
+    assert "evaluating with the recipe's eval.backend on CPU" in job_log(job_env, ev)
+    assert report["backend"]["name"] == "hf" and report["checkpoint"] == "tiny", report["backend"]
+    assert report["overall"]["n"] == 24, report["overall"]  # every test pair of the 8 synthetic trajectories

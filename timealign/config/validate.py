@@ -1,0 +1,213 @@
+"""Recipe values checked before any work starts, in one place: each problem is a one-line `RecipeError` (exit 2).
+
+- `check_values(recipe)`: numbers in their range (training.learning_rate > 0, training.beta > 0, offsets and
+  margins >= 0, batch sizes >= 1, ...), the recipe `name` safe as a file name and a Slurm job name, `output_dir`
+  naming no placeholder but `{name}`, a file source with its `data.path`. `load_recipe` calls it, so every entry
+  point (training, data prep, evaluation, the cluster launcher, the experiment) refuses a bad value while it reads
+  its command line: nothing is prepared, built or written first.
+- `check_inputs(recipe)`: what the command reads on this machine exists (`data.path` of a file source, a local
+  `model.name_or_path`). Not part of `load_recipe`: a cluster `plan`/`submit` may name paths that exist on the
+  nodes only. The commands that read them say so (`Command(reads_inputs=True)`: training and data prep) and
+  `timealign.config.cli.parse` calls it right after loading the recipe.
+  Evaluation checks `data.path` when a suite reads the recipe's data (tictoc's held-out pairs; `check_data_path`).
+- `check_model_reference(value, key)`: an existing local folder, or a hub id (`org/name` or a bare name). A path that
+  is clearly local (`./x`, `/x`, `a/b/c`, or `outputs/x` while `outputs/` exists here) and does not exist is refused
+  with the nearest folder that does, instead of reaching the hub client ("Repo id must be in the form ...").
+
+Eval sampling values (temperature, top_p, top_k, min_p) are checked by `timealign.backends.base.sampling_settings`,
+the first thing a backend does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from timealign.config.options import RecipeError
+
+# A recipe name becomes part of folder names (outputs/{name}), W&B names and Slurm job names (and through %x the
+# job's log file name): letters, digits and . _ + - only, no path separators, not starting with a dot or a dash.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
+# Sources read from data.path: file ones must exist here; `hub` may be a hub dataset id.
+FILE_SOURCES = ("v1", "annotated", "timelychat", "dialogs")
+PATH_SOURCES = FILE_SOURCES + ("hub",)
+# The Hugging Face hub's repo id: `name` or `namespace/name` (huggingface_hub.utils.validate_repo_id).
+HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite(test: Callable[[float], bool]) -> Callable[[float], bool]:
+    return lambda v: math.isfinite(v) and test(v)
+
+
+POSITIVE = (_finite(lambda v: v > 0), "> 0")
+NON_NEGATIVE = (_finite(lambda v: v >= 0), ">= 0")
+AT_LEAST_1 = (_finite(lambda v: v >= 1), ">= 1")
+FRACTION = (_finite(lambda v: 0 <= v <= 1), "between 0 and 1")
+OPEN_FRACTION = (_finite(lambda v: 0 < v <= 1), "in (0, 1]")
+HALF_OPEN = (_finite(lambda v: 0 <= v < 1), "in [0, 1)")
+PORT = (_finite(lambda v: 1 <= v <= 65535), "a port number (1-65535)")
+
+# (dotted key, (test, what it must be), why): a None value is "unset" and passes; training.* keys are checked when
+# the recipe sets them (TRL's defaults are valid).
+RULES: tuple[tuple[str, tuple, str], ...] = (
+    ("training.learning_rate", POSITIVE, ""),
+    ("training.beta", POSITIVE, "the DPO temperature; 0 removes the preference signal"),
+    ("training.per_device_train_batch_size", AT_LEAST_1, ""),
+    ("training.per_device_eval_batch_size", AT_LEAST_1, ""),
+    ("training.gradient_accumulation_steps", AT_LEAST_1, ""),
+    ("training.max_length", AT_LEAST_1, "null: no limit"),
+    ("training.num_train_epochs", NON_NEGATIVE, ""),
+    ("training.warmup_steps", NON_NEGATIVE, ""),
+    ("training.weight_decay", NON_NEGATIVE, ""),
+    ("training.max_grad_norm", NON_NEGATIVE, ""),
+    ("training.adam_beta1", HALF_OPEN, ""),
+    ("training.adam_beta2", HALF_OPEN, ""),
+    ("training.adam_epsilon", POSITIVE, ""),
+    ("training.logging_steps", POSITIVE, ""),
+    ("training.save_steps", POSITIVE, ""),
+    ("training.eval_steps", POSITIVE, ""),
+    ("training.dataloader_num_workers", NON_NEGATIVE, ""),
+    ("data.offset_scale", NON_NEGATIVE, "ODPO's alpha; 0 = plain DPO"),
+    ("data.margin_prefer_tool", NON_NEGATIVE, "an ODPO offset"),
+    ("data.margin_prefer_no_tool", NON_NEGATIVE, "an ODPO offset"),
+    ("data.min_margin", NON_NEGATIVE, ""),
+    ("data.prep_timeout", POSITIVE, "seconds"),
+    ("data.synthetic_trajectories", AT_LEAST_1, ""),
+    ("data.synthetic_max_rounds", AT_LEAST_1, ""),
+    ("data.synthetic_sensitivity_swap", FRACTION, "a share of tools"),
+    ("lora.r", AT_LEAST_1, ""),
+    ("lora.alpha", POSITIVE, ""),
+    ("lora.dropout", HALF_OPEN, ""),
+    ("eval.max_new_tokens", AT_LEAST_1, ""),
+    ("eval.batch_size", AT_LEAST_1, ""),
+    ("eval.max_samples", AT_LEAST_1, "null: all"),
+    ("eval.tensor_parallel_size", AT_LEAST_1, ""),
+    ("eval.max_model_len", AT_LEAST_1, "null: the model's own"),
+    ("eval.gpu_memory_utilization", OPEN_FRACTION, ""),
+    ("eval.max_lora_rank", AT_LEAST_1, ""),
+    ("eval.kv_cache_gib", POSITIVE, ""),
+    ("eval.request_timeout", POSITIVE, "seconds"),
+    ("eval.max_retries", NON_NEGATIVE, ""),
+    ("timer.lambda_time", NON_NEGATIVE, "0 = the 'w/o time loss' ablation"),
+    ("timer.synthetic_dialogs", NON_NEGATIVE, ""),
+    ("timer.synthetic_eval_dialogs", NON_NEGATIVE, ""),
+    ("launch.nodes", AT_LEAST_1, ""),
+    ("launch.gpus_per_node", NON_NEGATIVE, "0: a CPU-only job"),
+    ("launch.cpus_per_gpu", AT_LEAST_1, ""),
+    ("launch.signal_seconds", NON_NEGATIVE, ""),
+    ("launch.max_requeues", NON_NEGATIVE, ""),
+    ("launch.main_process_port", PORT, ""),
+)
+
+
+def _lookup(recipe, dotted: str) -> tuple[bool, Any]:
+    """(whether the recipe has `dotted`, its value); training.* keys only when the recipe sets them."""
+    head, _, rest = dotted.partition(".")
+    if head == "training":
+        training = recipe.training or {}
+        return (rest in training, training.get(rest))
+    section = getattr(recipe, head, None)
+    if section is None or not hasattr(section, rest):
+        return False, None
+    return True, getattr(section, rest)
+
+
+def value_problems(recipe) -> list[str]:
+    """Every value of `recipe` out of its range, as `key=value must be ...` texts (empty: all fine)."""
+    problems = []
+    for key, (test, must), why in RULES:
+        present, value = _lookup(recipe, key)
+        if not present or value is None:
+            continue
+        if not _number(value):
+            problems.append(f"{key}={value!r} must be a number {must}")
+        elif not test(value):
+            problems.append(f"{key}={value} must be {must}" + (f" ({why})" if why else ""))
+    training = recipe.training or {}
+    steps, epochs = training.get("max_steps"), training.get("num_train_epochs")
+    if _number(epochs) and epochs == 0 and not (_number(steps) and steps > 0):
+        problems.append("training.num_train_epochs=0 with no training.max_steps > 0 trains nothing")
+    name = recipe.name
+    if not SAFE_NAME.match(str(name)):
+        problems.append(f"name={name!r} is not safe as a file and job name: use letters, digits, '.', '_', '+', "
+                        "'-' (up to 100, starting with a letter or digit); set name=... or `name:` in the recipe")
+    try:
+        recipe.output_dir.format(name=name)
+    except (KeyError, IndexError, ValueError) as err:
+        problems.append(f"output_dir={recipe.output_dir!r}: only {{name}} may appear in braces ({err!r})")
+    data = recipe.data
+    if data.source in PATH_SOURCES and not data.path:
+        problems.append(f"data.source={data.source} needs data.path=FOLDER_OR_FILE")
+    return problems
+
+
+def check_values(recipe) -> None:
+    """Raise one RecipeError naming every out-of-range value (see the module docstring)."""
+    problems = value_problems(recipe)
+    if problems:
+        raise RecipeError("; ".join(problems))
+
+
+def _nearest_existing(path: Path) -> Path | None:
+    """The deepest parent folder of `path` that exists, unless that is only the root or the current folder."""
+    for parent in path.parents:
+        if parent.is_dir():
+            return None if str(parent) in ("", ".", parent.anchor) else parent
+    return None
+
+
+def looks_local(value: str) -> bool:
+    """True when `value` cannot be a hub id, or names a folder under one that exists here (`outputs/run`)."""
+    if not HUB_ID.match(value) or ".." in value or value.endswith("."):
+        return True
+    head, sep, _ = value.partition("/")
+    return bool(sep) and Path(head).is_dir()
+
+
+def check_model_reference(value: str, key: str) -> None:
+    """`value` is an existing local file or folder, or a hub id; a local path that does not exist is refused."""
+    text = str(value)
+    if Path(text).expanduser().exists() or not looks_local(text):
+        return
+    near = _nearest_existing(Path(text).expanduser())
+    where = f" (the nearest existing folder is {near})" if near is not None else ""
+    raise RecipeError(f"{key}={text}: no such folder{where}; give an existing model folder or a hub id like org/name")
+
+
+def data_path_problem(recipe) -> str | None:
+    """Why the recipe's data source cannot be read here (a file source whose data.path does not exist), or None."""
+    data = recipe.data
+    if data.source in FILE_SOURCES and data.path and not Path(data.path).expanduser().exists():
+        near = _nearest_existing(Path(data.path).expanduser())
+        where = f" (the nearest existing folder is {near})" if near is not None else ""
+        return f"data.path={data.path}: no such file or folder{where} (data.source={data.source})"
+    return None
+
+
+def check_data_path(recipe) -> None:
+    problem = data_path_problem(recipe)
+    if problem:
+        raise RecipeError(problem)
+
+
+def input_problems(recipe) -> list[str]:
+    """What the recipe reads on this machine and is not there (data.path of a file source, a local model path)."""
+    problems = [p for p in (data_path_problem(recipe),) if p]
+    try:
+        check_model_reference(recipe.model.name_or_path, "model.name_or_path")
+    except RecipeError as err:
+        problems.append(str(err))
+    return problems
+
+
+def check_inputs(recipe) -> None:
+    """Raise one RecipeError naming every input of `recipe` that does not exist here (see the module docstring)."""
+    problems = input_problems(recipe)
+    if problems:
+        raise RecipeError("; ".join(problems))
