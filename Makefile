@@ -48,10 +48,10 @@ test-vllm: $(VLLM_VENV)/.installed
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest tests/test_vllm_backend.py tests/test_backends.py tests/test_timelychat_dialog.py tests/test_chat_backend.py -q
 
 demo: env
-	$(PY) data_prep/tictoc.py recipe=tiny out=$(DEMO_DIR)/data
-	$(PY) eval/run.py recipe=tiny data.prepared_dir=$(DEMO_DIR)/data checkpoint=$(DEMO_BASE) out=$(DEMO_DIR)/eval-before
-	$(PY) train/dpo.py recipe=tiny data.prepared_dir=$(DEMO_DIR)/data model.name_or_path=$(DEMO_BASE) output_dir=$(DEMO_DIR)
-	$(PY) eval/run.py recipe=tiny data.prepared_dir=$(DEMO_DIR)/data checkpoint=$(DEMO_DIR) out=$(DEMO_DIR)/eval-after
+	$(PY) data_prep/tictoc.py recipe=tiny output_dir=$(DEMO_DIR)
+	$(PY) eval/run.py recipe=tiny output_dir=$(DEMO_DIR) checkpoint=$(DEMO_BASE) out=$(DEMO_DIR)/eval-before
+	$(PY) train/dpo.py recipe=tiny model.name_or_path=$(DEMO_BASE) output_dir=$(DEMO_DIR)
+	$(PY) eval/run.py recipe=tiny output_dir=$(DEMO_DIR) checkpoint=$(DEMO_DIR) out=$(DEMO_DIR)/eval-after
 	$(PY) eval/compare.py before=$(DEMO_DIR)/eval-before/tictoc.json after=$(DEMO_DIR)/eval-after/tictoc.json
 	$(PY) train/sft.py recipe=tiny-timer output_dir=$(DEMO_DIR)-timer
 	$(PY) -m timealign.suites.timelychat.infer checkpoint=$(DEMO_DIR)-timer n=6
