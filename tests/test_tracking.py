@@ -127,7 +127,8 @@ def test_training_and_eval_runs_named_grouped_in_one_project(tmp_path):
     assert json.loads((out / TRAINING_RUN_FILE).read_text()) == {
         "id": trained["id"], "name": name, "group": trained["group"], "project": "shared-project", "entity": None}
 
-    evaluate = [sys.executable, str(REPO_ROOT / "eval/run.py"), "recipe=tiny", f"checkpoint={out}", "suites=tictoc",
+    evaluate = [sys.executable, str(REPO_ROOT / "eval/run.py"), "recipe=tiny", f"checkpoint={out}", f"output_dir={out}",
+                "suites=tictoc",
                 "wandb=true", "eval.max_samples=4", f"out={tmp_path / 'eval'}", *data]
     proc = subprocess.run(evaluate, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
