@@ -62,7 +62,7 @@ from tqdm.auto import tqdm
 from timealign.render.intervals import extract_interval
 from timealign.render.timer import TimerRenderer, TimerTurn
 from timealign.suites.timelychat.infer import TimerInference
-from timealign.suites.timelychat.judge import parse_judge_score
+from timealign.suites.timelychat.judge import chat_model, parse_judge_score
 from timealign.suites.timelychat.metrics import is_delayed
 from timealign.suites.timelychat.postprocess import clean_reply
 
@@ -538,12 +538,7 @@ def partner_from_options(options, allow_insecure_key: bool = False) -> Any:
     if not (options.partner_url and options.partner_model):
         raise ValueError("the dialog-level evaluation needs a simulated user: timelychat.partner_url= (an "
                          "OpenAI-compatible /v1 URL) and timelychat.partner_model=")
-    from timealign.backends.openai import OpenAIBackend
-
-    kwargs = {"model": options.partner_model, "allow_insecure_key": allow_insecure_key}
-    if options.partner_api_key_env:
-        kwargs["api_key_env"] = options.partner_api_key_env
-    return OpenAIBackend(options.partner_url, **kwargs)
+    return chat_model(options.partner_url, options.partner_model, options.partner_api_key_env, allow_insecure_key)
 
 
 def evaluate_dialog_level(backend, dialogs: Sequence, *, renderer: TimerRenderer, partner: Any, judge: Any = None,

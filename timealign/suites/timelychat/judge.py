@@ -171,3 +171,16 @@ def judge_responses(judge: Any, items: Sequence[dict], metrics: Sequence[str] = 
         out["failed"][metric] = failed
         out["unparsed"][metric] = len(scores) - len(readable) - failed
     return out
+
+
+def chat_model(url: str, model: str, api_key_env: str | None, allow_insecure_key: bool = False) -> Any:
+    """A chat model behind an OpenAI-compatible /v1 URL (the judge, the simulated user): an `OpenAIBackend` whose
+    chat endpoint applies the served model's own template. `api_key_env` None: the backend's default variable;
+    `allow_insecure_key` is the recipe's `eval.allow_insecure_key` (a key over plain http to another host)."""
+    from timealign.backends.openai import OpenAIBackend
+
+    kwargs = {"model": model, "allow_insecure_key": allow_insecure_key}
+    if api_key_env:
+        kwargs["api_key_env"] = api_key_env
+    return OpenAIBackend(url, **kwargs)
+

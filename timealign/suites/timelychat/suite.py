@@ -58,7 +58,7 @@ from timealign.render.checkpoint import CHECKPOINT_RECIPE, timer_renderer_for_ch
 from timealign.render.intervals import extract_interval, render_minutes
 from timealign.render.timer import TimerRenderer, TimerTurn
 from timealign.suites.registry import EvalContext, Suite
-from timealign.suites.timelychat.judge import JUDGE_METRICS, judge_responses
+from timealign.suites.timelychat.judge import JUDGE_METRICS, chat_model, judge_responses
 from timealign.suites.timelychat.metrics import (
     UNPARSED_POLICIES,
     bertscore,
@@ -475,12 +475,7 @@ def _judge_from_options(options: TimelyChatOptions, allow_insecure_key: bool = F
     if not (options.judge_url and options.judge_model):
         raise ValueError("an LLM judge needs both timelychat.judge_url= (an OpenAI-compatible /v1 URL) and "
                          "timelychat.judge_model=")
-    from timealign.backends.openai import OpenAIBackend
-
-    kwargs = {"model": options.judge_model, "allow_insecure_key": allow_insecure_key}
-    if options.judge_api_key_env:
-        kwargs["api_key_env"] = options.judge_api_key_env
-    return OpenAIBackend(options.judge_url, **kwargs)
+    return chat_model(options.judge_url, options.judge_model, options.judge_api_key_env, allow_insecure_key)
 
 
 def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
