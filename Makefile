@@ -4,24 +4,22 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU wheel on a laptop/CI; on a GPU cluster install your CUDA torch first and `make env TORCH_SPEC=torch`.
 TORCH_SPEC ?= torch==2.13.0
-DEMO_DIR ?= outputs/tiny
-# The random tiny model after a short format warm-up (built once, cached): it emits tool calls and answers,
-# so the demo has decisions to count. `make demo DEMO_BASE=tiny` runs on the pure random-weight model.
-DEMO_BASE ?= tiny-agent
+DEMO_DIR ?= outputs/demo
 
 .PHONY: env demo experiment test test-vllm test-slurm bench clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
-	@echo "make demo   - synthetic data -> data prep -> offset-DPO on tiny -> before/after tool-call counts;"
-	@echo "              then TIMER SFT on synthetic dialogs and two-step (delay, then reply) inference"
+	@echo "make demo   - the method learning on tiny (~5 min): offset-DPO moves held-out NAR (timestamps vs a"
+	@echo "              no-timestamp control), TIMER SFT moves delay F1; table, summary.json, demo.png"
 	@echo "make experiment - does it teach time? offset-DPO NAR and TIMER delay F1 on held-out synthetic data,"
 	@echo "              with the no-timestamp control and the delta/lambda/special-token ablations (2 CPU cores, ~10 min)"
 	@echo "make test   - the test suite (CPU, minutes)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
 	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
 	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs (3-6 min)"
-	@echo "make bench  - data-prep and offset-DPO vs stock TRL throughput numbers"
+	@echo "make bench  - offset-DPO speed-ups vs stock TRL (results/bench/dpo.json, dpo_sweep.png) and"
+	@echo "              TIMER SFT packed vs unpacked (results/bench/sft.json); CPU ~15 min"
 
 env: $(VENV)/.installed
 
@@ -45,16 +43,13 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest tests/test_vllm_backend.py tests/test_backends.py tests/test_timelychat_dialog.py tests/test_chat_backend.py -q
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest tests/test_vllm_backend.py tests/test_prefix_caching.py tests/test_backends.py tests/test_timelychat_dialog.py tests/test_chat_backend.py tests/test_generated_answers.py tests/test_export.py -q
 
+# The method learning on the tiny default (~5 min on 2 cores): offset-DPO on the time-blind tiny agent (held-out NAR
+# before/after, a no-timestamp control, the NAR curve while training) and TIMER SFT (delay F1 before/after);
+# prints the table, writes $(DEMO_DIR)/summary.json and $(DEMO_DIR)/demo.png.
 demo: env
-	$(PY) data_prep/tictoc.py recipe=tiny output_dir=$(DEMO_DIR)
-	$(PY) eval/run.py recipe=tiny output_dir=$(DEMO_DIR) checkpoint=$(DEMO_BASE) out=$(DEMO_DIR)/eval-before
-	$(PY) train/dpo.py recipe=tiny model.name_or_path=$(DEMO_BASE) output_dir=$(DEMO_DIR)
-	$(PY) eval/run.py recipe=tiny output_dir=$(DEMO_DIR) checkpoint=$(DEMO_DIR) out=$(DEMO_DIR)/eval-after
-	$(PY) eval/compare.py before=$(DEMO_DIR)/eval-before/tictoc.json after=$(DEMO_DIR)/eval-after/tictoc.json
-	$(PY) train/sft.py recipe=tiny-timer output_dir=$(DEMO_DIR)-timer
-	$(PY) -m timealign.suites.timelychat.infer checkpoint=$(DEMO_DIR)-timer n=6
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment.demo out=$(DEMO_DIR)
 
 EXPERIMENT_DIR ?= results/experiment
 experiment: env
@@ -68,10 +63,11 @@ test-slurm: env
 	$(PY) tests/slurm_cluster.py install
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline TIMEALIGN_TEST_SLURM=1 $(PY) -m pytest tests/test_slurm_real.py -q
 
-# key=value options of benchmarks/bench_dpo.py (`--help` lists them): make bench BENCH_ARGS="steps=20 json=results/bench.json"
+# key=value options of benchmarks/bench_dpo.py (`--help` lists them): make bench BENCH_ARGS="steps=20 repeats=3"
 BENCH_ARGS ?=
 bench: env
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_dpo.py $(BENCH_ARGS)
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_sft.py skip_data=true skip_train=true json=results/bench/sft.json
 
 clean:
 	rm -rf outputs results wandb

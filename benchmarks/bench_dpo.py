@@ -27,18 +27,18 @@ PARTS = """Parts:
   1. data prep   `timealign.data.pairs.prepare` on the v1 release (load + pairs + save), best/median of N runs,
                  then rendering every pair into prompt strings (`render_split` + `PromptRenderer`, tiny tokenizer),
                  which happens at train time. Goal: data prep < 5 s on 2 cores.
-  2. CPU train   `OffsetDPOTrainer` vs `trl.DPOTrainer` on the tiny model and the tiny recipe's synthetic pairs,
-                 alternating runs (ODPO, TRL, then TRL, ODPO, ...: ABBA, which cancels linear drift) for `repeats`
-                 rounds, without and with `precompute_ref_log_probs`. Only training steps after a warm-up are timed
-                 (a TrainerCallback: on_step_begin of step warmup+1 to on_step_end of the last step); trainer
-                 construction (tokenization, reference model loading, reference precompute) is not.
-                 Goal: ODPO/TRL >= 1.0. Then an interleaved per-step A/B (`ab_steps`) that is robust to other load
-                 on the machine.
+  2. CPU train   the offset-DPO speed-ups one at a time against stock `trl.DPOTrainer` on real TicToc v1 pairs
+                 (tiny model, tiny tokenizer): offset, + shared prompt, + precomputed reference, + length-grouped
+                 batches, padding-free rows (benchmarks/dpo_variants.py); steps/s, tokens/s, padding share, peak
+                 RSS, each as a ratio to stock TRL (JSON: dpo.ratio_vs_trl). Goals: shared prompt >= 1.8x, with the
+                 precomputed reference >= 2.5x. Each run is a fresh process, the order rotates per round.
+  2b. sweep      shared prompt vs stock TRL over prompt lengths x completion lengths (synthetic pairs of exact
+                 token counts), drawn to sweep_png (benchmarks/dpo_sweep.py).
   3. GPU train   (only when CUDA is available) the same comparison on a random-init Llama-3.2-1B-shaped model in
                  bf16 at ~1024 tokens per sequence, with MFU from a 6*N*T (+2*N*T reference) FLOP estimate.
 
-Smallest run (smoke test): python benchmarks/bench_dpo.py data_runs=1 steps=3 repeats=1 batch_size=2 pairs=4 \\
-    ab_steps=2"""
+Smallest run (smoke test): python benchmarks/bench_dpo.py data_runs=1 steps=3 warmup=1 repeats=1 batch_size=2 \\
+    pairs=6 sweep_prompts=256 sweep_completions=16 json=/tmp/bench.json"""
 
 COMMAND = Command(
     prog="python benchmarks/bench_dpo.py",
@@ -50,20 +50,28 @@ COMMAND = Command(
 
 
 def run(opts: DpoBenchOptions) -> int:
+    if opts.worker:
+        from benchmarks.dpo_variants import worker_main
+
+        return worker_main(opts)
     check_steps(opts.warmup, steps=opts.steps, gpu_steps=opts.gpu_steps)
     quiet_libraries()
     import torch
 
     from benchmarks.dpo_data_prep import bench_data_prep, report_data
     from benchmarks.dpo_gpu import bench_gpu_train, report_gpu
-    from benchmarks.dpo_trainers import bench_cpu_train, report_cpu
+    from benchmarks.dpo_sweep import bench_sweep, plot_sweep, report_sweep
+    from benchmarks.dpo_variants import bench_variants, report_variants
 
     started = time.perf_counter()
     results = {"env": machine_info(), "args": options_record(opts)}
     if not opts.skip_data:
         results["data_prep"] = bench_data_prep(opts)
     if not opts.skip_train:
-        results["cpu_train"] = bench_cpu_train(opts)
+        results["dpo"] = bench_variants(opts)
+        if not opts.skip_sweep:
+            results["sweep"] = bench_sweep(opts)
+            plot_sweep(results["sweep"], Path(opts.sweep_png))
         if torch.cuda.is_available():
             results["gpu_train"] = bench_gpu_train(opts)
         else:
@@ -75,8 +83,10 @@ def run(opts: DpoBenchOptions) -> int:
                       "ratio fair")
     if "data_prep" in results:
         report_data(results["data_prep"])
-    if "cpu_train" in results:
-        report_cpu(results["cpu_train"], opts)
+    if "dpo" in results:
+        report_variants(results["dpo"], opts)
+    if "sweep" in results:
+        report_sweep(results["sweep"], Path(opts.sweep_png))
     if "gpu_train" in results:
         report_gpu(results["gpu_train"], opts)
     print(f"\ntotal wall time: {results['total_s']:.0f} s")

@@ -4,6 +4,8 @@ training steps/s of `TimerSFTTrainer` against stock `trl.SFTTrainer` on the same
 Not a test: goals are printed with whether they were met, nothing fails.
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_sft.py [dialogs=100000] [steps=12] [repeats=2] [json=out.json]
+    HF_HUB_OFFLINE=1 python benchmarks/bench_sft.py skip_data=true skip_train=true json=results/bench/sft.json
+        (part 4 only: timer.packing on the tiny-timer recipe's dialogs)
 """
 
 from __future__ import annotations
@@ -39,9 +41,13 @@ PARTS = """Parts:
                  built once, steps alternated ABBA), whose paired ratio is robust to other processes on the cores.
                  Stock TRL gets the same input_ids/labels without token_types. Goal: TIMER/TRL steps/s >= 1.0.
   3. GPU train   (only with CUDA) the same comparison on a random-init Llama-3.2-1B-shaped model in bf16.
+  4. packing     timer.packing on the tiny-timer recipe's synthetic dialogs (its data prep, rendering, max_length
+                 and batch size): the padding share of the tokens the model sees, unpacked (padded batches in a
+                 seeded random order, as the trainer samples them) and packed; then TimerSFTTrainer packed vs
+                 unpacked whole runs (ABBA): steps/s, real tokens/s and dialogs/s, and the time of one epoch.
 
 Smallest run (smoke test): python benchmarks/bench_sft.py dialogs=50 data_runs=1 featurize_dialogs=20 steps=3 \\
-    repeats=1 ab_steps=2 batch_size=2 train_dialogs=8"""
+    repeats=1 ab_steps=2 batch_size=2 train_dialogs=8 packing_steps=3 packing_repeats=1 packing_dialogs=40"""
 
 
 @dataclass
@@ -58,6 +64,12 @@ class SftBenchOptions:
     seed: int = opt(0, "seed of the synthetic dialogs and of every training run")
     skip_data: bool = opt(False, "skip part 1")
     skip_train: bool = opt(False, "skip parts 2 and 3")
+    skip_packing: bool = opt(False, "skip part 4")
+    packing_steps: int = opt(8, "part 4: max_steps of each packed / unpacked run")
+    packing_repeats: int = opt(2, "part 4: ABBA rounds")
+    packing_dialogs: int | None = opt(None, "part 4: train dialogs (default: the tiny-timer recipe's)")
+    packing_threads: int | None = opt(None, "part 4: torch threads (default: torch's). On 2 cores shared with other "
+                                            "jobs, 2 OpenMP threads can run several times slower than 1")
     peak_tflops: float = opt(989.0, "GPU peak bf16 TFLOP/s for MFU (989: H100 SXM)")
     gpu_seq_len: int = opt(1024, "part 3: tokens per row")
     gpu_batch_size: int = opt(8, "part 3: rows per step")
@@ -257,6 +269,91 @@ def bench_gpu_train(opts: SftBenchOptions, shape: dict | None = None, device: st
     return results
 
 
+# ----------------------------------------------------------------------------------------------- part 4: packing
+
+
+def recipe_rows(opts: SftBenchOptions):
+    """The tiny-timer recipe's train rows, prepared and rendered as train/sft.py does; (recipe, rows)."""
+    from timealign.config import load_recipe
+    from timealign.data.timer_prep import load_timer_prepared, prepare_timer_data
+    from timealign.render.timer import TimerRenderer
+    from timealign.train.sft import featurize
+
+    overrides = {"timer.synthetic_eval_dialogs": "0"}
+    if opts.packing_dialogs:
+        overrides["timer.synthetic_dialogs"] = str(opts.packing_dialogs)
+    recipe = load_recipe("tiny-timer", overrides, task="sft")
+    tok = timer_tokenizer()
+    with tempfile.TemporaryDirectory(prefix="bench-sft-packing-") as tmp, quiet():
+        prepare_timer_data(recipe.data, recipe.timer, Path(tmp))
+        dialogs = load_timer_prepared(tmp)[recipe.data.train_split]
+        rows = featurize(dialogs, TimerRenderer.for_timer(tok, recipe.timer), recipe.timer,
+                         recipe.training["max_length"])
+    return recipe, tok, rows.remove_columns("id")
+
+
+def bench_packing(opts: SftBenchOptions) -> dict:
+    import random
+
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig
+
+    from benchmarks.trainer_ab import run_stats, whole_runs
+    from timealign.tiny import ensure_tiny_model
+    from timealign.train.packing import pack_timer_rows, padding_stats
+    from timealign.train.timer import TimerSFTTrainer
+
+    if opts.packing_threads:
+        torch.set_num_threads(opts.packing_threads)
+    recipe, tok, rows = recipe_rows(opts)
+    batch, max_length = recipe.training["per_device_train_batch_size"], recipe.training["max_length"]
+    lengths = [len(x) for x in rows["input_ids"]]
+    order = list(range(len(lengths)))
+    random.Random(opts.seed).shuffle(order)  # the train dataloader's random sampler
+    with quiet():
+        packed = pack_timer_rows(rows, max_length)
+    packed_lengths = [sum(x) for x in packed["seq_lengths"]]
+    random.Random(opts.seed).shuffle(packed_lengths)
+    padding = {"unpacked": padding_stats([lengths[i] for i in order], batch),
+               "packed_rows": padding_stats(packed_lengths, batch),  # sdpa/eager: packed rows padded per batch
+               "packed_flat": padding_stats(packed_lengths, batch, padding_free=True)}  # flash attention
+    padding["packed_rows"]["row_fill"] = sum(packed_lengths) / (len(packed_lengths) * max_length)
+    dialogs_per_row = len(lengths) / len(packed_lengths)
+    log(f"packing: {len(lengths)} rows (~{statistics.mean(lengths):.0f} tokens) -> {len(packed_lengths)} packed rows "
+        f"({dialogs_per_row:.1f} dialogs each); padding share {100 * padding['unpacked']['padding_share']:.1f}% -> "
+        f"{100 * padding['packed_rows']['padding_share']:.1f}%")
+
+    model_dir = str(ensure_tiny_model())
+    cfg = dict(cpu_config(opts, opts.packing_steps), per_device_train_batch_size=batch, max_length=max_length,
+               learning_rate=recipe.training["learning_rate"])
+
+    def build(kind: str, workdir: Path, callbacks: list):
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        model.resize_token_embeddings(len(tok), mean_resizing=False)
+        args = SFTConfig(output_dir=str(workdir / kind), packing=kind == "packed", **cfg)
+        return TimerSFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tok, callbacks=callbacks,
+                               lambda_time=recipe.timer.lambda_time)
+
+    runs = whole_runs("packing", ("packed", "unpacked"), build, opts.packing_steps, opts.warmup,
+                      opts.packing_repeats, sync=lambda: None)
+    out = {"rows": len(lengths), "tokens_per_row": statistics.mean(lengths), "packed_rows": len(packed_lengths),
+           "dialogs_per_packed_row": dialogs_per_row, "batch_size": batch, "max_length": max_length,
+           "torch_threads": torch.get_num_threads(),
+           "padding": padding, "runs": runs}
+    for kind, n_rows in (("packed", len(packed_lengths)), ("unpacked", len(lengths))):
+        stats = run_stats(runs[kind])
+        steps_per_epoch = -(-n_rows // batch)
+        stats.update(steps_per_epoch=steps_per_epoch,
+                     epoch_s=steps_per_epoch / stats["steps_per_s_median"],
+                     dialogs_per_step=batch * (dialogs_per_row if kind == "packed" else 1),
+                     dialogs_per_s=stats["tokens_per_s_median"] / statistics.mean(lengths))
+        out[kind] = stats
+    out["tokens_per_s_ratio"] = out["packed"]["tokens_per_s_median"] / out["unpacked"]["tokens_per_s_median"]
+    out["epoch_speedup"] = out["unpacked"]["epoch_s"] / out["packed"]["epoch_s"]
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------- report
 
 
@@ -305,8 +402,31 @@ def report_train(title: str, c: dict, gpu: bool) -> None:
     print(f"goal: TIMER/TRL steps/s >= 1.0: {verdict(c['goal_met'], c['within_noise'])}")
 
 
+def report_packing(p: dict) -> None:
+    print(f"\n## 4. timer.packing on the tiny-timer recipe's dialogs: {p['rows']} rows (~{p['tokens_per_row']:.0f} "
+          f"tokens) -> {p['packed_rows']} packed rows of <= {p['max_length']} ({p['dialogs_per_packed_row']:.1f} dialogs "
+          f"each), batch {p['batch_size']}, tiny model (float32, sdpa: packed rows kept as rows), "
+          f"{p['torch_threads']} torch threads")
+    pad = p["padding"]
+    print(table(["layout", "batches", "real tokens", "token slots", "padding share"], [
+        [name, str(pad[key]["batches"]), str(pad[key]["tokens"]), str(pad[key]["slots"]),
+         f"{100 * pad[key]['padding_share']:.1f}%"]
+        for key, name in (("unpacked", "unpacked (padded to the batch's longest)"),
+                          ("packed_rows", "packed rows (sdpa/eager)"), ("packed_flat", "packed, flattened (flash)"))]))
+    print(f"packed rows are {100 * pad['packed_rows']['row_fill']:.1f}% full")
+    rows = []
+    for kind in ("packed", "unpacked"):
+        s = p[kind]
+        rows.append([kind, f"{s['steps_per_s_median']:.3f}", f"{s['tokens_per_s_median']:.0f}",
+                     f"{s['dialogs_per_s']:.1f}", f"{s['dialogs_per_step']:.1f}", str(s["steps_per_epoch"]),
+                     f"{s['epoch_s']:.1f}"])
+    print(table(["run", "steps/s", "real tokens/s", "dialogs/s", "dialogs/step", "steps/epoch", "epoch s"], rows))
+    print(f"packed / unpacked: real tokens/s {p['tokens_per_s_ratio']:.2f}x; epoch time unpacked / packed "
+          f"{p['epoch_speedup']:.2f}x (steps/s alone is not comparable: a packed step holds more dialogs)")
+
+
 def run(opts: SftBenchOptions) -> int:
-    check_steps(opts.warmup, steps=opts.steps, gpu_steps=opts.gpu_steps)
+    check_steps(opts.warmup, steps=opts.steps, gpu_steps=opts.gpu_steps, packing_steps=opts.packing_steps)
     quiet_libraries()
     import torch
 
@@ -317,6 +437,8 @@ def run(opts: SftBenchOptions) -> int:
     if not opts.skip_train:
         results["cpu_train"] = bench_cpu_train(opts)
         results["gpu_train"] = bench_gpu_train(opts) if torch.cuda.is_available() else {"skipped": "no GPU"}
+    if not opts.skip_packing:
+        results["packing"] = bench_packing(opts)
     finish(results, started)
     print_header("timealign SFT benchmark", results["env"])
     if "data_prep" in results:
@@ -337,6 +459,8 @@ def run(opts: SftBenchOptions) -> int:
                   f"tokens, batch {opts.gpu_batch_size}; peak memory {g['max_memory_gib']:.1f} GiB; MFU from "
                   f"6 * params * tokens / {opts.peak_tflops:g} TFLOP/s")
             report_train("GPU", g["train"], gpu=True)
+    if "packing" in results:
+        report_packing(results["packing"])
     print(f"\ntotal wall time: {results['total_s']:.0f} s")
     write_json(opts.json, results)
     return 0

@@ -1,4 +1,5 @@
-"""Part 2 of bench_dpo: `OffsetDPOTrainer` against stock `trl.DPOTrainer` on CPU, and the report of such a comparison.
+"""`OffsetDPOTrainer` against stock `trl.DPOTrainer` as an A/B pair, and the report of such a comparison (part 3 of
+bench_dpo, on a GPU; part 2, the CPU variants, is benchmarks/dpo_variants.py).
 
 Both trainers get the same model, batch, data (the tiny recipe's synthetic pairs, rendered by the shared renderer;
 stock TRL without the `margin` column) and config, once with the reference forward every step and once with
@@ -107,38 +108,6 @@ def seq_lengths(tokenizer, dataset) -> dict:
         lengths += [prompt + len(tokenizer(row["chosen"])["input_ids"]) + 1,
                     prompt + len(tokenizer(row["rejected"])["input_ids"]) + 1]
     return {"mean": statistics.mean(lengths), "max": max(lengths), "min": min(lengths)}
-
-
-def bench_cpu_train(opts: DpoBenchOptions) -> dict:
-    import torch
-    from transformers import AutoTokenizer
-
-    from timealign.tiny import ensure_tiny_model
-
-    model_dir = ensure_tiny_model()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    results = {"model": str(model_dir), "threads": torch.get_num_threads()}
-    with tempfile.TemporaryDirectory(prefix="bench-tiny-") as tmp:
-        dataset = synthetic_pairs(tokenizer, opts.pairs, Path(tmp))
-    results["pairs"] = len(dataset)
-    results["tokens_per_sequence"] = seq_lengths(tokenizer, dataset)
-    log(f"CPU comparison: tiny model, {len(dataset)} synthetic pairs, "
-        f"~{results['tokens_per_sequence']['mean']:.0f} tokens/sequence, {torch.get_num_threads()} torch threads")
-    for label, _ in MODES[:1] if opts.no_precompute else MODES:
-        results[label] = odpo_vs_trl(f"cpu/{label}", model_dir, torch.float32, tokenizer, dataset,
-                                     tiny_config(opts, label == "precompute_ref"), opts, sync=lambda: None)
-    return results
-
-
-def report_cpu(cpu: dict, opts: DpoBenchOptions) -> None:
-    tok = cpu["tokens_per_sequence"]
-    print(f"\n## 2. Offset-DPO vs trl.DPOTrainer on CPU: tiny model (float32), {cpu['pairs']} synthetic pairs "
-          f"(tiny recipe), batch {opts.batch_size} pairs, ~{tok['mean']:.0f} tokens/sequence (max {tok['max']})")
-    print("timed: on_step_begin of the first post-warm-up step .. on_step_end of the last step; trainer "
-          "construction (tokenization, reference model, reference precompute) excluded.\n"
-          "CPU share = this process's CPU time / (wall time x torch threads) in the timed window: well below "
-          "100% means other processes took the cores, and the fastest-quartile column is the fairer number.")
-    report_compare("CPU", cpu, gpu=False)
 
 
 def report_compare(title: str, res: dict, gpu: bool) -> None:

@@ -1,4 +1,4 @@
-"""Compare eval reports. Usage: python eval/compare.py BEFORE.json AFTER.json [MORE PAIRS ...] [--png nar.png]."""
+"""Compare eval reports. Usage: python eval/compare.py before=BEFORE after=AFTER [png=nar.png] [out=DIR] (--help)."""
 
 import sys
 

@@ -12,19 +12,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "timealign"
 
 # What each package may import (besides itself). Lower layers never import upper ones:
-# config -> render -> data -> tiny -> train; backends -> suites -> eval; experiment on top.
+# config -> render -> data -> tiny -> backends -> suites -> train (evaluation while training scores with the
+# evaluator's backends and suites) and -> eval; experiment on top. Nothing below imports train or eval.
 ALLOWED = {
     "config": set(),
     "render": {"config"},
     "data": {"config", "render"},
     "tiny": {"config", "render", "data"},
-    "train": {"config", "render", "data", "tiny"},
+    "train": {"config", "render", "data", "tiny", "backends", "suites"},
     "backends": {"config", "render", "tiny"},
     "suites": {"config", "render", "data", "tiny", "backends"},
     "eval": {"config", "render", "data", "tiny", "backends", "suites"},
     "cluster": {"config"},
     "experiment": {"config", "render", "data", "tiny", "train", "backends", "suites", "eval"},
 }
+# Single modules allowed more than their package, with the reason. data.direct_answer=generate makes data prep
+# generate with the evaluator's backends and judge tool calls with the TicToc detector; the imports are inside the
+# functions that run only then, so `timealign.data` never loads an engine.
+EXCEPTIONS = {"timealign.data.generated_answers": {"backends", "suites"}}
 
 
 def _module_name(path: Path) -> str:
@@ -83,7 +88,8 @@ def test_data_flows_one_way():
         source = _layer(_module_name(path))
         for module, _, line in _imports(path):
             target = _layer(module)
-            if source and target and target != source and target not in ALLOWED[source]:
+            allowed = ALLOWED.get(source, set()) | EXCEPTIONS.get(_module_name(path), set())
+            if source and target and target != source and target not in allowed:
                 upward.append(f"{path.relative_to(ROOT.parent)}:{line} imports {module} ({source} -> {target})")
     assert not upward, "imports against the layer order:\n" + "\n".join(upward)
 

@@ -191,8 +191,9 @@ def test_refusals(base, tmp_path):
 
     model, tok, ids = base
     data = rows(ids)
-    with pytest.raises(ValueError, match="packing"):
-        make_trainer(copy.deepcopy(model), tok, data, tmp_path, packing=True, max_length=64)
+    with pytest.raises(ValueError, match="wrapped"):  # packing is supported (tests/test_timer_packing.py), not wrapped
+        make_trainer(copy.deepcopy(model), tok, data, tmp_path, packing=True, packing_strategy="wrapped",
+                     max_length=64)
     with pytest.raises(ValueError, match="lacks \\['token_types'\\]"):
         make_trainer(copy.deepcopy(model), tok, [{"input_ids": r["input_ids"], "labels": r["labels"]} for r in data],
                      tmp_path)

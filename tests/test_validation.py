@@ -23,6 +23,7 @@ from timealign.config.validate import (
     FRACTION,
     HALF_OPEN,
     NON_NEGATIVE,
+    OPEN_UNIT,
     OPEN_FRACTION,
     PORT,
     POSITIVE,
@@ -119,7 +120,7 @@ def test_bad_value_stops_the_entry_point_before_any_work(case, args, message, tm
 def _bad_values(test) -> list:
     """Out-of-range values that are still whole numbers (integer fields read them too)."""
     return {POSITIVE: [0, -1], NON_NEGATIVE: [-1], AT_LEAST_1: [0, -2], FRACTION: [-1, 2], OPEN_FRACTION: [0, 2],
-            HALF_OPEN: [-1, 1], PORT: [0, 70000]}[test]
+            HALF_OPEN: [-1, 1], OPEN_UNIT: [0, 1], PORT: [0, 70000]}[test]
 
 
 def _recipe_for(key: str) -> str | None:

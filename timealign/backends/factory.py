@@ -36,7 +36,7 @@ def make_backend(eval_cfg, checkpoint: str, *, dtype: str | None = None, trust_r
                               gpu_memory_utilization=eval_cfg.gpu_memory_utilization,
                               max_lora_rank=eval_cfg.max_lora_rank, kv_cache_gib=eval_cfg.kv_cache_gib,
                               trust_remote_code=trust_remote_code,
-                              sampling=sampling)
+                              sampling=sampling, enable_prefix_caching=getattr(eval_cfg, "prefix_caching", None))
     elif kind == "chat":
         from timealign.backends.chat import ChatBackend
 

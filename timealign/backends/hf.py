@@ -14,6 +14,7 @@ class HFBackend(BaseBackend):
     """Generates continuations of already-rendered prompt strings (rendered by the shared PromptRenderer)."""
 
     name = "hf"
+    group_by_length = True  # batch each call's prompts longest first (outputs in the caller's order)
 
     def __init__(self, model_path: str, *, dtype: str = "auto", device: str | None = None, batch_size: int = 16,
                  trust_remote_code: bool = False, sampling: dict | None = None):
@@ -32,13 +33,29 @@ class HFBackend(BaseBackend):
             self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=weights_dtype,
                                                               trust_remote_code=trust_remote_code)
         self.model.to(self.device).eval()
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+        self._attach(AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code), batch_size,
+                     model_fingerprint(model_path))
+
+    @classmethod
+    def from_model(cls, model, tokenizer, *, batch_size: int = 16, sampling: dict | None = None,
+                   model_id: str = "in-memory") -> HFBackend:
+        """A backend on a model already in memory (evaluation while training, `timealign.train.live_eval`): used as
+        it is, on its device, in its dtype and train/eval mode (the caller's business); `tokenizer` gets left padding
+        and a pad token, so pass a copy of one that something else uses."""
+        backend = cls.__new__(cls)
+        BaseBackend.__init__(backend, sampling)
+        backend.model, backend.device = model, model.device
+        backend._attach(tokenizer, batch_size, model_id)
+        return backend
+
+    def _attach(self, tokenizer, batch_size: int, model_id: str) -> None:
+        self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"  # decoder-only batched generation
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.batch_size = batch_size
         self.cache_chunk = 4 * batch_size  # prompts per call from cached_generate: whole batches only
-        self.model_id = model_fingerprint(model_path)
+        self.model_id = model_id
         eos = self.model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self.eos_ids = set(eos) | ({self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set())
@@ -54,16 +71,23 @@ class HFBackend(BaseBackend):
                   "min_p": s["min_p"]} if sampling else {"do_sample": False})
         if sampling:
             torch.manual_seed(s["seed"])
-        outputs: list[str] = []
+        order = list(range(len(prompts)))
+        if self.group_by_length and len(prompts) > self.batch_size:
+            # Longest first, so each batch holds prompts of similar length: less left padding (benchmarks/
+            # bench_eval.py); the outputs keep the caller's order.
+            lengths = [len(ids) for ids in self.tokenizer(list(prompts), add_special_tokens=True)["input_ids"]]
+            order.sort(key=lambda i: -lengths[i])
+        outputs: list[str] = [""] * len(prompts)
         for start in tqdm(range(0, len(prompts), self.batch_size), desc=desc, unit="batch", disable=desc is None):
-            batch = prompts[start:start + self.batch_size]
+            index = order[start:start + self.batch_size]
+            batch = [prompts[i] for i in index]
             enc = self.tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=True).to(self.device)
             with torch.no_grad():
                 out = self.model.generate(**enc, max_new_tokens=max_new_tokens,
                                           pad_token_id=self.tokenizer.pad_token_id, **knobs)
-            for row in out[:, enc["input_ids"].shape[1]:].tolist():
+            for i, row in zip(index, out[:, enc["input_ids"].shape[1]:].tolist()):
                 # End at the first EOS (kept): later positions are padding of rows that finished early.
-                end = next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), len(row))
+                end = next((j + 1 for j, t in enumerate(row) if t in self.eos_ids), len(row))
                 # Keep special tokens: tool-call markers such as <tool_call> are special in several tokenizers.
-                outputs.append(self.tokenizer.decode(row[:end], skip_special_tokens=False))
+                outputs[i] = self.tokenizer.decode(row[:end], skip_special_tokens=False)
         return outputs

@@ -6,6 +6,12 @@ tokenizer and `add_special_tokens=True`, exactly as the hf backend does, and han
 renderer leaves the template's BOS out). Outputs are decoded from the generated ids with the same tokenizer call as
 the hf backend (special tokens kept, ending at the first EOS, included).
 
+Automatic prefix caching (`enable_prefix_caching`, the recipe's `eval.prefix_caching`): vLLM keeps the KV blocks of
+prompt prefixes it has computed and reuses them for later prompts with the same prefix. TicToc's elapse levels of
+one trajectory are the same conversation with a different final timestamp, so all but the last message's blocks can
+be shared. It changes no output (the same ids, the same greedy tokens: tests/test_prefix_caching.py). vLLM 0.32 turns
+it on by default for generative models (also on x86 CPUs); passing the setting makes the choice explicit.
+
 A LoRA checkpoint (a folder with adapter_config.json) starts the engine on the adapter's base model with
 `enable_lora=True` and sends every request with a `LoRARequest` for the folder.
 
@@ -50,7 +56,7 @@ class VLLMBackend(BaseBackend):
     def __init__(self, model_path: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
                  max_model_len: int | None = None, enforce_eager: bool = False, gpu_memory_utilization: float = 0.9,
                  max_lora_rank: int | None = None, kv_cache_gib: float | None = None, trust_remote_code: bool = False,
-                 sampling: dict | None = None, **engine_kwargs):
+                 sampling: dict | None = None, enable_prefix_caching: bool | None = None, **engine_kwargs):
         super().__init__(sampling)
         try:
             from vllm import LLM
@@ -89,6 +95,8 @@ class VLLMBackend(BaseBackend):
                             kv_cache_gib)
         if kv_cache_gib is not None:
             engine_kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        if enable_prefix_caching is not None:  # None: vLLM's default (on for generative models)
+            engine_kwargs["enable_prefix_caching"] = bool(enable_prefix_caching)
         # The engine gets the base model's tokenizer (an adapter folder has no config.json for vLLM to read); it only
         # supplies EOS ids, since prompts arrive as ids and outputs are decoded here with `tokenizer_source`.
         self.llm = LLM(model=engine_model, tokenizer=engine_model, dtype=dtype,
@@ -97,6 +105,10 @@ class VLLMBackend(BaseBackend):
                        trust_remote_code=trust_remote_code, seed=self.sampling.get("seed", 0), **engine_kwargs)
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=trust_remote_code)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+        self.prefix_caching = bool(self.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching)
+        # Prompt tokens sent, and those whose KV came from the prefix cache (RequestOutput.num_cached_tokens)
+        self.prompt_tokens = self.cached_prompt_tokens = 0
+        logger.info("vLLM: prefix caching %s", "on" if self.prefix_caching else "off")
         self.model_id = model_fingerprint(model_path)
 
     def generate(self, prompts: list[str], *, max_new_tokens: int = 64, temperature: float | None = None,
@@ -128,6 +140,8 @@ class VLLMBackend(BaseBackend):
                                         use_tqdm=desc is not None, lora_request=self.lora_request)
             for i, result in zip(runnable, results):
                 outputs[i] = self.tokenizer.decode(list(result.outputs[0].token_ids), skip_special_tokens=False)
+                self.prompt_tokens += len(ids[i])
+                self.cached_prompt_tokens += result.num_cached_tokens or 0
         if errors:
             raise GenerationError(outputs, errors)
         return outputs  # type: ignore[return-value]

@@ -58,7 +58,10 @@ class DataSection:
     offset_scale: float = opt(1.0, "ODPO's alpha: offset = offset_scale * |S - 1.5|; 0 = plain DPO on the same pairs")
     min_margin: float = opt(0.0, "drop pairs with |S - 1.5| below this (the paper's evaluation keeps > 1.0)")
     unknown_scenarios: str = opt("error", "error | bucket (kept under scenario 'unknown', split 'unknown')")
-    direct_answer: str = opt("latest_tool_result", "strategy when a sample has no direct-answer text")
+    direct_answer: str = opt("latest_tool_result", "strategy when a sample has no direct-answer text: latest_tool_result | last_assistant_text | generate (a model writes every direct answer, the data's own too; see direct_answer_model)")
+    direct_answer_model: str | None = opt(None, "direct_answer=generate: the model that writes the direct answers (hub id, folder, tiny names; with the openai backend, the tokenizer to render with), prompted with each pair's own training prompt, then without the tools if it called one (still a call: that pair falls back to latest_tool_result, counted in manifest.json); None: model.name_or_path. Generations are cached beside the prepared folder (generations/direct_answers.jsonl)")
+    direct_answer_backend: str = opt("hf", "direct_answer=generate: hf | vllm | openai, the evaluator's backends with the eval.* settings (sampling, dtype, engine, eval.base_url); data prep runs on rank 0 while the other ranks wait data.prep_timeout: prepare a large set first with data_prep/tictoc.py")
+    direct_answer_max_new_tokens: int = opt(128, "direct_answer=generate: at most this many tokens per generated answer (answers cut by it are counted in manifest.json)")
     on_error: str = opt("raise", "raise | skip (bad records go to rejects.jsonl with their reason)")
     assume_timezone: str | None = opt(None, "TicToc: the zone of message times written without one (e.g. UTC, Europe/Berlin, +02:00); None: such a naive timestamp is an error naming its file and record")
     synthetic_trajectories: int = opt(240, "per split, for source=synthetic")
@@ -97,6 +100,9 @@ class EvalSection:
     request_timeout: float = opt(600.0, "openai, chat: seconds per request")
     max_retries: int = opt(5, "openai, chat: retries with exponential backoff on connection errors, 408/409/429/5xx")
     tool_choice: str = opt("auto", "chat: tool_choice of each request: auto (the TicToc authors') | required | none | a tool's name")
+    prefix_caching: bool = opt(True, "vllm: automatic prefix caching (vLLM's enable_prefix_caching): the KV of a prompt prefix computed once is reused by later prompts with that prefix (a TicToc trajectory's elapse levels share all but their last message); the greedy outputs are the same either way; false: every prompt is prefilled in full")
+    bootstrap: int = opt(1000, "bootstrap resamples for the confidence interval of each suite's metrics, written as the report's \"intervals\" block and in report.md (percentile bootstrap over the samples, TicToc within each label; timealign/eval/bootstrap.py); 0: no intervals")
+    confidence: float = opt(0.95, "level of the bootstrap intervals, in (0, 1)")
     chat_sampling: bool = opt(True, "chat: send the sampling settings (temperature; top_p, seed when sampling); false: send none, the server's defaults, as the TicToc authors' API runs did")
 
 
@@ -109,10 +115,35 @@ class TimerSection:
     order: str = opt("time_first", "time_first: <SPK> s <TIME> tau <UTT> u | utterance_first: the ablation")
     loss_turns: str = opt("all", "all: every turn after the first (Eq. 4, t = 2..T) | target: the final turn only")
     loss_normalization: str = opt("tokens", "tokens: one normalizer for both sums (Eq. 4-5) | per_type: two token means")
+    packing: bool = opt(False, "pack several rendered dialogs into each row of training.max_length tokens (TRL's best-fit decreasing; padding-free batches); each token keeps its time/response mask, positions restart and attention stays inside every dialog, so the loss is the unpacked one. false: one padded row per dialog")
     emit_instant_counterpart: bool = opt(False, "also train the untimely reply given tau = 0 (tau given, not trained)")
     lora_new_tokens: str = opt("trainable_tokens", "with LoRA: trainable_tokens (new rows only) | modules_to_save")
     synthetic_dialogs: int = opt(2000, "train dialogs for data.source=synthetic")
     synthetic_eval_dialogs: int = opt(200, "held-out dialogs for data.source=synthetic")
+
+
+@dataclass
+class DpoSection:
+    """Speed settings of offset-DPO (task: dpo): exact, they change how the batch is computed, not the loss."""
+
+    shared_prompt: bool = opt(True, "each pair's prompt goes through the policy (and the reference) once for both completions: [prompt | chosen | rejected] in one row, the completions kept apart by a tree attention mask, positions restarting after the prompt (timealign/train/shared_prompt.py); same loss, gradients and metrics as false: TRL's own rows (prompt + chosen, prompt + rejected). Needs model.attn_implementation sdpa or eager and a llama, mistral, ministral, qwen2 or qwen3 model (refused otherwise)")
+    padding_free: bool = opt(False, "with shared_prompt: the micro-batch's pairs packed into one row with no padding (block-diagonal attention mask over the whole row: attention work and mask memory grow with the square of the packed length); false: one row per pair, padded to the longest")
+
+
+@dataclass
+class LiveEvalSection:
+    """Evaluation while training (timealign.train.live_eval): the model being trained scores a fixed held-out slice
+    with the evaluator's own code (dpo: TicToc NAR and attempt rates; sft: TimelyChat delay F1, RMSLE, BLEU-2,
+    ROUGE-L), logged as eval_live/* at the global step into the trainer log and training.report_to (W&B: eval/live/*).
+    Generation: transformers on the training process's model in memory (eval.batch_size, eval.max_new_tokens and the
+    eval.* sampling settings apply; eval.backend does not); DDP: the main process evaluates, the others wait; ZeRO-3:
+    every rank generates; FSDP: refused."""
+
+    every_steps: int = opt(0, "score the held-out slice every N optimizer steps and after the last step; 0: off")
+    max_samples: int = opt(64, "the slice: the first N rows of the prepared data's data.eval_split, the same rows "
+                               "every time (what eval/run.py scores with eval.max_samples=N)")
+    at_start: bool = opt(True, "also score before the first step, so the curve starts at the base model (not on "
+                               "resume)")
 
 
 @dataclass
@@ -156,6 +187,8 @@ class Recipe:
     lora: LoraSection = section(LoraSection, "LoRA instead of full fine-tuning")
     data: DataSection = section(DataSection, "data prep and prompt rendering")
     eval: EvalSection = section(EvalSection, "evaluation backend and generation")
+    dpo: DpoSection = section(DpoSection, "offset-DPO speed (task: dpo)")
+    live_eval: LiveEvalSection = section(LiveEvalSection, "evaluation while training (curves in the log and W&B)")
     wandb: WandbSection = section(WandbSection, "Weights & Biases run settings")
     timer: TimerSection = section(TimerSection, "TIMER-style SFT (task: sft)")
     launch: LaunchSection = section(LaunchSection, "cluster launch (slurm/*.sbatch, timealign.cluster)")

@@ -22,7 +22,7 @@ TRAINING_RUN_FILE = "wandb_run.json"
 MAX_NAME = 128  # W&B shows longer display names cut
 
 # Overrides that change where things go or how they are logged, not what is trained: left out of run names.
-NAME_IGNORED = ("name", "description", "output_dir", "wandb", "launch", "eval", "data.prepared_dir",
+NAME_IGNORED = ("name", "description", "output_dir", "wandb", "launch", "eval", "live_eval", "data.prepared_dir",
                 "data.prep_timeout", "training.resume_from_checkpoint", "training.report_to", "training.run_name",
                 "training.logging_steps", "training.logging_strategy", "training.logging_first_step",
                 "training.logging_dir", "training.save_steps", "training.save_strategy", "training.save_total_limit",

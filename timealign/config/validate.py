@@ -33,6 +33,11 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 # Sources read from data.path: file ones must exist here; `hub` may be a hub dataset id.
 FILE_SOURCES = ("v1", "annotated", "timelychat", "dialogs")
 PATH_SOURCES = FILE_SOURCES + ("hub",)
+# data.direct_answer: how a TicToc pair's direct answer is made when the data has none (timealign/data/tictoc.py);
+# generate's model runs on one of the evaluator's backends that continue rendered prompts (timealign/data/
+# generated_answers.py).
+DIRECT_ANSWERS = ("latest_tool_result", "last_assistant_text", "generate")
+DIRECT_ANSWER_BACKENDS = ("hf", "vllm", "openai")
 # The Hugging Face hub's repo id: `name` or `namespace/name` (huggingface_hub.utils.validate_repo_id).
 HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 
@@ -51,6 +56,7 @@ AT_LEAST_1 = (_finite(lambda v: v >= 1), ">= 1")
 FRACTION = (_finite(lambda v: 0 <= v <= 1), "between 0 and 1")
 OPEN_FRACTION = (_finite(lambda v: 0 < v <= 1), "in (0, 1]")
 HALF_OPEN = (_finite(lambda v: 0 <= v < 1), "in [0, 1)")
+OPEN_UNIT = (_finite(lambda v: 0 < v < 1), "in (0, 1)")
 PORT = (_finite(lambda v: 1 <= v <= 65535), "a port number (1-65535)")
 
 # (dotted key, (test, what it must be), why): a None value is "unset" and passes; training.* keys are checked when
@@ -81,6 +87,7 @@ RULES: tuple[tuple[str, tuple, str], ...] = (
     ("data.synthetic_trajectories", AT_LEAST_1, ""),
     ("data.synthetic_max_rounds", AT_LEAST_1, ""),
     ("data.synthetic_sensitivity_swap", FRACTION, "a share of tools"),
+    ("data.direct_answer_max_new_tokens", AT_LEAST_1, ""),
     ("lora.r", AT_LEAST_1, ""),
     ("lora.alpha", POSITIVE, ""),
     ("lora.dropout", HALF_OPEN, ""),
@@ -94,6 +101,10 @@ RULES: tuple[tuple[str, tuple, str], ...] = (
     ("eval.kv_cache_gib", POSITIVE, ""),
     ("eval.request_timeout", POSITIVE, "seconds"),
     ("eval.max_retries", NON_NEGATIVE, ""),
+    ("eval.bootstrap", NON_NEGATIVE, "0: no intervals"),
+    ("eval.confidence", OPEN_UNIT, "the level of the bootstrap intervals"),
+    ("live_eval.every_steps", NON_NEGATIVE, "0: off"),
+    ("live_eval.max_samples", AT_LEAST_1, ""),
     ("timer.lambda_time", NON_NEGATIVE, "0 = the 'w/o time loss' ablation"),
     ("timer.synthetic_dialogs", NON_NEGATIVE, ""),
     ("timer.synthetic_eval_dialogs", NON_NEGATIVE, ""),
@@ -141,9 +152,20 @@ def value_problems(recipe) -> list[str]:
         recipe.output_dir.format(name=name)
     except (KeyError, IndexError, ValueError) as err:
         problems.append(f"output_dir={recipe.output_dir!r}: only {{name}} may appear in braces ({err!r})")
+    if recipe.dpo.padding_free and not recipe.dpo.shared_prompt:
+        problems.append("dpo.padding_free=true packs shared-prompt rows: it needs dpo.shared_prompt=true")
     data = recipe.data
     if data.source in PATH_SOURCES and not data.path:
         problems.append(f"data.source={data.source} needs data.path=FOLDER_OR_FILE")
+    if data.direct_answer not in DIRECT_ANSWERS:
+        problems.append(f"data.direct_answer={data.direct_answer!r} must be one of {', '.join(DIRECT_ANSWERS)}")
+    elif data.direct_answer == "generate":
+        if data.direct_answer_backend not in DIRECT_ANSWER_BACKENDS:
+            problems.append(f"data.direct_answer_backend={data.direct_answer_backend!r} must be one of "
+                            f"{', '.join(DIRECT_ANSWER_BACKENDS)} (the backends that continue rendered prompts)")
+        elif data.direct_answer_backend == "openai" and not recipe.eval.base_url:
+            problems.append("data.direct_answer_backend=openai needs eval.base_url (the server that writes the "
+                            "direct answers)")
     return problems
 
 
@@ -203,6 +225,12 @@ def input_problems(recipe) -> list[str]:
         check_model_reference(recipe.model.name_or_path, "model.name_or_path")
     except RecipeError as err:
         problems.append(str(err))
+    data = recipe.data
+    if data.direct_answer == "generate" and data.direct_answer_model and data.direct_answer_backend != "openai":
+        try:
+            check_model_reference(data.direct_answer_model, "data.direct_answer_model")
+        except RecipeError as err:
+            problems.append(str(err))
     return problems
 
 

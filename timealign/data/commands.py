@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from timealign.config.cli import DATA_HINT, Command, Invocation, run_command
-from timealign.data.prepared import fingerprint_of, prepared_dir_for, write_prepared
+from timealign.data.prepared import answer_generation, fingerprint_of, prepared_dir_for, write_prepared
 from timealign.data.records import RecordError
 
 # Exceptions that mean the input data is wrong (not the command line): exit code 1, printed with DATA_HINT.
@@ -62,7 +62,7 @@ def _prepare(invocation: Invocation, kind: str, keys: tuple[str, ...]) -> int:
     out = invocation.options.out
     target = Path(out) if out else prepared_dir_for(recipe, fingerprint=fingerprint)
     info = write_prepared(kind, recipe.data, recipe.timer, target, fingerprint=fingerprint, replace=True,
-                          recipe_name=recipe.name)
+                          recipe_name=recipe.name, generation=answer_generation(recipe, kind))
     print(json.dumps({**{k: info[k] for k in keys}, "fingerprint": fingerprint.sha256[:12]}, indent=2))
     print(f"wrote {target}")
     return 0

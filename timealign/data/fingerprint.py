@@ -12,6 +12,13 @@ before any reuse. Two recipes with equal fingerprints get equal prepared data.
   so moving a data set does not invalidate its prepared data. A hub dataset id (`data.source=hub` with no local
   folder of that name) is recorded by id only: the hub's revision is not pinned. `data.source=synthetic` reads no
   files; its generator is covered by the format version.
+- `data.direct_answer=generate` (pairs): the direct answers are a model's generations, so what decides them counts
+  too (`timealign.data.generated_answers.AnswerGeneration.settings`): `data.direct_answer_model` (resolved:
+  `model.name_or_path` when unset), `_backend`, `_max_new_tokens`, the sampling settings `eval.temperature`,
+  `top_p`, `top_k`, `min_p`, `seed`, `reasoning`, the weights' dtype (`eval.dtype`) or the served model, and the
+  prompt settings `PROMPT_SETTINGS` (render-only otherwise); the checkpoint's identity (a local folder's weight
+  files: name, size, mtime) is a source, `direct_answer_model`. With any other strategy `GENERATE_ONLY` fields are
+  not settings (they are not read).
 - format_version: `DATA_FORMAT_VERSION`. Bump it whenever data prep writes different rows for the same settings
   and sources (a loader, the pair builder, a generator, a column's layout): every older folder then stops
   matching.
@@ -29,6 +36,7 @@ from timealign.config import RecipeError
 DATA_FORMAT_VERSION = 2  # 2: tool-call arguments stored as the source wrote them (the paper protocol renders them raw)
 
 MANIFEST = "manifest.json"
+DIRECT_ANSWER_SOURCE = "direct_answer_model"  # sources key: the checkpoint that wrote the direct answers
 KINDS = ("pairs", "dialogs")
 NOT_A_SETTING = "<not a setting then>"
 KIND_NAMES = {"pairs": "TicToc offset-DPO pairs", "dialogs": "TIMER SFT dialogs"}
@@ -43,6 +51,10 @@ _TICTOC_ONLY = {"data.score_orientation", "data.margin_prefer_tool", "data.margi
                 "data.synthetic_max_rounds", "data.synthetic_sensitivity_swap", "data.balance_train_labels"}
 _TIMER_TRAINING = {"timer.lambda_time", "timer.special_tokens", "timer.order", "timer.loss_turns",
                    "timer.loss_normalization", "timer.emit_instant_counterpart", "timer.lora_new_tokens"}
+# Settings only when data.direct_answer=generate (pairs); with another strategy nothing reads them.
+GENERATE_ONLY = {"data.direct_answer_model", "data.direct_answer_backend", "data.direct_answer_max_new_tokens"}
+# Render settings that decide the prompts the direct answers are generated from (data.direct_answer=generate).
+PROMPT_SETTINGS = {"data.timestamps", "data.elapsed", "data.protocol"}
 NOT_DATA = {
     "pairs": _WHERE | _RENDER,  # and no timer.* field at all
     "dialogs": _WHERE | _RENDER | _TICTOC_ONLY | _TIMER_TRAINING,
@@ -76,14 +88,22 @@ def _sources(data) -> dict:
     return {"data.path": {"files": source_files(data.path)}}
 
 
-def _settings(kind: str, data, timer) -> dict:
+def _generates(kind: str, data) -> bool:
+    return kind == "pairs" and getattr(data, "direct_answer", None) == "generate"
+
+
+def _settings(kind: str, data, timer, generation=None) -> dict:
     sections = [("data", data)] + ([("timer", timer)] if kind == "dialogs" else [])
+    generates = _generates(kind, data)
+    left_out = NOT_DATA[kind] - PROMPT_SETTINGS if generates else NOT_DATA[kind] | GENERATE_ONLY
     out = {}
     for prefix, section in sections:
         for f in fields(section):
             key = f"{prefix}.{f.name}"
-            if key not in NOT_DATA[kind]:
+            if key not in left_out:
                 out[key] = getattr(section, f.name)
+    if generates:
+        out.update(generation.settings())
     return dict(sorted(out.items()))
 
 
@@ -144,6 +164,10 @@ class Fingerprint:
                     lines.append(f"... and {len(changed) - limit} more data.path files")
             else:
                 lines.append(f"data.path: {_describe(old_src)} (prepared) -> {_describe(new_src)} (this run)")
+        old_model = self.sources.get(DIRECT_ANSWER_SOURCE, {}).get("model", "none")
+        new_model = wanted.sources.get(DIRECT_ANSWER_SOURCE, {}).get("model", "none")
+        if old_model != new_model:
+            lines.append(f"direct-answer model checkpoint: {old_model} (prepared) -> {new_model} (this run)")
         return lines
 
 
@@ -159,13 +183,24 @@ def _describe(source: dict) -> str:
     return f"{len(source['files'])} files"
 
 
-def data_fingerprint(kind: str, data, timer=None) -> Fingerprint:
-    """The fingerprint of what data prep of `kind` (pairs | dialogs) writes for these recipe sections."""
+def data_fingerprint(kind: str, data, timer=None, generation=None) -> Fingerprint:
+    """The fingerprint of what data prep of `kind` (pairs | dialogs) writes for these recipe sections.
+
+    `generation`: the `AnswerGeneration` of `data.direct_answer=generate` (`AnswerGeneration.from_recipe`;
+    `timealign.data.prepared.fingerprint_of` passes it), needed then and ignored otherwise.
+    """
     if kind not in KINDS:
         raise ValueError(f"unknown prepared-data kind {kind!r}; known: {', '.join(KINDS)}")
     if kind == "dialogs" and timer is None:
         raise ValueError("TIMER dialogs need the recipe's timer section for their fingerprint")
-    return Fingerprint(kind=kind, settings=_settings(kind, data, timer), sources=_sources(data),
+    sources = _sources(data)
+    if _generates(kind, data):
+        if generation is None:
+            raise ValueError("data.direct_answer=generate: the fingerprint needs the generation settings "
+                             "(AnswerGeneration.from_recipe(recipe); timealign.data.prepared.fingerprint_of passes "
+                             "them)")
+        sources[DIRECT_ANSWER_SOURCE] = {"model": generation.model_identity()}
+    return Fingerprint(kind=kind, settings=_settings(kind, data, timer, generation), sources=sources,
                        format_version=DATA_FORMAT_VERSION)
 
 

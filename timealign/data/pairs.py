@@ -4,7 +4,10 @@
 (`data.prepared_dir`); `load_prepared` reads it back:
     dataset/         datasets.DatasetDict saved with save_to_disk, one split per scenario split (train/test)
     manifest.json    counts per split, label and elapse level; rejects with reasons; the data settings used;
-                     the data's fingerprint (`timealign.data.fingerprint`: settings, source hashes, format version)
+                     the data's fingerprint (`timealign.data.fingerprint`: settings, source hashes, format version);
+                     with data.direct_answer=generate, `direct_answers`: who wrote them, how many came from the
+                     training prompt, how many only without the tools, and every sample that fell back to
+                     latest_tool_result with its reason (`timealign.data.generated_answers`)
     rejects.jsonl    every rejected record with its file, id and reason
 """
 
@@ -84,19 +87,36 @@ def balance_labels(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]
     return kept, dropped
 
 
-def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | None = None) -> dict:
+def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | None = None,
+            generation=None) -> dict:
     """Run data prep and write the pair dataset into `out_dir` as it goes; returns the manifest.
 
-    `fingerprint`: `data_fingerprint("pairs", data)` when the caller has it already. Training and evaluation go
-    through `timealign.data.prepared`, which writes a temporary folder and renames it into place.
+    `fingerprint`: `data_fingerprint("pairs", data, generation=generation)` when the caller has it already.
+    `generation`: the `AnswerGeneration` (timealign.data.generated_answers) that writes the direct answers, needed
+    with data.direct_answer=generate. Training and evaluation go through `timealign.data.prepared`, which writes a
+    temporary folder and renames it into place.
     """
     from datasets import Dataset, DatasetDict
 
     start = time.perf_counter()
-    fingerprint = fingerprint or data_fingerprint("pairs", data)  # before reading: the sources as loaded
+    # before reading: the sources as loaded
+    fingerprint = fingerprint or data_fingerprint("pairs", data, generation=generation)
     loaded = load_samples(data)
     margins = {PREFER_TOOL: data.margin_prefer_tool, PREFER_NO_TOOL: data.margin_prefer_no_tool}
-    pairs = build_pairs(loaded.samples, default_margins=margins, direct_answer=data.direct_answer,
+    samples, strategy, answers = loaded.samples, data.direct_answer, None
+    if strategy == "generate":
+        from timealign.data.generated_answers import FALLBACK, generate_direct_answers
+
+        if generation is None:
+            raise ValueError("data.direct_answer=generate needs the model that writes the answers: prepare through "
+                             "timealign.data.prepared (training, evaluation, data_prep/tictoc.py), or pass "
+                             "generation=AnswerGeneration.from_recipe(recipe)")
+        # pairs that min_margin drops need no answer
+        kept = [s for s in samples if s.score is None or abs(s.score - 1.5) >= data.min_margin]
+        answered, answers = generate_direct_answers(kept, data, generation)
+        by_sample = {id(s): a for s, a in zip(kept, answered)}
+        samples, strategy = [by_sample.get(id(s), s) for s in samples], FALLBACK
+    pairs = build_pairs(samples, default_margins=margins, direct_answer=strategy,
                         min_margin=data.min_margin, on_error=data.on_error)
     rows, rejects = pairs.samples, loaded.rejects + pairs.rejects
     dropped: list[dict] = []
@@ -121,6 +141,8 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
     info = manifest(rows, rejects)
     info["data"] = {k: getattr(data, k) for k in data.__dataclass_fields__}
     info["balance_dropped"] = len(dropped)
+    if answers is not None:
+        info["direct_answers"] = answers
     info["fingerprint"] = fingerprint.to_dict()
     info["seconds"] = round(time.perf_counter() - start, 3)
     (out / "manifest.json").write_text(json.dumps(info, indent=2))

@@ -14,6 +14,9 @@ temporary sibling (`.<name>.tmp-<host>-<pid>`) and renames that into place, so t
 at all. The other ranks, on any node of a shared filesystem, wait for the folder to hold the wanted fingerprint
 (`data.prep_timeout`). Two jobs on one folder: the lock serializes them and the second checks the first's
 fingerprint.
+With `data.direct_answer=generate` rank 0 also generates the direct answers here (`timealign.data.generated_answers`,
+cached in `generations/` beside the folder, so a killed prep resumes); a large set is better prepared beforehand
+with data_prep/tictoc.py than while the other ranks wait.
 
 Never silent reuse. A folder is used only when its fingerprint equals this run's:
 - the default folder is keyed by the fingerprint, so other settings or changed source files simply get a folder
@@ -48,11 +51,12 @@ from timealign.data.fingerprint import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DATA_FORMAT_VERSION", "MANIFEST", "PreparedDataError", "ensure_prepared", "global_rank",
-           "prepared_dir_for", "write_prepared"]
+__all__ = ["DATA_FORMAT_VERSION", "MANIFEST", "PreparedDataError", "answer_generation", "ensure_prepared",
+           "global_rank", "prepared_dir_for", "write_prepared"]
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "LOCAL_RANK")
 POLL_SECONDS = 0.5
+GENERATIONS = "generations"  # beside the prepared folders: the cache of generated direct answers
 
 
 def global_rank(env=None) -> int:
@@ -73,8 +77,18 @@ def kind_of(recipe, kind: str | None = None) -> str:
     return kind or ("dialogs" if recipe.task == "sft" else "pairs")
 
 
+def answer_generation(recipe, kind: str | None = None):
+    """The recipe's `AnswerGeneration` when its pairs' direct answers are generated (data.direct_answer=generate),
+    else None."""
+    if kind_of(recipe, kind) != "pairs" or recipe.data.direct_answer != "generate":
+        return None
+    from timealign.data.generated_answers import AnswerGeneration
+
+    return AnswerGeneration.from_recipe(recipe)
+
+
 def fingerprint_of(recipe, kind: str | None = None) -> Fingerprint:
-    return data_fingerprint(kind_of(recipe, kind), recipe.data, recipe.timer)
+    return data_fingerprint(kind_of(recipe, kind), recipe.data, recipe.timer, answer_generation(recipe, kind))
 
 
 def prepared_dir_for(recipe, kind: str | None = None, fingerprint: Fingerprint | None = None) -> Path:
@@ -126,14 +140,14 @@ def _ready(folder: Path, wanted: Fingerprint, recipe_name: str) -> bool:
     return True
 
 
-def _prepare_into(folder: Path, kind: str, data, timer, fingerprint: Fingerprint) -> dict:
+def _prepare_into(folder: Path, kind: str, data, timer, fingerprint: Fingerprint, generation=None) -> dict:
     if kind == "dialogs":
         from timealign.data.timer_prep import prepare_timer_data
 
         return prepare_timer_data(data, timer, folder, fingerprint=fingerprint)
     from timealign.data.pairs import prepare
 
-    return prepare(data, folder, fingerprint=fingerprint)
+    return prepare(data, folder, fingerprint=fingerprint, generation=generation)
 
 
 def _acquire(lock, folder: Path, timeout: float) -> None:
@@ -154,17 +168,21 @@ def _acquire(lock, folder: Path, timeout: float) -> None:
 
 
 def write_prepared(kind: str, data, timer, folder: str | Path, *, fingerprint: Fingerprint | None = None,
-                   replace: bool = False, recipe_name: str = "NAME") -> dict:
+                   replace: bool = False, recipe_name: str = "NAME", generation=None) -> dict:
     """Prepare into a temporary sibling of `folder` and rename it into place, under the folder's file lock.
 
     `replace=False` (training, evaluation): a folder that already holds this fingerprint is reused, other data is
     refused. `replace=True` (the data-prep commands): whatever the folder holds is replaced. Returns the manifest
-    (with `"reused": true` when nothing was prepared).
+    (with `"reused": true` when nothing was prepared). `generation`: the recipe's `answer_generation` (needed with
+    data.direct_answer=generate); its cache defaults to `generations/` beside `folder`, which an interrupted data
+    prep leaves in place (the temporary folder is removed), so a rerun resumes the generations.
     """
     from filelock import FileLock
 
     folder = Path(folder)
-    fingerprint = fingerprint or data_fingerprint(kind, data, timer)
+    if generation is not None and generation.cache_dir is None:
+        generation = generation.with_cache_dir(folder.parent / GENERATIONS)
+    fingerprint = fingerprint or data_fingerprint(kind, data, timer, generation)
     folder.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_file(folder)))
     _acquire(lock, folder, data.prep_timeout)
@@ -183,7 +201,7 @@ def write_prepared(kind: str, data, timer, folder: str | Path, *, fingerprint: F
         logger.info("preparing %s from data.source=%s into %s (data fingerprint %s)", KIND_NAMES[kind],
                     data.source, folder, fingerprint.sha256[:12])
         try:
-            info = _prepare_into(tmp, kind, data, timer, fingerprint)
+            info = _prepare_into(tmp, kind, data, timer, fingerprint, generation)
             if not _publish(tmp, folder, replace):
                 if not _ready(folder, fingerprint, recipe_name):  # other data raises in _ready
                     raise PreparedDataError(f"{folder} was filled by another process (without the lock "
@@ -258,5 +276,5 @@ def ensure_prepared(recipe, kind: str | None = None) -> Path:
         logger.warning("ignoring %s: data prepared by an older timealign (no fingerprint); delete it",
                        folder.parent / MANIFEST)
     write_prepared(fingerprint.kind, recipe.data, recipe.timer, folder, fingerprint=fingerprint,
-                   recipe_name=recipe.name)
+                   recipe_name=recipe.name, generation=answer_generation(recipe, kind))
     return folder

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from timealign.config import RecipeError
+from timealign.config.validate import DIRECT_ANSWERS as DIRECT_ANSWER_STRATEGIES
 from timealign.data.records import LoadResult, RecordError, check_on_error, data_files, read_records, undecodable
 from timealign.data.scenarios import Scenario, UnknownScenarioError, get_scenario, resolve_scenario_id
 from timealign.render.chat import parse_tool_arguments
@@ -612,14 +613,13 @@ def tool_call_message(sample: TicTocSample) -> dict:
                             "function": {"name": call["name"], "arguments": arguments}}]}
 
 
-DIRECT_ANSWER_STRATEGIES = ("latest_tool_result", "last_assistant_text")
-
-
 def direct_answer_text(sample: TicTocSample, strategy: str = "latest_tool_result") -> str:
     """The sample's own direct answer, or one built by a documented strategy when the data has none.
 
     latest_tool_result: answer from the most recent tool result, as the agent would without a new call.
     last_assistant_text: repeat the agent's most recent text answer (the stale-context reply).
+    generate: a model's answer, written into `sample.direct_answer` by data prep beforehand
+    (`timealign.data.generated_answers`); a sample the model would not answer is built with latest_tool_result.
     """
     if sample.direct_answer:
         return sample.direct_answer
@@ -634,6 +634,9 @@ def direct_answer_text(sample: TicTocSample, strategy: str = "latest_tool_result
             if msg.get("role") == "assistant" and msg.get("content"):
                 return msg["content"]
         raise TicTocFormatError(sample.source, sample.id, "no earlier assistant answer to reuse")
+    if strategy == "generate":
+        raise ValueError(f"{sample.source} {sample.id}: direct_answer=generate needs the generated text in the sample "
+                         "first (timealign.data.generated_answers.generate_direct_answers, run by data prep)")
     raise ValueError(f"unknown direct-answer strategy {strategy!r}; known: {', '.join(DIRECT_ANSWER_STRATEGIES)}")
 
 
@@ -659,13 +662,18 @@ def _message_record(msg: dict) -> dict:
             "tool_call_id": msg.get("tool_call_id"), "name": msg.get("name")}
 
 
+def prompt_messages(sample: TicTocSample) -> list[dict]:
+    """The pair's `prompt` column: the sample's history in the fixed message schema (what training renders)."""
+    return [_message_record(m) for m in sample.history]
+
+
 def build_pair(sample: TicTocSample, *, default_margins: dict[str, float], direct_answer: str) -> dict:
     """One row of TRL's conversational preference layout plus our metadata columns."""
     tool = tool_call_message(sample)
     direct = {"role": "assistant", "content": direct_answer_text(sample, direct_answer)}
     chosen, rejected = (tool, direct) if sample.label == PREFER_TOOL else (direct, tool)
     return {
-        "prompt": [_message_record(m) for m in sample.history],
+        "prompt": prompt_messages(sample),
         "chosen": [_message_record(chosen)],
         "rejected": [_message_record(rejected)],
         "tools": json.dumps(sample.tools),

@@ -2,7 +2,10 @@
 
     python eval/run.py recipe=tiny checkpoint=outputs/tiny [suites=tictoc] [out=results/tiny] [key=value ...]
 
-`checkpoint` defaults to the recipe's model (the base model). Writes `<out>/<suite>.json` and `<out>/report.md`.
+`checkpoint` defaults to the recipe's model (the base model). Each run writes `<out>/runs/NNN/<suite>.json` and
+`report.md` (kept: a rerun never overwrites them), then copies them to `<out>/<suite>.json` and `<out>/report.md` and
+points `<out>/latest` at the run (`timealign.eval.runs`). Every report carries bootstrap intervals of its metrics
+(`eval.bootstrap`, `eval.confidence`; `timealign.eval.bootstrap`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from timealign.config.validate import check_data_path, check_model_reference
 logger = logging.getLogger("timealign.eval")
 
 SUMMARY = """Scores a checkpoint (full model folder or LoRA adapter folder; default: the recipe's base model) with the
-same prompt rendering as training. Writes <out>/<suite>.json and <out>/report.md.
+same prompt rendering as training. Writes <out>/<suite>.json and <out>/report.md; every run is also kept in
+<out>/runs/NNN/ (<out>/latest: the newest). Each metric gets a bootstrap interval (eval.bootstrap resamples,
+eval.confidence level; eval.bootstrap=0: none), in the JSON's "intervals" block and in report.md.
 
 Generation engine: eval.backend=hf|vllm|openai (default: the recipe's); vllm: eval.tensor_parallel_size,
 eval.max_model_len, eval.enforce_eager; openai: eval.base_url, eval.served_model, eval.api_key_env. Sampling:
@@ -68,13 +73,22 @@ def make_backend(recipe, checkpoint: str):
 def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamps: bool | None = None,
              prompt_mode: str = "none", family: str | None = None,
              suite_options: dict[str, dict[str, str]] | None = None) -> dict[str, dict]:
-    """Run each suite on one backend; write <out>/<suite>.json and <out>/report.md; return the reports."""
+    """Run each suite on one backend; write <out>/runs/NNN/<suite>.json and report.md, then publish them as
+    <out>/<suite>.json, <out>/report.md and <out>/latest (`timealign.eval.runs`); return the reports.
+
+    The generation cache stays at <out>/generations (shared by the runs: a killed run resumes from it)."""
+    from timealign.eval.bootstrap import attach_intervals, intervals_markdown
+    from timealign.eval.runs import new_run_dir, now, publish, write_run_info
     from timealign.suites.registry import EvalContext, get_suite, overall_markdown
 
     selected = [get_suite(name) for name in suites]  # fail on a bad name or option before loading any model
     options = {suite.name: suite.parse_options((suite_options or {}).get(suite.name)) for suite in selected}
     backend = make_backend(recipe, checkpoint)
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    run_dir = new_run_dir(out)
+    write_run_info(run_dir, checkpoint=str(checkpoint), suites=[s.name for s in selected], started=now(),
+                   complete=False)
     reports, sections = {}, []
     try:
         for suite in selected:
@@ -86,10 +100,15 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
             report["backend"] = {"name": backend.name, "model": getattr(backend, "fingerprint", None),
                                  "sampling": backend.resolve_sampling() if hasattr(backend, "resolve_sampling")
                                  else None}
+            report["run"] = f"{run_dir.parent.name}/{run_dir.name}"
+            attach_intervals(report, resamples=recipe.eval.bootstrap, confidence=recipe.eval.confidence,
+                             suite=suite.name)
             markdown = report.pop("markdown", None)
             title = f"{suite.name}: {checkpoint}"
-            sections.append(f"## {title}\n\n{markdown}" if markdown else overall_markdown(title, report))
-            (out / f"{suite.name}.json").write_text(json.dumps(report, indent=1))
+            section = f"## {title}\n\n{markdown}" if markdown else overall_markdown(title, report)
+            intervals = intervals_markdown(report)
+            sections.append(f"{section}\n{intervals}" if intervals else section)
+            (run_dir / f"{suite.name}.json").write_text(json.dumps(report, indent=1))
             logger.info("%s: %s", suite.name,
                         {k: v for k, v in report["overall"].items() if not isinstance(v, dict)})
             reports[suite.name] = report
@@ -97,7 +116,10 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
         close = getattr(backend, "close", None)
         if close is not None:
             close()
-    (out / "report.md").write_text("\n".join(sections))
+    (run_dir / "report.md").write_text("\n".join(sections))
+    write_run_info(run_dir, finished=now(), complete=True)
+    publish(out, run_dir, [*(f"{name}.json" for name in reports), "report.md"])
+    logger.info("run kept in %s (%s/latest)", run_dir, out)
     return reports
 
 
@@ -107,6 +129,8 @@ def run(invocation: Invocation) -> int:
 
     recipe, opts = invocation.recipe, invocation.options
     suites = [s for s in opts.suites.split(",") if s]
+    if not suites:
+        raise RecipeError("suites= names no suite (e.g. suites=tictoc)")
     known = available_suites()
     unknown = [s for s in suites if s not in known]
     if unknown:
@@ -122,12 +146,13 @@ def run(invocation: Invocation) -> int:
         check_data_path(recipe)
     out = Path(opts.out or (Path(checkpoint) / "eval" if Path(checkpoint).is_dir()
                             else Path(recipe.resolved_output_dir()) / "eval-base"))
-    evaluate(recipe, checkpoint, suites, out, timestamps=opts.timestamps, prompt_mode=opts.prompt_mode,
-             family=opts.family, suite_options=invocation.namespace_raw)
+    reports = evaluate(recipe, checkpoint, suites, out, timestamps=opts.timestamps, prompt_mode=opts.prompt_mode,
+                       family=opts.family, suite_options=invocation.namespace_raw)
+    run_dir = out / next(iter(reports.values()))["run"]
     if opts.wandb:
-        run_dir = log_reports_to_wandb(recipe, checkpoint, out)
-        print(f"logged to W&B ({run_dir})")
-    print(f"wrote {out}/report.md")
+        wandb_dir = log_reports_to_wandb(recipe, checkpoint, run_dir)
+        print(f"logged to W&B ({wandb_dir})")
+    print(f"wrote {out}/report.md (this run: {run_dir})")
     return 0
 
 

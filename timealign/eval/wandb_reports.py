@@ -1,4 +1,5 @@
-"""One W&B run per evaluation: `SUITE/metric` summaries and a per-sample table per suite (`wandb=true`).
+"""One W&B run per evaluation: `SUITE/metric` summaries (with `SUITE/metric_low` / `_high`, the bootstrap interval's
+bounds) and a per-sample table per suite (`wandb=true`).
 
 The run goes to the project training uses (`timealign.config.tracking.wandb_project`: WANDB_PROJECT, else
 wandb.project) and joins the group of the training run that made the checkpoint (read from its wandb_run.json)."""
@@ -15,7 +16,8 @@ logger = logging.getLogger("timealign.eval")
 
 
 def log_reports_to_wandb(recipe, checkpoint: str, out: Path, max_rows: int = 1000) -> str:
-    """One W&B run per evaluation: `SUITE/metric` summaries and a per-sample table per suite."""
+    """One W&B run per evaluation: `SUITE/metric` summaries and a per-sample table per suite, from the suite reports
+    in `out` (the run's folder, `<out>/runs/NNN`)."""
     import wandb
 
     trained = training_run_of(checkpoint)
@@ -40,6 +42,9 @@ def log_reports_to_wandb(recipe, checkpoint: str, out: Path, max_rows: int = 100
                 continue
             suite = report.get("suite", path.stem)
             metrics = {f"{suite}/{k}": v for k, v in report["overall"].items() if isinstance(v, (int, float))}
+            for key, interval in ((report.get("intervals") or {}).get("metrics") or {}).items():
+                if interval is not None:
+                    metrics[f"{suite}/{key}_low"], metrics[f"{suite}/{key}_high"] = interval
             run.summary.update(metrics)
             run.log(metrics)
             rows = [r for r in report.get("samples", []) if isinstance(r, dict)][:max_rows]

@@ -59,7 +59,7 @@ def nar_by_cell(rows: list[dict], samples: list[dict]) -> dict:
 
 def tictoc_numbers(report: dict) -> dict:
     o = report["overall"]
-    return {"nar": o["nar"], "attempt_rate_prefer_tool": o["attempt_rate_prefer_tool"],
+    return {"intervals": (report.get("intervals") or {}).get("metrics", {}), "nar": o["nar"], "attempt_rate_prefer_tool": o["attempt_rate_prefer_tool"],
             "attempt_rate_prefer_no_tool": o["attempt_rate_prefer_no_tool"], "n": o["n"],
             "by_sensitivity": {k: v["nar"] for k, v in report["by_sensitivity"].items()},
             "by_elapse_level": {k: {"n": v["n"], "nar": v["nar"], "attempt_rate_prefer_tool":
@@ -82,6 +82,17 @@ def train_summary(checkpoint: Path) -> dict:
     logs = [h for h in history if "loss" in h]
     keep = ("loss", "rewards/accuracies", "rewards/margins", "loss_time", "loss_response", "epoch")
     return {"steps": history[-1].get("step"), **({k: logs[-1][k] for k in keep if k in logs[-1]} if logs else {})}
+
+
+def live_curve(checkpoint: Path) -> list[dict]:
+    """The evaluation-while-training points of a run (`live_eval`, timealign.train.live_eval): one dict per
+    evaluation, {"step": N, "nar": ..., ...} without the `eval_live/` prefix; [] when the run had none."""
+    from timealign.train.live_eval import PREFIX
+    from timealign.train.resume import TRAIN_LOG
+
+    history = json.loads((checkpoint / TRAIN_LOG).read_text())
+    return [{"step": h["step"], **{k[len(PREFIX):]: v for k, v in h.items() if k.startswith(PREFIX)}}
+            for h in history if any(k.startswith(PREFIX) for k in h)]
 
 
 def check_targets(summary: dict) -> dict:

@@ -12,6 +12,7 @@ from typing import Any
 from timealign.experiment.analysis import (
     best_blind_threshold,
     check_targets,
+    live_curve,
     machine_info,
     nar_by_cell,
     tictoc_numbers,
@@ -54,13 +55,17 @@ class Experiment:
     seed: int = 0
     parts: tuple[str, ...] = ("dpo", "timer")
     ablations: bool = True
+    # recipe overrides per part ("dpo", "timer") on top of the part's recipe, for every arm (e.g. the demo's)
+    overrides: dict[str, dict[str, str]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
     # -- helpers ----------------------------------------------------------------------------------------------
     def _recipe(self, name: str, task: str, overrides: dict[str, str]):
         from timealign.config import load_recipe
 
-        merged = {"data.seed": str(self.seed), "training.seed": str(self.seed), **overrides}
+        part = "dpo" if task == "dpo" else "timer"
+        merged = {"data.seed": str(self.seed), "training.seed": str(self.seed), **self.overrides.get(part, {}),
+                  **overrides}
         return load_recipe(name, merged, task=task)
 
     def _timed(self, key: str, fn, *args, **kwargs):
@@ -101,7 +106,8 @@ class Experiment:
             report = self._timed(f"dpo/eval_{arm.name}", self._evaluate, arm_recipe, str(checkpoint), "tictoc",
                                  f"dpo-{arm.name}")
             arms[arm.name] = {"description": arm.description, "train": train_summary(Path(checkpoint)),
-                              **tictoc_numbers(report), "by_cell": nar_by_cell(test_rows, report["samples"])}
+                              **tictoc_numbers(report), "by_cell": nar_by_cell(test_rows, report["samples"]),
+                              "curve": live_curve(Path(checkpoint))}
         result = {
             "nar_before": before["timestamps"]["overall"]["nar"],
             "nar_before_no_timestamps": before["no_timestamps"]["overall"]["nar"],
@@ -142,7 +148,8 @@ class Experiment:
             report = self._timed(f"timer/eval_{arm.name}", self._evaluate, arm_recipe, str(checkpoint), "timelychat",
                                  f"timer-{arm.name}", suite_options=suite_opts)
             arms[arm.name] = {"description": arm.description, "before": befores[arm.name],
-                              "train": train_summary(Path(checkpoint)), **timing_numbers(report)}
+                              "train": train_summary(Path(checkpoint)), **timing_numbers(report),
+                              "curve": live_curve(Path(checkpoint))}
         main = arms["timer"]
         return {
             "f1_before": main["before"]["f1"], "f1_after": main["f1"],

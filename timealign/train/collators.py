@@ -129,8 +129,12 @@ class CarriesColumn:
     @data_collator.setter
     def data_collator(self, collator):
         if collator is not None and not isinstance(collator, self.column_collator):
-            collator = self.column_collator(collator, self.carried_column)
+            collator = self.column_collator(self.adapt_collator(collator), self.carried_column)
         self.__dict__["_column_data_collator"] = collator
+
+    def adapt_collator(self, collator: Collator) -> Collator:
+        """The collator to wrap in place of `collator` (OffsetDPOTrainer: the shared-prompt layout's)."""
+        return collator
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()

@@ -122,6 +122,8 @@ def build_trainer(recipe, claim: bool = True):
         eval_dataset=eval_ds,
         processing_class=tokenizer,
         peft_config=lora_config(recipe.lora) if recipe.lora.enabled else None,
+        shared_prompt=recipe.dpo.shared_prompt,  # one prompt forward per pair (timealign.train.shared_prompt)
+        padding_free=recipe.dpo.padding_free,
     )
     reports = {split: fit.report for split, fit in fits.items()}
     tokenized = {train_split: trainer.train_dataset, eval_split: trainer.eval_dataset}
@@ -131,6 +133,9 @@ def build_trainer(recipe, claim: bool = True):
         write_reports(reports, args.output_dir)
     trainer.add_callback(LengthReportCallback(reports))
     check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
+    if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
+        from timealign.train.live_eval import LiveEvalCallback
+        trainer.add_callback(LiveEvalCallback(trainer, recipe, data))
     return trainer
 
 

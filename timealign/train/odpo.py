@@ -28,32 +28,51 @@ model forward, including `compute_ref_log_probs`. Caveat: under DeepSpeed, `Trai
 batch tensors to the DeepSpeed dtype, so delta is then rounded to bf16 (relative error <= 2**-9), like TRL's
 precomputed log-probs.
 
+Layout. By default (`shared_prompt=True`, recipe `dpo.shared_prompt`) each pair is one packed sequence
+[prompt | chosen | rejected] with a tree attention mask (`timealign.train.shared_prompt`), so the prompt runs through
+the policy and the reference once instead of twice. That path computes the same per-pair log-probs as TRL's rows and
+evaluates the ODPO formula and TRL's DPO metrics (`entropy`, `num_tokens`, `logits/*`, `mean_token_accuracy`,
+`rewards/*`, `logps/*`) itself, from the same fused LM head outputs; the reference comes from the same three sources
+(precomputed column, whose precompute then uses the shared layout too; `ref_model`; PEFT base with adapters
+disabled). `shared_prompt=False` is TRL's own layout and loss path as described above. `padding_free=True` packs the
+micro-batch's pairs into one row.
+
 TRL internals relied on (re-check on a TRL upgrade): `DPOTrainer._compute_loss` (reads `inputs["ref_chosen_logps"]`
 / `["ref_rejected_logps"]` when `self.precompute_ref_logps`; logs `rewards/*` by appending one value per call to
 `self._metrics[mode]`; calls `model(..., fused_lm_head=True)` once for the policy and reads `.log_probs`),
 `compute_ref_log_probs`, `_set_signature_columns_if_needed`, `_precompute_ref_logps` (uses `self.data_collator`),
-and the attributes `beta`, `precompute_ref_logps`, `ref_model`, `loss_types`, `_metrics`.
+the fused LM head (`fused_lm_head=True` returns `log_probs`, `entropy`, `mean_logits`, `is_top1`), `use_adapter`,
+`disable_gradient_checkpointing`, and the attributes `beta`, `precompute_ref_logps`, `ref_model`, `loss_types`,
+`_metrics`, `_total_train_tokens`, `_tp_size`, `aux_loss_enabled`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from trl import DPOConfig, DPOTrainer
 
+from timealign.train import shared_prompt
 from timealign.train.collators import CarriesColumn, OffsetPreferenceCollator, check_offsets
+from timealign.train.hub import HubUploadMixin
 
 __all__ = ["OffsetDPOTrainer"]
 
 
-class OffsetDPOTrainer(CarriesColumn, DPOTrainer):
+class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
     """`trl.DPOTrainer` with the ODPO per-example offset: loss = -logsigmoid(beta * (lr_w - lr_l) - delta).
 
     Args: those of `trl.DPOTrainer`, plus
         margin_column: dataset column holding delta (float, >= 0). A train/eval dataset without it raises
             `ValueError` (no silent fallback to delta = 0: a missing offset would silently turn ODPO into plain DPO).
+        shared_prompt: one packed [prompt | chosen | rejected] sequence per pair (the prompt's forward shared by both
+            completions; `timealign.train.shared_prompt`); False: TRL's [prompt+chosen; prompt+rejected] rows.
+            Same loss, gradients and metrics either way.
+        padding_free: with shared_prompt, the micro-batch's pairs packed into one row (no padding).
 
     Datasets: TRL's standard preference layout (`prompt`, `chosen`, `rejected` strings, or conversational) plus the
     offset column; other columns are dropped by `remove_unused_columns` or ignored by the collator.
@@ -61,13 +80,20 @@ class OffsetDPOTrainer(CarriesColumn, DPOTrainer):
 
     _tag_names = ["trl", "dpo", "odpo"]
 
-    def __init__(self, *args: Any, margin_column: str = "margin", **kwargs: Any):
+    def __init__(self, *args: Any, margin_column: str = "margin", shared_prompt: bool = True,
+                 padding_free: bool = False, **kwargs: Any):
         # Set before DPOTrainer.__init__: the collator setter, the dataset precompute and the signature columns
-        # all need it during construction.
+        # all need them during construction.
         self.margin_column = margin_column
+        self.shared_prompt = shared_prompt
+        self.pack_pairs = padding_free  # not `padding_free`: DPOTrainer.__init__ sets that to TRL's (disabled) option
         bound = _bind_dpo_args(args, kwargs)
         if bound.get("args") is not None:
             _check_loss_config(bound["args"])
+        if shared_prompt:
+            _check_shared_prompt_setup(bound)
+        elif padding_free:
+            raise ValueError("padding_free packs shared-prompt rows: it needs shared_prompt=True (dpo.shared_prompt)")
         if bound.get("train_dataset") is not None:
             _check_margin_column(bound["train_dataset"], margin_column, "train")
         eval_dataset = bound.get("eval_dataset")
@@ -77,6 +103,17 @@ class OffsetDPOTrainer(CarriesColumn, DPOTrainer):
                 _check_margin_column(dataset, margin_column, name)
         super().__init__(*args, **kwargs)
         _check_loss_config(self.args)  # covers args=None (TRL's default config)
+        if shared_prompt:
+            self._check_shared_prompt_trainer()
+        if self.args.train_sampling_strategy == "group_by_length" and self.train_dataset is not None:
+            self.train_dataset = _with_lengths(self.train_dataset, self.args.length_column_name, shared_prompt)
+
+    def _set_signature_columns_if_needed(self):
+        # transformers' LengthGroupedSampler reads the length column after remove_unused_columns: keep it.
+        super()._set_signature_columns_if_needed()
+        if self.args.train_sampling_strategy == "group_by_length" and \
+                self.args.length_column_name not in self._signature_columns:
+            self._signature_columns = [*self._signature_columns, self.args.length_column_name]
 
     # The offset column rides through the collator (`OffsetPreferenceCollator`, wrapped at assignment, so the reference
     # precompute inside DPOTrainer.__init__ already sees it) and through `remove_unused_columns` (`CarriesColumn`).
@@ -86,9 +123,17 @@ class OffsetDPOTrainer(CarriesColumn, DPOTrainer):
     def carried_column(self) -> str:
         return self.margin_column
 
+    def adapt_collator(self, collator):
+        # Called for the collator DPOTrainer builds (before the reference precompute, which then uses this layout).
+        if self.shared_prompt:
+            return shared_prompt.SharedPromptCollator.replacing(collator, padding_free=self.pack_pairs)
+        return collator
+
     def compute_ref_log_probs(self, model, inputs):
         # TRL forwards every batch key except a fixed set to the model; the offset must not be one of them.
         inputs = {k: v for k, v in inputs.items() if k != self.margin_column}
+        if self.shared_prompt:
+            return self._shared_ref_log_probs(model, shared_prompt.PairTree(inputs))
         return super().compute_ref_log_probs(model, inputs)
 
     def _compute_loss(self, model, inputs, return_outputs):
@@ -98,6 +143,8 @@ class OffsetDPOTrainer(CarriesColumn, DPOTrainer):
                 f"Batch has no '{self.margin_column}' offsets. A custom data collator or column removal dropped it."
             )
         offsets = inputs.pop(self.margin_column)  # popped: TRL would otherwise pass it to the model's forward
+        if self.shared_prompt:
+            return self._shared_prompt_loss(model, inputs, offsets, return_outputs)
 
         # True reference log-probs: precomputed column, or TRL's own reference forward (ref model, or the PEFT base
         # with adapters disabled), which handles the same cases as TRL's inline reference path.
@@ -141,22 +188,167 @@ class OffsetDPOTrainer(CarriesColumn, DPOTrainer):
         chosen_logps, rejected_logps = logps.chunk(2, dim=0)
         chosen_rewards = self.beta * (chosen_logps - ref_chosen)
         rejected_rewards = self.beta * (rejected_logps - ref_rejected)
-        margins = chosen_rewards - rejected_rewards
-
-        gather = self.accelerator.gather
+        rewards = self._reward_metrics(chosen_rewards, rejected_rewards, offsets)
         metrics = self._metrics[mode]
-        true_values = {
+        for key in ("rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins"):
+            if not metrics.get(key):
+                raise RuntimeError(f"TRL did not log '{key}' in _compute_loss (TRL change?).")
+            metrics[key][-1] = rewards.pop(key)  # TRL appended exactly one (shifted) value for this batch
+        for key, value in rewards.items():  # the offset metrics
+            metrics[key].append(value)
+
+    def _reward_metrics(self, chosen_rewards, rejected_rewards, offsets) -> dict[str, float]:
+        """TRL's reward metrics (gathered means over the processes) and the two offset metrics."""
+        gather = self.accelerator.gather
+        margins = chosen_rewards - rejected_rewards
+        return {
             "rewards/chosen": gather(chosen_rewards).mean().item(),
             "rewards/rejected": gather(rejected_rewards).mean().item(),
             "rewards/accuracies": gather((chosen_rewards > rejected_rewards).float()).mean().item(),
             "rewards/margins": gather(margins).mean().item(),
+            "offset/mean": gather(offsets).mean().item(),
+            "rewards/margin_above_offset": gather((margins > offsets).float()).mean().item(),
         }
-        for key, value in true_values.items():
-            if not metrics.get(key):
-                raise RuntimeError(f"TRL did not log '{key}' in _compute_loss (TRL change?).")
-            metrics[key][-1] = value  # TRL appended exactly one (shifted) value for this batch
-        metrics["offset/mean"].append(gather(offsets).mean().item())
-        metrics["rewards/margin_above_offset"].append(gather((margins > offsets).float()).mean().item())
+
+    # ---------------------------------------------------------------------------------------------- shared prompt
+
+    def _check_shared_prompt_trainer(self) -> None:
+        """Refusals that need the built trainer (the model's own checks also run before every forward)."""
+        shared_prompt.check_model(self.model.config)
+        if self.ref_model is not None:
+            shared_prompt.check_model(self.accelerator.unwrap_model(self.ref_model).config)
+        if self.aux_loss_enabled:
+            raise ValueError("dpo.shared_prompt does not compute the MoE router aux loss; set dpo.shared_prompt=false")
+        if self._is_vision_dataset:
+            raise ValueError("dpo.shared_prompt supports text pairs only; set dpo.shared_prompt=false")
+        parallel = self.accelerator.parallelism_config
+        if parallel is not None and (getattr(parallel, "cp_size", 1) > 1 or getattr(parallel, "sp_size", 1) > 1):
+            raise ValueError("dpo.shared_prompt cannot shard its tree-masked rows over context/sequence parallel "
+                             "ranks; set dpo.shared_prompt=false")
+
+    def _tree_forward(self, model, tree):
+        """Run `model` (a wrapped or plain policy, or the reference) on the tree with TRL's fused LM head."""
+        unwrapped = self.accelerator.unwrap_model(model)
+        shared_prompt.check_model(unwrapped.config, row_length=tree.input_ids.size(1))
+        attn = unwrapped.config.get_text_config()._attn_implementation
+        inputs = tree.model_inputs(attn, unwrapped.dtype)  # eager: an additive mask in the model's dtype
+        return model(**inputs, labels=tree.labels, use_cache=False, fused_lm_head=True)
+
+    @torch.no_grad()
+    def _shared_ref_log_probs(self, model, tree) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-pair reference log-probs on the shared layout, in TRL's reference context (`compute_ref_log_probs`)."""
+        from trl.models.utils import disable_gradient_checkpointing
+        from trl.trainer.utils import use_adapter
+
+        adapter_context = contextlib.nullcontext()
+        if self.ref_model is None and _is_peft_model(self.model):
+            unwrapped = self.accelerator.unwrap_model(self.model)
+            adapter_context = use_adapter(unwrapped, adapter_name="ref" if "ref" in unwrapped.peft_config else None)
+        with (
+            disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs),
+            adapter_context,
+            self.accelerator.autocast(),
+        ):
+            outputs = self._tree_forward(model, tree)
+        return tree.pair_sums(outputs.log_probs)
+
+    def _shared_prompt_loss(self, model, inputs, offsets, return_outputs):
+        """ODPO loss and TRL's DPO metrics on a shared-prompt batch."""
+        if return_outputs:
+            raise ValueError("dpo.shared_prompt computes no logits for compute_metrics / prediction_loss_only=False; "
+                             "set dpo.shared_prompt=false to get TRL's logits")
+        mode = "train" if self.model.training else "eval"
+        tree = shared_prompt.PairTree(inputs)
+        outputs = self._tree_forward(model, tree)
+        chosen_logps, rejected_logps = tree.pair_sums(outputs.log_probs)
+
+        if self.precompute_ref_logps:
+            ref_chosen, ref_rejected = inputs["ref_chosen_logps"], inputs["ref_rejected_logps"]
+        else:
+            reference = self.ref_model if self.ref_model is not None else self.model
+            ref_chosen, ref_rejected = self._shared_ref_log_probs(reference, tree)
+        ref_chosen, ref_rejected = ref_chosen.float(), ref_rejected.float()
+        offsets = offsets.to(device=chosen_logps.device, dtype=torch.float32)
+
+        chosen_logratios = chosen_logps - ref_chosen
+        rejected_logratios = rejected_logps - ref_rejected
+        loss = -F.logsigmoid(self.beta * (chosen_logratios - rejected_logratios) - offsets).mean()
+
+        chosen_rewards = self.beta * chosen_logratios.detach()
+        rejected_rewards = self.beta * rejected_logratios.detach()
+        self._log_shared_metrics(mode, tree, outputs, chosen_logps.detach(), rejected_logps.detach(), chosen_rewards,
+                                 rejected_rewards, offsets)
+        return loss
+
+    @torch.no_grad()
+    def _log_shared_metrics(self, mode, tree, outputs, chosen_logps, rejected_logps, chosen_rewards,
+                            rejected_rewards, offsets) -> None:
+        """The metrics TRL's `_compute_loss` logs, each from the same per-token values, plus the offset metrics."""
+        metrics = self._metrics[mode]
+        width = tree.target_pair.size(1)
+        scored = tree.target_chosen | tree.target_rejected
+
+        def gather_sum(value) -> float:  # summed over the processes, as TRL weights its token means
+            return self.accelerator.gather_for_metrics(value).sum().item()
+
+        def total(per_token, where) -> float:
+            return gather_sum(per_token[:, -width:][where].float().sum())
+
+        tokens = gather_sum(scored.sum())
+        metrics["entropy"].append(total(outputs.entropy, scored) / tokens if tokens > 0 else 0.0)
+        if mode == "train":
+            self._total_train_tokens += int(gather_sum(tree.unshared_token_count())) // self._tp_size
+        metrics["num_tokens"] = [self._total_train_tokens]
+        chosen_tokens, rejected_tokens = gather_sum(tree.target_chosen.sum()), gather_sum(tree.target_rejected.sum())
+        chosen_logits = total(outputs.mean_logits, tree.target_chosen)
+        rejected_logits = total(outputs.mean_logits, tree.target_rejected)
+        metrics["logits/chosen"].append(chosen_logits / chosen_tokens if chosen_tokens > 0 else 0.0)
+        metrics["logits/rejected"].append(rejected_logits / rejected_tokens if rejected_tokens > 0 else 0.0)
+        correct = total(outputs.is_top1, tree.target_chosen)
+        metrics["mean_token_accuracy"].append(correct / chosen_tokens if chosen_tokens > 0 else 0.0)
+        for key, value in self._reward_metrics(chosen_rewards, rejected_rewards, offsets).items():
+            metrics[key].append(value)
+        metrics["logps/chosen"].append(self.accelerator.gather(chosen_logps).mean().item())
+        metrics["logps/rejected"].append(self.accelerator.gather(rejected_logps).mean().item())
+
+
+def _is_peft_model(model) -> bool:
+    from accelerate.utils import is_peft_model
+
+    return is_peft_model(model)
+
+
+def _check_shared_prompt_setup(bound: dict[str, Any]) -> None:
+    """Refusals that need only the constructor's arguments (before tokenization and the reference precompute)."""
+    from transformers import PreTrainedModel
+
+    if bound.get("compute_metrics") is not None:
+        raise ValueError("dpo.shared_prompt computes no logits for compute_metrics; set dpo.shared_prompt=false")
+    model, ref_model = bound.get("model"), bound.get("ref_model")
+    for candidate in (model, ref_model):
+        if isinstance(candidate, PreTrainedModel) or hasattr(candidate, "peft_config"):
+            shared_prompt.check_model(candidate.config)
+    peft_config = bound.get("peft_config")
+    if getattr(peft_config, "is_prompt_learning", False) or getattr(getattr(model, "active_peft_config", None),
+                                                                       "is_prompt_learning", False):
+        raise ValueError("dpo.shared_prompt does not support prompt-learning PEFT (virtual tokens would sit outside "
+                         "the tree mask); set dpo.shared_prompt=false")
+
+
+def _with_lengths(dataset, column: str, shared: bool):
+    """`training.train_sampling_strategy=group_by_length`: the tokens each pair costs (shared prompt: prompt + both
+    completions; TRL's layout: its longer row) as transformers' length column, so batches hold pairs of similar
+    length and padding shrinks. A length column already in the data is kept."""
+    from datasets import Dataset
+
+    if not isinstance(dataset, Dataset) or column in dataset.column_names:
+        return dataset
+
+    def length(prompt, chosen, rejected):
+        return {column: len(prompt) + len(chosen) + len(rejected) if shared else
+                len(prompt) + max(len(chosen), len(rejected))}
+
+    return dataset.map(length, input_columns=["prompt_ids", "chosen_ids", "rejected_ids"], desc="Pair lengths")
 
 
 def _bind_dpo_args(args: tuple, kwargs: dict) -> dict[str, Any]:

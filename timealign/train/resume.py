@@ -50,7 +50,8 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 AUTO_WORDS = ("auto", "true", "latest", "last", "yes", "1", "on")
 
 # Recipe keys that may change between a run and its resumption (bookkeeping, not what is trained).
-RESUME_IGNORED = ("output_dir", "overwrite_output_dir", "description", "wandb", "launch", "eval", "data.path",
+RESUME_IGNORED = ("output_dir", "overwrite_output_dir", "description", "wandb", "launch", "eval", "live_eval",
+                  "data.path",
                   "data.prepared_dir",
                   "data.prep_timeout", "training.resume_from_checkpoint", "training.report_to", "training.run_name",
                   "training.logging_steps", "training.save_steps", "training.save_strategy",
@@ -166,6 +167,11 @@ def _hf_weights_problem(path: Path) -> str | None:
     if any(path.glob("global_step*/*model_states.pt")):
         return None
     return f"no weights file ({' / '.join(WEIGHT_FILES[:2])})"
+
+
+def weights_problem(path: str | Path) -> str | None:
+    """Why the weights of a saved model or adapter folder are incomplete (see `_hf_weights_problem`), or None."""
+    return _hf_weights_problem(Path(path))
 
 
 def _optimizer_problem(path: Path) -> str | None:
@@ -501,11 +507,18 @@ class TrainingSession:
 
 
 def train_and_save(trainer, recipe, data_dir=None) -> Path:
-    """Train (resuming per training.resume_from_checkpoint), then save model, tokenizer, recipe and loss log.
+    """Train (resuming per training.resume_from_checkpoint), then save model, tokenizer, recipe, loss log and the
+    model card (README.md, `timealign.train.model_card`).
 
     Shared by the DPO and SFT entry points. After a preemption checkpoint it raises TrainingPreempted (exit 75).
     """
+    from timealign.train.hub import HubUploadMixin
+    from timealign.train.model_card import live_wandb_url, write_model_card
+
     session = TrainingSession.start(trainer, recipe, data_dir=data_dir)
+    wandb_url = live_wandb_url()  # the run is closed by finish(), before the card is written
+    if isinstance(trainer, HubUploadMixin):  # its checkpoint cards and hub pushes describe this run
+        trainer.attach_model_card(recipe, data_dir, wandb_url)
     trainer.train(resume_from_checkpoint=session.resume_from)
     session.finish()
     out = Path(recipe.resolved_output_dir())
@@ -514,5 +527,6 @@ def train_and_save(trainer, recipe, data_dir=None) -> Path:
         trainer.processing_class.save_pretrained(str(out))
         (out / CHECKPOINT_RECIPE).write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
         (out / TRAIN_LOG).write_text(json.dumps(trainer.state.log_history, indent=1))
+        write_model_card(out, recipe, data_dir=data_dir, wandb_url=wandb_url)  # README.md: last, over PEFT's
     trainer.accelerator.wait_for_everyone()
     return out

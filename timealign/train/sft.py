@@ -29,6 +29,7 @@ COMMAND = Command(
 Override any recipe field with dotted keys, for example:
   timer.lambda_time=0 (w/o time loss)   timer.special_tokens=false (w/o special tokens)
   timer.order=utterance_first           timer.emit_instant_counterpart=true   timer.loss_turns=target
+  timer.packing=true (several dialogs per row of training.max_length tokens, no padding)
   data.source=timelychat data.path=/data/timelychat   lora.enabled=true   training.max_steps=100
   training.learning_rate=1e-4 output_dir=outputs/my-run training.report_to=wandb""",
     task="sft",
@@ -116,6 +117,11 @@ def build_trainer(recipe, claim: bool = True):
     model, tokenizer, token_ids = build_model_and_tokenizer(recipe)
     renderer = TimerRenderer.for_timer(tokenizer, recipe.timer)
     args = training_args(recipe, SFTConfig)
+    if recipe.timer.packing:
+        # TimerSFTTrainer packs the rendered rows with their time-token mask (timealign.train.packing)
+        args.packing = True
+        if args.max_length is None:
+            raise RecipeError("timer.packing=true needs training.max_length (the length of a packed row)")
 
     train_ds = featurize(data[recipe.data.train_split], renderer, recipe.timer, args.max_length,
                          args.dataset_num_proc, "Rendering train dialogs")
@@ -137,6 +143,9 @@ def build_trainer(recipe, claim: bool = True):
         loss_normalization=recipe.timer.loss_normalization,
     )
     check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
+    if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
+        from timealign.train.live_eval import LiveEvalCallback
+        trainer.add_callback(LiveEvalCallback(trainer, recipe, data))
     return trainer
 
 

@@ -44,7 +44,13 @@ TRL builds the default collator inside `__init__` (wrapped when it is assigned: 
 `_prepare_dataset` keeps extra columns of a tokenized dataset (it only truncates input_ids/labels, so token_types are
 truncated here first); `_set_signature_columns_if_needed`; `_metrics`; and transformers'
 `get_batch_samples`/`loss_is_scaled_for_ga`.
-Packing and padding-free are refused: packing keeps only input_ids/labels, and padding-free refuses a collator.
+Packing (`packing=True`, set by the recipe's `timer.packing`): TRL's own packing keeps only input_ids/labels, so
+`_prepare_dataset` packs the rendered rows itself with `timealign.train.packing` (TRL's best-fit decreasing over
+input_ids, labels and token_types together). Batches: with flash attention TRL's padding-free collator flattens
+them into one row (varlen) and `PackedTokenTypesCollator` flattens token_types the same way; with sdpa/eager the
+packed rows stay rows, with position ids restarting per dialog in place of the attention mask. Either way attention
+stays inside each dialog and the loss is the unpacked one (the same token sums over the same normalizer).
+Padding-free without packing is refused (TRL then enforces no max_length).
 """
 
 from __future__ import annotations
@@ -56,20 +62,31 @@ from datasets import Dataset
 from trl import SFTTrainer
 
 from timealign.render.timer import TOKEN_RESPONSE, TOKEN_TIME, add_timer_tokens
-from timealign.train.collators import TOKEN_TYPES, CarriesColumn, TokenTypesCollator
+from timealign.train.collators import TOKEN_TYPES, CarriesColumn
+from timealign.train.hub import HubUploadMixin
 from timealign.train.models import lora_config
+from timealign.train.packing import (
+    LAYOUTS,
+    PACKED_TOKENS,
+    PackedTokenTypesCollator,
+    check_packing_strategy,
+    pack_timer_rows,
+    packed_layout,
+)
 
 __all__ = ["LOSS_NORMALIZATIONS", "TimerSFTTrainer", "add_timer_tokens_to_model", "timer_lora_config"]
 
 LOSS_NORMALIZATIONS = ("tokens", "per_type")
 
 
-class TimerSFTTrainer(CarriesColumn, SFTTrainer):
+class TimerSFTTrainer(HubUploadMixin, CarriesColumn, SFTTrainer):
     """`trl.SFTTrainer` with TIMER's loss: L_response + lambda_time * L_time over the `token_types` masks.
 
     Args: those of `trl.SFTTrainer`, plus
         lambda_time: weight of the time loss (paper: 1.0; 0 = the "w/o time loss" ablation).
         loss_normalization: "tokens" (one shared normalizer, Eqs. 4-5) or "per_type" (two token means).
+        packing_layout: with `packing=True`, "flat" (one flattened row per batch) or "rows" (packed rows kept, per-dialog
+            position ids); None: "flat" for flash attention, "rows" otherwise (`timealign.train.packing`).
 
     Datasets: pre-tokenized rows with `input_ids`, `labels`, `token_types` (see the module docstring).
     """
@@ -77,7 +94,8 @@ class TimerSFTTrainer(CarriesColumn, SFTTrainer):
     _tag_names = ["trl", "sft", "timer"]
     loss_is_scaled_for_ga = True  # compute_loss normalizes by the optimizer step's token counts
 
-    def __init__(self, *args: Any, lambda_time: float = 1.0, loss_normalization: str = "tokens", **kwargs: Any):
+    def __init__(self, *args: Any, lambda_time: float = 1.0, loss_normalization: str = "tokens",
+                 packing_layout: str | None = None, **kwargs: Any):
         import inspect
         import math
 
@@ -85,6 +103,8 @@ class TimerSFTTrainer(CarriesColumn, SFTTrainer):
             raise ValueError(f"lambda_time must be a finite number >= 0, got {lambda_time}")
         if loss_normalization not in LOSS_NORMALIZATIONS:
             raise ValueError(f"loss_normalization must be one of {LOSS_NORMALIZATIONS}, got {loss_normalization!r}")
+        if packing_layout is not None and packing_layout not in LAYOUTS:
+            raise ValueError(f"packing_layout must be one of {LAYOUTS} or None, got {packing_layout!r}")
         self.lambda_time = float(lambda_time)
         self.loss_normalization = loss_normalization
         self._step_counts: torch.Tensor | None = None  # [N_time, N_resp] of the current optimizer step
@@ -109,15 +129,23 @@ class TimerSFTTrainer(CarriesColumn, SFTTrainer):
         super().__init__(*args, **kwargs)
         _check_config(self.args)
         _give_wrapper_a_bias(self.model)
+        if self.args.packing and self.padding_free and isinstance(self.data_collator, PackedTokenTypesCollator):
+            # TRL flattens packed batches (flash attention's varlen layout); other attention implementations keep
+            # the packed rows as rows, so their mask and attention stay quadratic in one row only.
+            layout = packing_layout or packed_layout(self.model)
+            if layout == "rows":
+                self.data_collator.base.padding_free = False
+            self.data_collator.layout = layout
 
     # -- data path ---------------------------------------------------------------------------------------------
-    # `token_types` rides through the collator and `remove_unused_columns` (timealign.train.collators).
-    column_collator = TokenTypesCollator
+    # `token_types` rides through the collator and `remove_unused_columns` (timealign.train.collators); the
+    # packing-aware collator also flattens it for a padding-free batch (timealign.train.packing).
+    column_collator = PackedTokenTypesCollator
     carried_column = TOKEN_TYPES
 
     def _prepare_dataset(self, dataset, processing_class, args, packing, formatting_func, dataset_name):
         # TRL truncates input_ids and labels only; truncate token_types with them first (then TRL's is a no-op).
-        if args.max_length is not None and not packing and TOKEN_TYPES in (dataset.column_names or []):
+        if args.max_length is not None and TOKEN_TYPES in (dataset.column_names or []):
             length = args.max_length
             keep_end = args.truncation_mode == "keep_end"
 
@@ -128,7 +156,20 @@ class TimerSFTTrainer(CarriesColumn, SFTTrainer):
             if _max_row_length(dataset) > length:
                 dataset = dataset.map(truncate, **({"desc": f"Truncating {dataset_name} TIMER rows"}
                                                    if isinstance(dataset, Dataset) else {}))
-        return super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
+        if not packing:
+            return super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
+        # TRL's packing would keep input_ids/labels only: prepare unpacked, then pack with token_types.
+        dataset = super()._prepare_dataset(dataset, processing_class, args, False, formatting_func, dataset_name)
+        from trl.trainer.utils import global_then_local_main_first
+
+        map_kwargs = {}
+        if isinstance(dataset, Dataset):
+            map_kwargs = {"num_proc": args.dataset_num_proc, "desc": f"Packing {dataset_name} TIMER rows"}
+        with global_then_local_main_first():
+            dataset = pack_timer_rows(dataset, args.max_length, args.packing_strategy, map_kwargs)
+        if args.shuffle_dataset:  # as TRL does after packing
+            dataset = dataset.shuffle(seed=args.seed)
+        return dataset
 
     # -- loss --------------------------------------------------------------------------------------------------
     def get_batch_samples(self, epoch_iterator, num_batches, device):
@@ -150,6 +191,7 @@ class TimerSFTTrainer(CarriesColumn, SFTTrainer):
         if TOKEN_TYPES not in inputs:
             raise ValueError(f"batch has no '{TOKEN_TYPES}': a custom collator or column removal dropped it")
         token_types = inputs.pop(TOKEN_TYPES)
+        packed_tokens = inputs.pop(PACKED_TOKENS, None)  # packed "rows" layout: real tokens (no attention mask)
 
         captured: list[Any] = []
         handle = model.register_forward_hook(lambda _m, _a, out: captured.append(out) if not captured else None)
@@ -158,6 +200,11 @@ class TimerSFTTrainer(CarriesColumn, SFTTrainer):
                                           num_items_in_batch=num_items_in_batch)
         finally:
             handle.remove()
+        if packed_tokens is not None and mode == "train":
+            # TRL counts position_ids.size(1) tokens when there is no attention mask: one row's width, not the batch's
+            delta = packed_tokens.reshape(1).to(inputs["input_ids"].device) - inputs["position_ids"].size(1)
+            self._total_train_tokens += int(self.accelerator.gather_for_metrics(delta).sum().item()) // self._tp_size
+            self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
         log_probs = getattr(captured[0], "log_probs", None) if captured else None
         label_mask = getattr(captured[0], "label_mask", None) if captured else None
         if log_probs is None or label_mask is None:
@@ -223,12 +270,17 @@ def _masks(types: torch.Tensor, label_mask: torch.Tensor) -> tuple[torch.Tensor,
 
 
 def _check_config(args) -> None:
-    if getattr(args, "packing", False):
-        raise ValueError("TimerSFTTrainer does not support packing=True: TRL's packing keeps only input_ids and "
-                         "labels, so the time-token mask would be lost")
-    if getattr(args, "padding_free", False):
-        raise ValueError("TimerSFTTrainer does not support padding_free=True (TRL refuses the collator that carries "
-                         "the time-token mask)")
+    packing = getattr(args, "packing", False)
+    if getattr(args, "eval_packing", None) and not packing:
+        # the collator is padding-free only with packing: packed eval rows would attend across their dialogs
+        raise ValueError("TimerSFTTrainer supports eval_packing=True only with packing=True")
+    if packing:
+        check_packing_strategy(getattr(args, "packing_strategy", "bfd"))
+        if getattr(args, "max_length", None) is None:
+            raise ValueError("TimerSFTTrainer packing needs max_length (the length of a packed row)")
+    if getattr(args, "padding_free", False) and not getattr(args, "packing", False):
+        raise ValueError("TimerSFTTrainer supports padding_free only with packing=True (timer.packing=true): "
+                         "without packing TRL enforces no max_length")
     if getattr(args, "loss_type", "nll") != "nll":
         raise ValueError(f"TimerSFTTrainer implements loss_type='nll' only; got {args.loss_type!r}")
     if getattr(args, "label_smoothing_factor", 0.0):

@@ -8,6 +8,7 @@ from typing import Sequence
 
 from timealign.suites.chronosense.generate import TASKS
 from timealign.suites.questions import accuracy_counts, fmt_metric, strip_thinking
+from timealign.suites.units import SampleUnits, mean_units
 
 _CHOICE_PHRASE = re.compile(r"\btrue\s*(?:or|/)\s*false\b|\bfalse\s*(?:or|/)\s*true\b", re.I)
 _MARKED = re.compile(r"answer\**\s*(?:is\s*:?|:)\s*[\*\"'`(\[]*\s*(true|false)\b", re.I)
@@ -63,6 +64,11 @@ def score(items: Sequence[dict], outputs: Sequence[str]) -> dict:
         report[name] = {k: _metrics(buckets[k]) for k in order if k in buckets}
     report["predictions"] = preds
     return report
+
+
+def chronosense_units(report: dict) -> SampleUnits:
+    """Bootstrap units: one per item; accuracy is the mean of `correct` (unclear and failed answers are wrong)."""
+    return mean_units(report, {"accuracy": "correct"}, "item")
 
 
 def markdown_summary(report: dict) -> str:

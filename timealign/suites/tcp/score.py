@@ -10,6 +10,7 @@ from typing import Sequence
 
 from timealign.suites.questions import accuracy_counts, fmt_metric, strip_thinking
 from timealign.suites.tcp.problem import answer_candidates
+from timealign.suites.units import SampleUnits, mean_units
 
 
 _MARKER = re.compile(r"answer\**\s*(?:is\b|:)", re.I)
@@ -92,6 +93,11 @@ def score(items: Sequence[dict], outputs: Sequence[str]) -> dict:
         report[name] = {k: _metrics(v) for k, v in sorted(buckets.items())}
     report["predictions"] = preds
     return report
+
+
+def tcp_units(report: dict) -> SampleUnits:
+    """Bootstrap units: one per prototype; accuracy is the mean of `correct` (unclear and failed answers are wrong)."""
+    return mean_units(report, {"accuracy": "correct"}, "prototype")
 
 
 def markdown_summary(report: dict) -> str:

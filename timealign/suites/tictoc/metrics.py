@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
+import numpy as np
+
 from timealign.suites.tictoc.tool_calls import PROTOCOLS
+from timealign.suites.units import SampleUnits
 
 PREFER_TOOL, PREFER_NO_TOOL = "prefer_tool", "prefer_no_tool"
 LEVEL_NAMES = ("small", "medium", "large")
@@ -16,16 +19,20 @@ def length_bucket(num_turns: int) -> str:
     return "short" if num_turns <= 7 else "medium" if num_turns <= 12 else "long"
 
 
-def confusion(labels: Iterable[str], attempted: Iterable[bool]) -> dict[str, int]:
+def cell(label: str, called: bool) -> str:
     """TP: prefer-Tool and called; FN: prefer-Tool, no call; TN: prefer-noTool, no call; FP: prefer-noTool, called."""
+    if label == PREFER_TOOL:
+        return "tp" if called else "fn"
+    if label == PREFER_NO_TOOL:
+        return "fp" if called else "tn"
+    raise ValueError(f"unknown label {label!r}")
+
+
+def confusion(labels: Iterable[str], attempted: Iterable[bool]) -> dict[str, int]:
+    """The confusion counts (`cell` of each sample)."""
     counts = {"tp": 0, "fn": 0, "tn": 0, "fp": 0}
     for label, called in zip(labels, attempted, strict=True):
-        if label == PREFER_TOOL:
-            counts["tp" if called else "fn"] += 1
-        elif label == PREFER_NO_TOOL:
-            counts["fp" if called else "tn"] += 1
-        else:
-            raise ValueError(f"unknown label {label!r}")
+        counts[cell(label, called)] += 1
     return counts
 
 
@@ -89,3 +96,38 @@ def tictoc_report(rows: list[dict], attempted: list[bool], empty: list[bool] | N
             empties.append(is_empty)
         report[name] = {k: summarize(*v, protocol=protocol) for k, v in sorted(groups.items())}
     return report
+
+
+# The overall metrics the bootstrap intervals cover (timealign.eval.bootstrap).
+INTERVAL_METRICS = ("nar", "attempt_rate_prefer_tool", "attempt_rate_prefer_no_tool")
+
+
+def tictoc_units(report: dict) -> SampleUnits:
+    """The report's held-out pairs as bootstrap units, stratified by label.
+
+    One unit per sample record (id and elapse level: a trajectory appears at several elapse levels); its counts are
+    its confusion cell (tp, fn, tn or fp = 1). A sample the rates leave out (a failed generation; an empty output
+    under the paper protocol, as `summarize` does) stays a unit with all cells 0: it is drawn like any other, so the
+    number of scored samples varies across resamples as it would across draws of the test set. Units are resampled
+    within their label: NAR is the mean of the two per-label rates and each label's count is fixed by the data set's
+    construction, not drawn.
+    """
+    protocol = (report.get("settings") or {}).get("protocol", "timealign")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown evaluation protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    samples = report.get("samples") or []
+    cells = {k: np.zeros(len(samples)) for k in ("tp", "fn", "tn", "fp")}
+    ids, strata = [], []
+    for i, s in enumerate(samples):
+        ids.append(f"{s['id']}@{s['elapse_level']}")
+        strata.append(s["label"])
+        counted = "error" not in s and s.get("tool_call") is not None and \
+            not (protocol == "paper" and s.get("empty_output"))
+        if counted:
+            cells[cell(s["label"], bool(s["tool_call"]))][i] = 1
+    metrics = {
+        "nar": nar_from_counts,
+        "attempt_rate_prefer_tool": lambda c: _rate(c["tp"], c["tp"] + c["fn"]),
+        "attempt_rate_prefer_no_tool": lambda c: _rate(c["fp"], c["tn"] + c["fp"]),
+    }
+    return SampleUnits("held-out pair", tuple(ids), tuple(strata), cells, metrics, stratified_by="label")

@@ -50,8 +50,12 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-__all__ = ["UNPARSED_POLICIES", "is_delayed", "rmsle", "timing_metrics", "bleu2", "sentence_bleu2", "rouge_l",
-           "bertscore"]
+import numpy as np
+
+from timealign.suites.units import SampleUnits, mean_metric, rate
+
+__all__ = ["UNPARSED_POLICIES", "is_delayed", "rmsle", "score_case", "timing_metrics", "bleu2", "bleu2_statistics",
+           "bleu2_from_statistics", "sentence_bleu2", "rouge_l", "bertscore", "timelychat_units"]
 
 UNPARSED_POLICIES = ("instant", "wrong", "exclude")
 
@@ -80,34 +84,36 @@ def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
+def score_case(gold: float, pred: float | None, unparsed: str,
+               instant_max_minutes: float) -> tuple[str | None, tuple[float, float] | None]:
+    """One case's confusion cell ("tp" | "fp" | "tn" | "fn", None when the `unparsed` policy leaves it out) and the
+    (gold, pred) pair it adds to RMSLE (None when it adds none)."""
+    gold_delayed = is_delayed(gold, instant_max_minutes)
+    if pred is None:
+        if unparsed == "exclude":
+            return None, None
+        if unparsed == "wrong":
+            return ("fn" if gold_delayed else "fp"), None
+        pred = 0.0  # "instant"
+    pred_delayed = is_delayed(pred, instant_max_minutes)
+    if gold_delayed:
+        return ("tp" if pred_delayed else "fn"), (gold, pred)
+    return ("fp" if pred_delayed else "tn"), (gold, pred)
+
+
 def _classify(gold: Sequence[float], pred: Sequence[float | None], unparsed: str,
               instant_max_minutes: float) -> dict:
     """Confusion counts, unparsed count, and the (gold, pred) pairs RMSLE is over, under the `unparsed` policy."""
-    tp = fp = tn = fn = n_unparsed = 0
+    counts = {"tp": 0, "fp": 0, "tn": 0, "fn": 0}
     pairs: list[tuple[float, float]] = []
     for g, p in zip(gold, pred):
-        gold_delayed = is_delayed(g, instant_max_minutes)
-        if p is None:
-            n_unparsed += 1
-            if unparsed == "exclude":
-                continue
-            if unparsed == "wrong":
-                if gold_delayed:
-                    fn += 1
-                else:
-                    fp += 1
-                continue
-            p = 0.0  # "instant"
-        pred_delayed = is_delayed(p, instant_max_minutes)
-        if gold_delayed and pred_delayed:
-            tp += 1
-        elif gold_delayed:
-            fn += 1
-        elif pred_delayed:
-            fp += 1
-        else:
-            tn += 1
-        pairs.append((g, p))
+        cell, pair = score_case(g, p, unparsed, instant_max_minutes)
+        if cell is not None:
+            counts[cell] += 1
+        if pair is not None:
+            pairs.append(pair)
+    tp, fp, tn, fn = counts["tp"], counts["fp"], counts["tn"], counts["fn"]
+    n_unparsed = sum(p is None for p in pred)
     return {
         "cases": len(gold),
         "delayed_gold": sum(is_delayed(g, instant_max_minutes) for g in gold),
@@ -184,6 +190,34 @@ def bleu2(hypotheses: Sequence[str], references: Sequence[str]) -> float | None:
     return float(scorer.corpus_score(list(hypotheses), [list(references)]).score)
 
 
+BLEU2_STATISTICS = ("sys_len", "ref_len", "correct_1", "correct_2", "total_1", "total_2")
+
+
+def bleu2_statistics(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
+    """Each reply's BLEU-2 sufficient statistics (`BLEU2_STATISTICS`: lengths, matched and total 1- and 2-grams),
+    read from sacrebleu's score of the reply alone; corpus BLEU-2 is `bleu2_from_statistics` of their sum."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    metrics = _need("sacrebleu.metrics", "sacrebleu")
+    scorer = metrics.BLEU(max_ngram_order=2, smooth_method="none")
+    rows = []
+    for hyp, ref in zip(hypotheses, references):
+        one = scorer.corpus_score([hyp], [[ref]])
+        rows.append([one.sys_len, one.ref_len, *one.counts, *one.totals])
+    return np.asarray(rows, dtype=float).reshape(len(rows), len(BLEU2_STATISTICS))
+
+
+def bleu2_from_statistics(stats: Sequence[float]) -> float | None:
+    """Corpus BLEU-2 (x100) from summed `BLEU2_STATISTICS` (sacrebleu's `BLEU.compute_bleu`, as `bleu2` scores);
+    None for no replies (sys_len and ref_len both 0)."""
+    sys_len, ref_len, c1, c2, t1, t2 = (float(v) for v in stats)
+    if sys_len == 0 and ref_len == 0:
+        return None
+    metrics = _need("sacrebleu.metrics", "sacrebleu")
+    return float(metrics.BLEU.compute_bleu(correct=[c1, c2], total=[t1, t2], sys_len=int(sys_len),
+                                           ref_len=int(ref_len), smooth_method="none", max_ngram_order=2).score)
+
+
 def sentence_bleu2(hypothesis: str, reference: str) -> float:
     """Sentence-level BLEU-2 (x100; effective order, exp smoothing): per-sample inspection only."""
     metrics = _need("sacrebleu.metrics", "sacrebleu")
@@ -216,3 +250,66 @@ def bertscore(hypotheses: Sequence[str], references: Sequence[str], model: str, 
                          "(roberta-large: 17, the authors' setting)") from None
     per = [100.0 * float(v) for v in f1.tolist()]
     return sum(per) / len(per), per
+
+
+# ====================================================================================================== intervals
+
+# The overall metrics the bootstrap intervals cover (timealign.eval.bootstrap): the all-turn and the target-turn
+# timing metrics, and the response metrics over the scored replies.
+_TIMING_INTERVALS = {"": ("precision", "recall", "f1", "fpr", "rmsle"),
+                     "target_": ("target_precision", "target_recall", "target_f1", "target_fpr", "rmsle_target")}
+
+
+def _timing_metrics_of(prefix: str) -> dict:
+    tp, fp, tn, fn, sq, n = (f"{prefix}{k}" for k in ("tp", "fp", "tn", "fn", "sq_log_error", "rmsle_cases"))
+    precision, recall, f1, fpr, rmsle_key = _TIMING_INTERVALS[prefix]
+    return {precision: lambda c: rate(c[tp], c[tp] + c[fp]),
+            recall: lambda c: rate(c[tp], c[tp] + c[fn]),
+            f1: lambda c: rate(2 * c[tp], 2 * c[tp] + c[fp] + c[fn]),
+            fpr: lambda c: rate(c[fp], c[fp] + c[tn]),
+            rmsle_key: lambda c: math.sqrt(c[sq] / c[n]) if c[n] else None}
+
+
+def timelychat_units(report: dict) -> SampleUnits | None:
+    """The turn-level report's dialogs as bootstrap units (None for a dialog-level-only report: no timing cases).
+
+    One unit per dialog (its sample record): the timing cases of a dialog's turns share its context, so they are
+    drawn together (a cluster bootstrap), not case by case. A dialog's counts are its cases' confusion cells and
+    squared log errors under the report's `unparsed` policy (`score_case`, what `timing_metrics` sums), all turns and
+    target turn apart; failed cases (`error`) add nothing, as in the metrics. Its reply adds its BLEU-2 statistics,
+    ROUGE-L and BERTScore values when it was generated (no dialog-level `error`). No strata.
+    """
+    if "timing" not in report:
+        return None
+    settings = report.get("settings") or {}
+    unparsed, instant = settings.get("unparsed", "instant"), settings.get("instant_max_minutes", 0.0)
+    samples = report.get("samples") or []
+    names = [f"{p}{k}" for p in _TIMING_INTERVALS for k in ("tp", "fp", "tn", "fn", "sq_log_error", "rmsle_cases")]
+    counts = {k: np.zeros(len(samples)) for k in names}
+    scored = [i for i, s in enumerate(samples) if "error" not in s]
+    for i, sample in enumerate(samples):
+        for case in sample.get("timing") or []:
+            if "error" in case:
+                continue
+            cell, pair = score_case(case["gold_minutes"], case["pred_minutes"], unparsed, instant)
+            for prefix in ("", "target_") if case["is_target"] else ("",):
+                if cell is not None:
+                    counts[f"{prefix}{cell}"][i] += 1
+                if pair is not None:
+                    counts[f"{prefix}sq_log_error"][i] += (math.log1p(pair[1]) - math.log1p(pair[0])) ** 2
+                    counts[f"{prefix}rmsle_cases"][i] += 1
+    metrics = {**_timing_metrics_of(""), **_timing_metrics_of("target_")}
+    if scored:
+        counts["responses"] = np.zeros(len(samples))
+        counts["responses"][scored] = 1
+        stats = bleu2_statistics([samples[i]["response"] for i in scored], [samples[i]["reference"] for i in scored])
+        for j, name in enumerate(BLEU2_STATISTICS):
+            counts[f"bleu_{name}"] = np.zeros(len(samples))
+            counts[f"bleu_{name}"][scored] = stats[:, j]
+        metrics["bleu2"] = lambda c: bleu2_from_statistics([c[f"bleu_{k}"] for k in BLEU2_STATISTICS])
+        for key in ("rouge_l", "bertscore"):
+            if all(samples[i].get(key) is not None for i in scored):
+                counts[key] = np.zeros(len(samples))
+                counts[key][scored] = [samples[i][key] for i in scored]
+                metrics[key] = mean_metric(key, "responses")
+    return SampleUnits("dialog", tuple(str(s["id"]) for s in samples), ("all",) * len(samples), counts, metrics)

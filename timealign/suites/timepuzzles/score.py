@@ -9,6 +9,7 @@ from datetime import date
 from typing import Iterable
 
 from timealign.suites.questions import fmt_metric
+from timealign.suites.units import SampleUnits, mean_units
 
 _ANSWER_RE = re.compile(r"MY\s+ANSWER\s*[*_]*\s*[:：]", re.IGNORECASE)
 _DATE_RE = re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
@@ -85,6 +86,11 @@ def score_outputs(records: list[dict], outputs: list[str]) -> dict:
         "by_num_facts": {k: aggregate(v) for k, v in sorted(by_facts.items())},
         "samples": rows,
     }
+
+
+def timepuzzles_units(report: dict) -> SampleUnits:
+    """Bootstrap units: one per puzzle; EM, F1 and Jaccard are means over puzzles (Eq. 7)."""
+    return mean_units(report, {"em": "em", "f1": "f1", "jaccard": "jaccard"}, "puzzle")
 
 
 def markdown_summary(report: dict) -> str:

@@ -1,0 +1,434 @@
+"""Shared-prompt offset-DPO (`timealign.train.shared_prompt`): one [prompt | chosen | rejected] tree per pair gives
+the numbers of TRL's own unshared rows [prompt+chosen; prompt+rejected].
+
+Every comparison runs the real TRL path (`OffsetDPOTrainer(shared_prompt=False)`, which is TRL's `_compute_loss`,
+or stock `trl.DPOTrainer`) and the shared path on the same weights and pairs, in float32: per-pair log-probs, loss,
+every parameter gradient and every logged metric agree within 1e-5 (relative, or absolute near 0). Per-pair log-probs
+are also checked against a plain unpadded forward of the model (log_softmax of its logits), independent of both.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+import yaml
+from accelerate.utils import is_peft_model
+from datasets import Dataset
+from test_cluster import REPO_ROOT, _cluster_launch, _run, prepared, train_env  # noqa: F401  (2-process launches)
+
+from timealign.config import RecipeError, load_recipe
+from timealign.train import shared_prompt
+from timealign.train.odpo import OffsetDPOTrainer
+
+BETA = 0.1
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def load_model(path, attn="sdpa"):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation=attn)
+
+
+def make_config(tmp_path, **overrides):
+    from trl import DPOConfig
+
+    kwargs = dict(output_dir=str(tmp_path / "out"), bf16=False, gradient_checkpointing=False, report_to=[],
+                  use_cpu=True, logging_steps=1, max_length=None, per_device_train_batch_size=4, max_steps=2,
+                  learning_rate=1e-3, beta=BETA, save_strategy="no", seed=0, disable_tqdm=True,
+                  dataloader_num_workers=0)
+    kwargs.update(overrides)
+    return DPOConfig(**kwargs)
+
+
+def synthetic_pairs(tokenizer, margins=(0.0, 0.5, 1.5, 0.25)) -> Dataset:
+    """Pairs of different prompt lengths; chosen longer than rejected in some, shorter in others (so both rows and
+    trees get padding)."""
+    rows = {"prompt": [], "chosen": [], "rejected": [], "margin": [], "scenario": []}
+    for i, margin in enumerate(margins):
+        messages = [{"role": "user", "content": "Is the store open now? " * (1 + 2 * i)},
+                    {"role": "assistant", "content": "Let me check the latest data for you."},
+                    {"role": "user", "content": f"It is {10 + i} minutes later."}]
+        rows["prompt"].append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        rows["chosen"].append('<tool_call>{"name": "search", "arguments": {}}</tool_call>' + " again" * (3 * i))
+        rows["rejected"].append("It is still open. " * (4 - i))
+        rows["margin"].append(float(margin))
+        rows["scenario"].append("junk")
+    return Dataset.from_dict(rows)
+
+
+def perturb(model, seed=0, scale=0.02):
+    """The same deterministic change of the trainable weights in both trainers (policy != reference)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, param in sorted(model.named_parameters()):
+            if param.requires_grad:
+                param.add_(scale * torch.randn(param.shape, generator=generator))
+
+
+def build(tmp_path, model_dir, tokenizer, dataset, shared, source="reload", gc=False, attn="sdpa", **kwargs):
+    """An OffsetDPOTrainer whose reference is `source`: reload (TRL loads it from the path), ref_model, precompute,
+    lora, lora_precompute."""
+    from peft import LoraConfig
+
+    name = f"{'shared' if shared else 'trl'}-{source}-{kwargs.get('padding_free', False)}"
+    args = make_config(tmp_path / name, precompute_ref_log_probs=source.endswith("precompute"),
+                       gradient_checkpointing=gc)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    trainer = OffsetDPOTrainer(
+        model=load_model(model_dir, attn),
+        ref_model=load_model(model_dir, attn) if source == "ref_model" else None,
+        args=args, train_dataset=dataset, processing_class=tokenizer,
+        peft_config=lora if source.startswith("lora") else None,
+        shared_prompt=shared, **kwargs)
+    perturb(trainer.model)  # after the precompute: the reference stays the loaded weights
+    if gc:  # as Trainer.train turns it on (these tests call compute_loss directly)
+        trainer.model.gradient_checkpointing_enable(trainer.args.gradient_checkpointing_kwargs)
+    return trainer
+
+
+def step(trainer) -> dict:
+    """One training forward + backward on the whole dataset as one micro-batch."""
+    examples = [trainer.train_dataset[i] for i in range(len(trainer.train_dataset))]
+    batch = trainer._prepare_inputs(trainer.data_collator(examples))
+    trainer.model.train()
+    trainer.model.zero_grad()
+    with trainer.compute_loss_context_manager():
+        loss = trainer.compute_loss(trainer.model, batch)
+    loss.backward()
+    out = {"loss": loss.detach(), "metrics": {k: v[-1] for k, v in trainer._metrics["train"].items()},
+           "grads": {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}}
+    # Per-pair log-probs ([chosen; rejected] x pairs) through each layout's reference path: of the policy (PEFT: its
+    # base, adapters disabled) and of the reference model if there is one.
+    key = "base_logps" if is_peft_model(trainer.model) else "policy_logps"
+    out[key] = torch.stack(trainer.compute_ref_log_probs(trainer.model, batch))
+    if trainer.ref_model is not None:
+        out["ref_logps"] = torch.stack(trainer.compute_ref_log_probs(trainer.ref_model, batch))
+    return out
+
+
+def assert_same(shared: dict, trl: dict):
+    torch.testing.assert_close(shared["loss"], trl["loss"], **TOL)
+    for key in ("ref_logps", "policy_logps", "base_logps"):
+        if key in trl:
+            torch.testing.assert_close(shared[key], trl[key], **TOL)
+    assert shared["grads"].keys() == trl["grads"].keys() and trl["grads"]
+    for name, grad in trl["grads"].items():
+        assert grad.abs().sum() > 0, name
+        torch.testing.assert_close(shared["grads"][name], grad, **TOL, msg=lambda m, name=name: f"{name}: {m}")
+    assert set(shared["metrics"]) == set(trl["metrics"])
+    for key, value in trl["metrics"].items():
+        assert shared["metrics"][key] == pytest.approx(value, rel=1e-5, abs=metric_tolerance(key, trl["metrics"])), key
+
+
+def metric_tolerance(key: str, metrics: dict) -> float:
+    """1e-5; for a reward (beta times a difference of two summed log-probs) also the fp32 rounding of those sums,
+    which either layout rounds in its own order: 64 float32 epsilons (7.6e-6) of their size."""
+    if key in ("rewards/chosen", "rewards/rejected", "rewards/margins"):
+        size = max(abs(metrics["logps/chosen"]), abs(metrics["logps/rejected"]))
+        return 1e-5 + BETA * 64 * torch.finfo(torch.float32).eps * size
+    return 1e-5
+
+
+def plain_logps(model, example) -> tuple[float, float]:
+    """Summed completion log-probs from one unpadded causal forward per completion (no TRL, no tree)."""
+
+    def logp(completion):
+        ids = torch.tensor([example["prompt_ids"] + completion])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, :-1].float()
+        token_logps = torch.log_softmax(logits, -1).gather(1, ids[0, 1:, None])[:, 0]
+        return token_logps[len(example["prompt_ids"]) - 1:].sum().item()
+
+    return logp(example["chosen_ids"]), logp(example["rejected_ids"])
+
+
+# ------------------------------------------------------------------------------------------- the collator's layout
+
+
+def trl_rows(batch, half):
+    """TRL's rows of a DataCollatorForPreference batch: (tokens, completion flags) per row of one half."""
+    n = batch["input_ids"].size(0) // 2
+    rows = range(n) if half == "chosen" else range(n, 2 * n)
+    out = []
+    for r in rows:
+        keep = batch["attention_mask"][r].bool()
+        out.append((batch["input_ids"][r][keep].tolist(), batch["completion_mask"][r][keep].tolist()))
+    return out
+
+
+@pytest.mark.parametrize("max_length", [None, 6, 3])
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_tree_rows_hold_trls_rows(max_length, padding_free):
+    """Each tree is TRL's chosen row and rejected row with the prompt once, TRL's keep_start truncation included."""
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+    examples = [{"prompt_ids": [11, 12, 13, 14], "chosen_ids": [21, 22], "rejected_ids": [31, 32, 33], "junk": 1},
+                {"prompt_ids": [15, 16], "chosen_ids": [23, 24, 25, 26], "rejected_ids": [34]}]
+    trl_collator = DataCollatorForPreference(pad_token_id=0, max_length=max_length)
+    trl = trl_collator(examples)
+    ours = shared_prompt.SharedPromptCollator.replacing(trl_collator, padding_free=padding_free)(examples)
+    assert ours["input_ids"].size(0) == (1 if padding_free else 2)
+    b = shared_prompt.BRANCH
+    for i in range(2):
+        at = ours["pair_ids"] == i
+        ids, pos, branch = ours["input_ids"][at].tolist(), ours["position_ids"][at].tolist(), ours["branch_ids"][at]
+        prompt = [t for t, k in zip(ids, branch) if k == b["prompt"]]
+        chosen = [t for t, k in zip(ids, branch) if k == b["chosen"]]
+        rejected = [t for t, k in zip(ids, branch) if k == b["rejected"]]
+        assert (prompt + chosen, [0] * len(prompt) + [1] * len(chosen)) == trl_rows(trl, "chosen")[i]
+        assert (prompt + rejected, [0] * len(prompt) + [1] * len(rejected)) == trl_rows(trl, "rejected")[i]
+        bridge = (branch == b["bridge"]).nonzero()[:, 0].tolist()
+        assert len(bridge) == 1 and ids[bridge[0]] == prompt[-1] and pos[bridge[0]] == len(prompt) - 1
+        n = len(prompt)
+        assert pos == [*range(n + len(chosen)), n - 1, *range(n, n + len(rejected))]
+    padding = ours["pair_ids"] < 0
+    assert not padding.any() if padding_free else padding.any()
+    assert (ours["input_ids"][padding] == 0).all()
+    # TRL's token count (its num_tokens metric) is kept: each row's non-padding tokens
+    assert shared_prompt.PairTree(ours).unshared_token_count() == trl["attention_mask"].sum()
+
+
+def test_mask_is_the_tree():
+    """Pair 0: prompt a b, chosen c, bridge b', rejected r; pair 1 packed behind it (padding_free)."""
+    b = shared_prompt.BRANCH
+    branch = torch.tensor([[b[k] for k in ("prompt", "prompt", "chosen", "bridge", "rejected", "prompt", "chosen")]])
+    pair = torch.tensor([[0, 0, 0, 0, 0, 1, 1]])
+    got = shared_prompt.tree_attention_mask(pair, branch)[0, 0].int().tolist()
+    assert got == [[1, 0, 0, 0, 0, 0, 0],   # a
+                   [1, 1, 0, 0, 0, 0, 0],   # b
+                   [1, 1, 1, 0, 0, 0, 0],   # c: prompt and itself
+                   [1, 1, 0, 0, 0, 0, 0],   # b': the prompt only (exactly b's keys)
+                   [1, 1, 0, 0, 1, 0, 0],   # r: prompt and its own branch, not c, not b'
+                   [0, 0, 0, 0, 0, 1, 0],   # next pair: never the first
+                   [0, 0, 0, 0, 0, 1, 1]]
+
+
+def test_keep_end_and_empty_prompts_are_refused():
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+    collator = shared_prompt.SharedPromptCollator.replacing(
+        DataCollatorForPreference(pad_token_id=0, max_length=4, truncation_mode="keep_end"))
+    fits = {"prompt_ids": [1, 2], "chosen_ids": [3, 4], "rejected_ids": [5]}
+    assert collator([fits])["input_ids"].tolist() == [[1, 2, 3, 4, 2, 5]]
+    with pytest.raises(ValueError, match="pair 1 of the batch.*keep_end.*dpo.shared_prompt=false"):
+        collator([fits, {"prompt_ids": [1, 2, 3], "chosen_ids": [4, 5], "rejected_ids": [6]}])
+    with pytest.raises(ValueError, match="pair 0 of the batch has an empty prompt"):
+        collator([{"prompt_ids": [], "chosen_ids": [4], "rejected_ids": [6]}])
+
+
+# ------------------------------------------------------------------------------- architectures and attention kinds
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("model_type", shared_prompt.SUPPORTED_MODEL_TYPES)
+def test_tree_forward_equals_unshared_rows(model_type, attn, tiny_tokenizer):
+    """transformers passes the 4D tree mask and the restarting positions through each supported decoder (GQA
+    heads): the model's own log-probs of every completion equal those of plain unpadded prompt+completion rows."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+    torch.manual_seed(0)
+    config = AutoConfig.for_model(model_type, vocab_size=len(tiny_tokenizer), hidden_size=64, intermediate_size=128,
+                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn).eval()
+    examples = [{"prompt_ids": list(range(5, 5 + p)), "chosen_ids": list(range(60, 60 + c)),
+                 "rejected_ids": list(range(90, 90 + r))} for p, c, r in ((9, 3, 5), (4, 6, 1), (12, 2, 2))]
+    expected = torch.tensor([plain_logps(model, ex) for ex in examples]).T  # [2, pairs]
+    for padding_free in (False, True):
+        collator = shared_prompt.SharedPromptCollator.replacing(DataCollatorForPreference(pad_token_id=0),
+                                                               padding_free=padding_free)
+        tree = shared_prompt.PairTree(collator(examples))
+        shared_prompt.check_model(model.config, tree.input_ids.size(1))
+        with torch.no_grad():
+            logits = model(**tree.model_inputs(attn, torch.float32)).logits[:, :-1].float()
+        labels = tree.labels[:, 1:]
+        token_logps = torch.log_softmax(logits, -1).gather(2, labels.clamp(min=0)[..., None])[..., 0]
+        got = torch.stack(tree.pair_sums(token_logps.masked_fill(labels == -100, 0)))
+        torch.testing.assert_close(got, expected, **TOL)
+
+
+def test_models_it_cannot_handle_are_refused(tmp_path, tiny_model_dir, tiny_tokenizer):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    dataset = synthetic_pairs(tiny_tokenizer)
+    flex = load_model(tiny_model_dir, "flex_attention")
+    with pytest.raises(ValueError, match="model.attn_implementation='flex_attention'.*dpo.shared_prompt=false"):
+        OffsetDPOTrainer(model=flex, args=make_config(tmp_path), train_dataset=dataset,
+                         processing_class=tiny_tokenizer)
+    OffsetDPOTrainer(model=flex, args=make_config(tmp_path), train_dataset=dataset, processing_class=tiny_tokenizer,
+                     shared_prompt=False)  # TRL's layout takes any attention
+    config = AutoConfig.for_model("gpt2", vocab_size=len(tiny_tokenizer), n_embd=32, n_layer=1, n_head=2)
+    with pytest.raises(ValueError, match="verified for model types llama.*'gpt2'"):
+        OffsetDPOTrainer(model=AutoModelForCausalLM.from_config(config), args=make_config(tmp_path),
+                         train_dataset=dataset, processing_class=tiny_tokenizer)
+    window = AutoConfig.for_model("mistral", sliding_window=8, vocab_size=50, hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=32)
+    window._attn_implementation = "sdpa"
+    shared_prompt.check_model(window, row_length=8)
+    with pytest.raises(ValueError, match="row of 9 tokens is longer than the model's sliding window"):
+        shared_prompt.check_model(window, row_length=9)
+
+
+def test_settings_that_are_not_exact_are_refused(tmp_path, tiny_model_dir, tiny_tokenizer):
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+    common = dict(args=make_config(tmp_path), train_dataset=synthetic_pairs(tiny_tokenizer),
+                  processing_class=tiny_tokenizer)
+    model = load_model(tiny_model_dir)
+    with pytest.raises(ValueError, match="needs shared_prompt=True"):
+        OffsetDPOTrainer(model=model, shared_prompt=False, padding_free=True, **common)
+    with pytest.raises(RecipeError, match="dpo.padding_free=true .* needs dpo.shared_prompt=true"):
+        load_recipe("tiny", {"dpo.padding_free": "true", "dpo.shared_prompt": "false"})
+    with pytest.raises(ValueError, match="compute_metrics"):
+        OffsetDPOTrainer(model=model, compute_metrics=lambda _: {}, **common)
+
+    class Custom(DataCollatorForPreference):
+        pass
+
+    with pytest.raises(ValueError, match="custom data_collator \\(Custom\\)"):
+        OffsetDPOTrainer(model=model, data_collator=Custom(pad_token_id=0), **common)
+
+
+# --------------------------------------------------------------------------------- one step against TRL's own path
+
+
+@pytest.mark.parametrize("source, gc", [("reload", False), ("ref_model", True), ("precompute", False),
+                                        ("lora", True), ("lora_precompute", False)])
+def test_synthetic_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer, source, gc):
+    dataset = synthetic_pairs(tiny_tokenizer)
+    trl_trainer = build(tmp_path, tiny_model_dir, tiny_tokenizer, dataset, False, source, gc)
+    shared = build(tmp_path, tiny_model_dir, tiny_tokenizer, dataset, True, source, gc)
+    assert shared.model.is_gradient_checkpointing == gc
+    if source.endswith("precompute"):  # the precompute ran on the tree layout and gave TRL's columns
+        for column in ("ref_chosen_logps", "ref_rejected_logps"):
+            torch.testing.assert_close(torch.tensor(shared.train_dataset[column]),
+                                       torch.tensor(trl_trainer.train_dataset[column]), **TOL)
+    assert_same(step(shared), step(trl_trainer))
+
+
+def test_padding_free_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer):
+    dataset = synthetic_pairs(tiny_tokenizer)
+    trl = step(build(tmp_path, tiny_model_dir, tiny_tokenizer, dataset, False, "precompute"))
+    packed = build(tmp_path, tiny_model_dir, tiny_tokenizer, dataset, True, "precompute", padding_free=True)
+    batch = packed.data_collator([packed.train_dataset[i] for i in range(4)])
+    assert batch["input_ids"].size(0) == 1 and (batch["pair_ids"] >= 0).all()  # one row, no padding
+    assert_same(step(packed), trl)
+
+
+def test_metrics_equal_stock_trl(tmp_path, tiny_model_dir, tiny_tokenizer):
+    """With every offset 0 ODPO is DPO: loss and every metric stock `trl.DPOTrainer` logs are the same."""
+    from trl import DPOTrainer
+
+    dataset = synthetic_pairs(tiny_tokenizer, margins=(0.0,) * 4)
+    stock = DPOTrainer(model=load_model(tiny_model_dir), args=make_config(tmp_path / "stock"),
+                       train_dataset=dataset.remove_columns("margin"), processing_class=tiny_tokenizer)
+    perturb(stock.model)
+    trl = step(stock)
+    ours = step(build(tmp_path, tiny_model_dir, tiny_tokenizer, dataset, True))
+    assert set(ours["metrics"]) - set(trl["metrics"]) == {"offset/mean", "rewards/margin_above_offset"}
+    ours["metrics"] = {k: v for k, v in ours["metrics"].items() if k in trl["metrics"]}
+    assert_same(ours, trl)
+
+
+def test_training_and_eval_logs_equal_trl(tmp_path, tiny_model_dir, tiny_tokenizer):
+    """Trainer.train (2 optimizer steps, gradient accumulation 2) and evaluate: the same logs either way."""
+    dataset = synthetic_pairs(tiny_tokenizer)
+    logs = {}
+    for shared in (False, True):
+        trainer = OffsetDPOTrainer(
+            model=load_model(tiny_model_dir), args=make_config(tmp_path / str(shared), per_device_train_batch_size=1,
+                                                              gradient_accumulation_steps=2, eval_strategy="no"),
+            train_dataset=dataset, eval_dataset=dataset, processing_class=tiny_tokenizer, shared_prompt=shared)
+        trainer.train()
+        logs[shared] = [*trainer.state.log_history[:2], trainer.evaluate()]
+    for trl, ours in zip(logs[False], logs[True], strict=True):
+        assert set(ours) == set(trl)
+        for key, value in trl.items():
+            if "runtime" not in key and "per_second" not in key and key != "epoch":
+                assert ours[key] == pytest.approx(value, rel=1e-5, abs=1e-5), key
+
+
+# -------------------------------------------------------------------------------------------- real TicToc v1 pairs
+
+
+@pytest.fixture(scope="module")
+def v1_pairs(tictoc_v1_dir, tiny_tokenizer, tmp_path_factory):
+    """Three real v1 train pairs through data prep and the shared PromptRenderer (as train/dpo.py renders them)."""
+    from timealign.config.schema import DataSection
+    from timealign.data.pairs import load_prepared, prepare
+    from timealign.render.chat import PromptRenderer
+    from timealign.train.dpo import render_split
+
+    out = tmp_path_factory.mktemp("v1")
+    prepare(DataSection(source="v1", path=str(tictoc_v1_dir)), out)
+    train = load_prepared(out)["train"].select(range(3))
+    rendered = render_split(train, PromptRenderer(tiny_tokenizer), "Rendering v1 pairs")
+    # Large offsets keep -logsigmoid in its linear regime, so the gradient is a fixed combination of the per-pair
+    # log-prob gradients. With small offsets its slope depends on the log-ratios, i.e. on differences of summed
+    # log-probs of about -2000 here, which fp32 rounds to 2.4e-4 in either layout (differently): that moves the slope,
+    # and so every gradient, by ~2e-5 relative (the synthetic pairs test small offsets, with sums of ~-200).
+    return rendered.map(lambda row, i: {"margin": [20.0, 30.0, 40.0][i]}, with_indices=True)
+
+
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_real_v1_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer, v1_pairs, padding_free):
+    trl_trainer = build(tmp_path, tiny_model_dir, tiny_tokenizer, v1_pairs, False)
+    trl = step(trl_trainer)
+    ours = step(build(tmp_path, tiny_model_dir, tiny_tokenizer, v1_pairs, True, padding_free=padding_free))
+    assert_same(ours, trl)
+    # ... and both equal a plain unpadded forward of each prompt+completion
+    plain = [plain_logps(trl_trainer.model.eval(), ex) for ex in trl_trainer.train_dataset]
+    torch.testing.assert_close(ours["policy_logps"], torch.tensor(plain).T, **TOL)
+    prompt_tokens = sum(len(ex["prompt_ids"]) for ex in trl_trainer.train_dataset)
+    assert prompt_tokens > 2000  # real TicToc prompts: the shared part is most of each row
+
+
+# ----------------------------------------------------------------------------------- several processes (slow, CPU)
+
+
+@pytest.fixture(scope="module")
+def cluster_env(train_env, prepared):  # noqa: F811  (tests/test_cluster.py's fixtures)
+    return train_env, prepared
+
+
+def _losses(out) -> dict[int, float]:
+    return {e["step"]: e["loss"] for e in json.loads((out / "train_log.json").read_text()) if "loss" in e}
+
+
+@pytest.fixture(scope="module")
+def unshared_baseline(cluster_env, tmp_path_factory):
+    """1 process, TRL's layout, global batch 4, 2 steps."""
+    env, data_dir = cluster_env
+    out = tmp_path_factory.mktemp("baseline") / "run"
+    _run([sys.executable, str(REPO_ROOT / "train/dpo.py"), "recipe=tiny", f"data.prepared_dir={data_dir}",
+          "data.synthetic_trajectories=8", f"output_dir={out}", "training.max_steps=2", "training.logging_steps=1",
+          "training.per_device_train_batch_size=4", "training.save_strategy=no", "dpo.shared_prompt=false"], env)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config, padding_free", [("ddp", True), ("zero2", False), ("zero3", False)])
+def test_two_processes_equal_one_unshared(cluster_env, unshared_baseline, tmp_path, config, padding_free):
+    """2 CPU processes (DDP over gloo, DeepSpeed ZeRO-2, ZeRO-3) with the shared prompt, 2 pairs each: the losses of
+    the 1-process run on TRL's layout. FSDP cannot run on CPU (accelerate 1.15 drops the FSDP plugin under use_cpu;
+    see test_cluster.test_fsdp_two_processes), so it is not covered here."""
+    if config != "ddp":
+        pytest.importorskip("deepspeed", reason="DeepSpeed not installed (pip install -e '.[deepspeed]')")
+    env, data_dir = cluster_env
+    out = tmp_path / config
+    env, args = _cluster_launch(env, data_dir, out, "training.max_steps=2", f"accelerate_config={config}",
+                                "training.per_device_train_batch_size=2", "dpo.shared_prompt=true",
+                                f"dpo.padding_free={str(padding_free).lower()}", job="790",
+                                cpu_env=config == "ddp")
+    _run(args, env)
+    recipe = yaml.safe_load((out / "timealign_recipe.yaml").read_text())  # what build_trainer gave the trainer
+    assert recipe["dpo"] == {"shared_prompt": True, "padding_free": padding_free}
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["world_size"] == 2
+    assert info["model_wrapper"] == ("DistributedDataParallel" if config == "ddp" else "DeepSpeedEngine")
+    assert _losses(out) == pytest.approx(_losses(unshared_baseline), abs=1e-5)
+    assert sorted(_losses(out)) == [1, 2]
