@@ -10,12 +10,11 @@ stock TRL without the `margin` column) and config, once with the reference forwa
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 from benchmarks.dpo_options import DpoBenchOptions
-from benchmarks.harness import RecipeError, log, quiet, table, verdict
+from benchmarks.harness import RecipeError, quiet, table, verdict
 from benchmarks.trainer_ab import compare_trainers
 
 KINDS = ("odpo", "trl")
