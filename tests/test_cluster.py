@@ -22,7 +22,7 @@ from unittest import mock
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, launcher_env
 from timealign import cluster
 from timealign.config import RecipeError, load_recipe
 from timealign.train import resume
@@ -452,12 +452,7 @@ sys.exit(dpo.main(sys.argv[1:]))
 
 @pytest.fixture(scope="module")
 def train_env(tmp_path_factory):
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", WANDB_MODE="offline", TOKENIZERS_PARALLELISM="false",
-               TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    for key in [k for k in env if k.startswith(("SLURM_", "ACCELERATE_", "TIMEALIGN_STOP", "WANDB_RUN_ID"))]:
-        env.pop(key)
-    return env
+    return launcher_env(TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")))
 
 
 @pytest.fixture(scope="module")

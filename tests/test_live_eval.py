@@ -8,7 +8,6 @@ Real runs of the tiny model: the CLI with W&B offline (read back from the `.wand
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, launcher_env
 from test_tracking import wandb_records
 
 from timealign.config import RecipeError, load_recipe
@@ -33,12 +32,7 @@ def cli(overrides: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", WANDB_MODE="offline", TOKENIZERS_PARALLELISM="false",
-               PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    for key in [k for k in env if k.startswith(("SLURM_", "ACCELERATE_", "TIMEALIGN_STOP", "WANDB_RUN_ID"))]:
-        env.pop(key)
-    return env
+    return launcher_env()
 
 
 @pytest.fixture(scope="module")
