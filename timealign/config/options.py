@@ -192,5 +192,6 @@ def describe(cls, prefix: str = "", width: int = 100, skip: tuple[str, ...] = ()
         lines.append(f"  {prefix}{f.name}={_default_text(f)}")
         help_ = field_help(f)
         if help_:
-            lines.extend(textwrap.wrap(help_, width=width, initial_indent="      ", subsequent_indent="      "))
+            lines.extend(textwrap.wrap(help_, width=width, initial_indent="      ", subsequent_indent="      ",
+                                       break_on_hyphens=False))  # "block-diagonal" stays one word
     return "\n".join(lines)
