@@ -69,21 +69,27 @@ def plot_sweep(res: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for c in sorted({pt["completion_tokens"] for pt in res["points"]}):
+    # One panel per completion length, prompt tokens on x: the lines never cross, so no point needs a text label
+    # (labels on a shared P/C axis piled up where two lengths met at one ratio).
+    completions = sorted({pt["completion_tokens"] for pt in res["points"]})
+    fig, axes = plt.subplots(1, len(completions), figsize=(3.2 * len(completions) + 0.6, 3.6), sharey=True,
+                             squeeze=False)
+    for ax, c in zip(axes[0], completions):
         pts = sorted((pt for pt in res["points"] if pt["completion_tokens"] == c), key=lambda q: q["prompt_tokens"])
-        ax.plot([q["ratio_prompt_completion"] for q in pts], [q["speedup"] for q in pts], marker="o",
-                label=f"completion {c} tokens")
+        ax.plot([q["prompt_tokens"] for q in pts], [q["speedup"] for q in pts], marker="o", color="#1f77b4")
         for q in pts:
-            ax.annotate(str(q["prompt_tokens"]), (q["ratio_prompt_completion"], q["speedup"]), fontsize=7,
-                        textcoords="offset points", xytext=(3, 3))
-    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("prompt tokens / completion tokens (labels: prompt tokens)")
-    ax.set_ylabel("shared-prompt steps/s / stock TRL steps/s")
-    ax.set_title(f"Shared-prompt offset-DPO vs stock TRL DPO (tiny model, CPU, batch {res['batch_size']})",
+            ax.annotate(f"x{q['speedup']:.2f}", (q["prompt_tokens"], q["speedup"]), fontsize=7, ha="center",
+                        textcoords="offset points", xytext=(0, 6))
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.margins(x=0.1, y=0.15)  # room for the first, last and highest labels inside the frame
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([q["prompt_tokens"] for q in pts], [str(q["prompt_tokens"]) for q in pts], fontsize=7)
+        ax.set_title(f"completion {c} tokens", fontsize=8)
+        ax.set_xlabel("prompt tokens")
+    ax = axes[0][0]
+    fig.suptitle(f"Shared-prompt offset-DPO vs stock TRL DPO (tiny model, CPU, batch {res['batch_size']})",
                  fontsize=9)
-    ax.legend(fontsize=8)
+    ax.set_ylabel("shared-prompt steps/s / stock TRL steps/s")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

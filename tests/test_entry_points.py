@@ -64,3 +64,13 @@ def test_help_documents_every_option(args, module, lists_recipe):
     if lists_recipe:
         assert "Recipe fields" in text and "data.timestamps=True" in text and "training.<field>" in text
         assert "--config PATH" in text
+
+
+# Every module that holds a COMMAND also runs as `python -m MODULE` (issue 21: `python -m timealign.train.dpo --help`
+# printed nothing because the module had no __main__ block).
+MODULES = sorted({m for args, m, _ in ENTRY_POINTS if m and args[0] != "-m" and m != "timealign.data.commands"})
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_runs_with_python_m(module):
+    assert _help(["-m", module]).startswith("usage: ")

@@ -253,3 +253,7 @@ def run(invocation: Invocation) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     return run_command(COMMAND, argv, run, errors={SampleSetMismatch: 1})
+
+
+if __name__ == "__main__":  # python -m timealign.eval.compare
+    raise SystemExit(main())

@@ -160,3 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     from timealign.backends.base import BackendError
 
     return run_command(COMMAND, argv, run, errors={BackendError: 1})
+
+
+if __name__ == "__main__":  # python -m timealign.eval.runner
+    raise SystemExit(main())

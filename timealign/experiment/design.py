@@ -57,6 +57,7 @@ class Experiment:
     ablations: bool = True
     # recipe overrides per part ("dpo", "timer") on top of the part's recipe, for every arm (e.g. the demo's)
     overrides: dict[str, dict[str, str]] = field(default_factory=dict)
+    title: str = "Does the pipeline teach time? (`make experiment`)"  # report.md's heading
     timings: dict[str, float] = field(default_factory=dict)
 
     # -- helpers ----------------------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ class Experiment:
         summary["seconds"] = dict(self.timings)
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
         write_plots(summary, self.out)
-        (self.out / "report.md").write_text(markdown_report(summary, self.out))
+        (self.out / "report.md").write_text(markdown_report(summary, self.out, title=self.title))
         logger.info("wrote %s and %s", self.out / "summary.json", self.out / "report.md")
         return summary
 

@@ -16,6 +16,11 @@ def table_cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+# nar.png's arm names and colours: the treatment blue, the no-timestamp control orange, plain DPO green.
+ARM_LABELS = {"offset": "offset-DPO", "no_timestamps": "control:\nno timestamps", "delta0": "plain DPO\n(delta = 0)"}
+ARM_COLORS = {"offset": "#1f77b4", "no_timestamps": "#d98c3f", "delta0": "#2ca02c"}
+
+
 def write_plots(summary: dict, out: Path) -> list[Path]:
     """nar.png (NAR per DPO arm, before/after) and timing.png (F1, FPR, RMSLE per TIMER arm, before/after)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -24,12 +29,14 @@ def write_plots(summary: dict, out: Path) -> list[Path]:
     written = []
     if "dpo" in summary:
         d = summary["dpo"]
-        labels = ["base\n(timestamps)", "base\n(no timestamps)"] + [f"{name}" for name in d["arms"]]
+        labels = ["base\n(timestamps)", "base\n(no timestamps)"] + [ARM_LABELS.get(n, n) for n in d["arms"]]
         values = [d["nar_before"], d["nar_before_no_timestamps"]] + [a["nar"] for a in d["arms"].values()]
-        fig = Figure(figsize=(7, 3.6))
+        # The control gets its own colour: it must not read as a second treatment bar.
+        colors = ["#999999", "#bbbbbb"] + [ARM_COLORS.get(n, "#1f77b4") for n in d["arms"]]
+        fig = Figure(figsize=(8.6, 3.6))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
-        bars = ax.bar(labels, [v or 0 for v in values], color=["#999999", "#bbbbbb"] + ["#1f77b4"] * len(d["arms"]))
+        bars = ax.bar(labels, [v or 0 for v in values], color=colors)
         ax.bar_label(bars, labels=[fmt(v) for v in values], fontsize=8)
         ax.axhline(0.5, color="k", lw=0.8, ls=":", label="chance")
         ax.axhline(TARGETS["nar_after"], color="g", lw=0.8, ls="--", label="target")
@@ -38,7 +45,8 @@ def write_plots(summary: dict, out: Path) -> list[Path]:
         ax.set_ylim(0, 1.05)
         ax.set_ylabel("NAR (held-out scenarios)")
         ax.set_title("Offset-DPO on the tiny agent: tool-call alignment")
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside, not on, a bar
+        ax.tick_params(axis="x", labelsize=8)
         fig.tight_layout()
         fig.savefig(out / "nar.png", dpi=110)
         written.append(out / "nar.png")
@@ -52,12 +60,16 @@ def write_plots(summary: dict, out: Path) -> list[Path]:
             xs = range(len(names))
             before = [arms[n]["before"][metric] or 0 for n in names]
             after = [arms[n][metric] or 0 for n in names]
-            ax.bar([x - 0.2 for x in xs], before, 0.4, label="before", color="#bbbbbb")
-            ax.bar([x + 0.2 for x in xs], after, 0.4, label="after", color="#1f77b4")
+            bars_before = ax.bar([x - 0.2 for x in xs], before, 0.4, label="before", color="#bbbbbb")
+            bars_after = ax.bar([x + 0.2 for x in xs], after, 0.4, label="after", color="#1f77b4")
+            # Values printed on every bar: a panel whose values are all 0 (FPR) then still says so.
+            for group, raw in ((bars_before, [arms[n]["before"][metric] for n in names]),
+                               (bars_after, [arms[n][metric] for n in names])):
+                ax.bar_label(group, labels=[fmt(v, 2) for v in raw], fontsize=6, padding=1)
             ax.set_xticks(list(xs), [n.replace("_", "\n") for n in names], fontsize=7)
             ax.set_title(title, fontsize=9)
             if metric == "rmsle":
-                ax.set_ylim(bottom=0)
+                ax.set_ylim(0, 1.15 * max([*before, *after, 0.1]))  # headroom for the value labels
             else:
                 ax.set_ylim(0, 1.05)  # rates: a flat zero would otherwise get a +-0.05 axis
             if k == 0:
@@ -70,8 +82,8 @@ def write_plots(summary: dict, out: Path) -> list[Path]:
     return written
 
 
-def markdown_report(summary: dict, out: Path) -> str:
-    lines = ["# Does the pipeline teach time? (`make experiment`)", ""]
+def markdown_report(summary: dict, out: Path, title: str = "Does the pipeline teach time? (`make experiment`)") -> str:
+    lines = [f"# {title}", ""]
     targets = summary.get("targets", {})
     if targets:
         lines += ["| target | value | met |", "|---|---|---|"]

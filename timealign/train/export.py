@@ -303,3 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     return run_command(COMMAND, argv, export, errors={ExportError: 1})
+
+
+if __name__ == "__main__":  # python -m timealign.train.export
+    raise SystemExit(main())

@@ -171,3 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         logger.info("saved model to %s", run(invocation.recipe))
 
     return run_command(COMMAND, argv, train, errors={DialogFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT)
+
+
+if __name__ == "__main__":  # python -m timealign.train.sft
+    raise SystemExit(main())
