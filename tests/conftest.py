@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from needs import shared_path
 
 # Tests never reach the hub and never upload runs.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -44,18 +45,12 @@ def tiny_tokenizer(tiny_model_dir):
 
 @pytest.fixture(scope="session")
 def tictoc_v1_dir() -> Path:
-    """The real TicToc v1 release beside the repo; tests using it skip when it is absent."""
-    path = SHARED_DATA / "tictoc-v1"
-    if not path.is_dir():
-        pytest.skip(f"real TicToc data not found at {path} (only needed by tests)")
-    return path
+    """The real TicToc v1 release beside the repo (tests/needs.py: skipped where absent, failed in CI)."""
+    return shared_path("data", "tictoc-v1")
 
 
 @pytest.fixture(scope="session")
 def timelychat_sample() -> Path:
-    """The six author-written TimelyChat dialogs (paper Appendix A.2) in the authors' eval layout; tests using it
-    skip when it is absent."""
-    path = SHARED_DATA / "timelychat-sample" / "eval.jsonl"
-    if not path.is_file():
-        pytest.skip(f"TimelyChat sample not found at {path} (only needed by tests)")
-    return path
+    """The six author-written TimelyChat dialogs (paper Appendix A.2) in the authors' eval layout; skipped where
+    absent, failed in CI (tests/needs.py)."""
+    return shared_path("data", "timelychat-sample", "eval.jsonl")

@@ -27,6 +27,8 @@ import pytest
 from vllm_server import vllm_server
 
 from timealign.backends.base import BackendError, GenerationError
+from needs import vllm_missing
+
 from timealign.backends.chat import ChatBackend, ChatReply, parse_reply, reply_from_response, reply_string
 from timealign.backends.factory import make_backend
 from timealign.config import load_recipe
@@ -37,7 +39,7 @@ from timealign.suites.tictoc.requests import ChatRequestRenderer
 from timealign.suites.tictoc.suite import evaluate_tictoc
 from timealign.suites.tictoc.tool_calls import is_empty_output, is_tool_call, paper_api_output
 
-HAS_VLLM = importlib.util.find_spec("vllm") is not None
+HAS_VLLM = vllm_missing() is None  # raises under make test-vllm (TIMEALIGN_REQUIRE_VLLM=1) if vLLM is broken
 
 
 def _m(role, content, time, **extra):

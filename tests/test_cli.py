@@ -127,7 +127,12 @@ def test_accelerate_launch_trains_logs_and_saves(cli_env, prepared, tmp_path):
          "training.report_to=[wandb]", "training.per_device_train_batch_size=4"], env)
     from transformers import AutoModelForCausalLM
 
-    assert AutoModelForCausalLM.from_pretrained(out) is not None
+    from timealign.tiny import ensure_tiny_model
+
+    trained, base = AutoModelForCausalLM.from_pretrained(out), AutoModelForCausalLM.from_pretrained(ensure_tiny_model())
+    assert trained.config.architectures == ["LlamaForCausalLM"]
+    changed = [n for n, p in trained.state_dict().items() if not p.equal(base.state_dict()[n])]
+    assert changed, "the saved model equals the base: training saved nothing it learned"
     log = json.loads((out / "train_log.json").read_text())
     first = log[0]
     assert {"loss", "rewards/margins", "rewards/accuracies", "offset/mean"} <= set(first)

@@ -71,7 +71,8 @@ def test_ablations_and_report_are_written(experiment):
     out, summary, stdout = experiment
     assert set(summary["dpo"]["arms"]) == {"offset", "no_timestamps", "delta0"}
     assert set(summary["timer"]["arms"]) == {"timer", "lambda0", "no_special_tokens"}
-    assert 0.0 <= summary["dpo"]["nar_after_delta0"] <= 1.0
+    # plain DPO with timestamps learns the gap rule too (measured 0.779), well above the control (0.538)
+    assert summary["dpo"]["nar_after_delta0"] - summary["dpo"]["nar_after_no_timestamps"] >= 0.15
     for name in ("summary.json", "report.md", "nar.png", "timing.png"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "nar.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

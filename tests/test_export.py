@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from needs import vllm_missing
 from test_backends import build_test_model, tictoc_rows
 
 pytestmark = pytest.mark.slow
@@ -35,11 +36,7 @@ TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "chat_template.jin
 
 
 def have_vllm() -> bool:
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return vllm_missing() is None  # raises under make test-vllm (TIMEALIGN_REQUIRE_VLLM=1) if vLLM is broken
 
 
 @pytest.fixture(scope="module")

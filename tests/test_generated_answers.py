@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from needs import require_vllm
 
 from timealign.config import DataSection, RecipeError, load_recipe
 from timealign.data.fingerprint import data_fingerprint
@@ -241,7 +242,7 @@ def test_generate_is_validated_and_never_guessed(tmp_path):
 def test_vllm_generation_equals_hf(hf_prep, tmp_path):
     """The same data prep on the real vLLM CPU engine: the same greedy generations token for token, so the same
     pairs and the same counts (run with .venv-vllm/bin/python; skipped where vLLM is not importable)."""
-    pytest.importorskip("vllm")
+    require_vllm()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     recipe, folder = hf_prep
     vllm = _recipe(tmp_path, **{"data.direct_answer_backend": "vllm", "eval.enforce_eager": "true",

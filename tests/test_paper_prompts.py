@@ -1,9 +1,10 @@
 """The paper protocol (`data.protocol=paper`): the TicToc authors' prompts byte for byte, for every family they ran.
 
 - Golden prompts (tests/golden/paper_prompts.json, written by `python -m tests.paper_reference.make_golden`, which
-  checks each against the authors' own templates when `TIMEALIGN_TICTOC_REPO` names a checkout of theirs): real v1
+  checks each against the authors' own templates: ../shared/reference/tictoc or TIMEALIGN_TICTOC_REPO): real v1
   samples read through the real data path (load_v1 -> pair rows -> Arrow) must render to the same strings.
-- With the authors' checkout at hand, every v1 sample in every setting is compared (skipped otherwise).
+- Every v1 sample in every setting is compared with the authors' templates (skipped where ../shared is absent;
+  a failure in CI, TIMEALIGN_REQUIRE_SHARED=1).
 - Hand-checked pieces: message preparation, Jinja's tojson, completions for training, the samples the authors'
   code refuses, and the suite/training wiring on the tiny model.
 """
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
+from needs import required
 
 from tests.paper_reference import authors
 from timealign.config import DataSection
@@ -23,7 +25,9 @@ from timealign.render.paper import (PAPER_MODELS, PAPER_REMINDER, PaperRenderer,
 
 GOLDEN = Path(__file__).parent / "golden" / "paper_prompts.json"
 V1 = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tictoc-v1"
-needs_v1 = pytest.mark.skipif(not V1.is_dir(), reason=f"{V1} absent (the shared TicToc v1 data)")
+# Skipped where ../shared is absent; CI (TIMEALIGN_REQUIRE_SHARED=1, tests/needs.py) runs them and fails without it.
+needs_v1 = pytest.mark.skipif(not V1.is_dir() and not required("SHARED"),
+                              reason=f"{V1} absent (the shared TicToc v1 data)")
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +66,13 @@ def test_golden_prompts(case, v1_rows):
 
 
 @needs_v1
-@pytest.mark.skipif(authors.authors_repo() is None,
-                    reason="set TIMEALIGN_TICTOC_REPO to a checkout of chengez/TicToc (c0b2b56) to compare every sample")
+@pytest.mark.skipif(authors.authors_repo() is None and not required("SHARED"),
+                    reason="../shared/reference/tictoc absent: set TIMEALIGN_TICTOC_REPO to a checkout of chengez/TicToc "
+                           "(c0b2b56) to compare every sample")
 @pytest.mark.parametrize("model", sorted(authors.HANDLERS))
 def test_every_v1_sample_equals_the_authors_rendering(model, v1_rows):
     repo = authors.authors_repo()
+    assert repo is not None, f"the authors' code is needed: {authors.SHARED_REFERENCE} or TIMEALIGN_TICTOC_REPO"
     raw = {f.name: json.loads(f.read_text()) for f in V1.glob("*.json")}
     equal, both_refused = 0, 0
     for (file, index), row in v1_rows.items():

@@ -19,7 +19,7 @@ import pytest
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU build otherwise reserves 92% of RAM
 
-from conftest import SHARED_DATA
+from needs import require_vllm, shared_path
 from test_backends import build_test_model, tictoc_rows
 
 from timealign.backends.factory import make_backend
@@ -33,9 +33,7 @@ V1_TRAJECTORIES = 6
 
 def v1_rows(tmp_path) -> list[dict]:
     """Real v1 held-out rows of a few trajectories seen at several elapse levels (in the split's order)."""
-    path = SHARED_DATA / "tictoc-v1"
-    if not path.is_dir():
-        return []
+    path = shared_path("data", "tictoc-v1")
     from timealign.suites.tictoc.suite import heldout_rows
 
     recipe = load_recipe("tiny", {"data.source": "v1", "data.path": str(path), "data.prepared_dir": str(tmp_path)})
@@ -81,7 +79,7 @@ def test_hf_length_grouping_keeps_order_and_outputs(test_model, rows):
 
 
 def test_prefix_caching_reuses_shared_prefixes_and_changes_no_output(test_model, rows):
-    pytest.importorskip("vllm")
+    require_vllm()
     from transformers import AutoTokenizer
 
     from timealign.render.chat import PromptRenderer

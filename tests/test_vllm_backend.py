@@ -20,9 +20,10 @@ import sys
 import urllib.request
 
 import pytest
+from needs import require_vllm
 from vllm_server import vllm_server
 
-pytest.importorskip("vllm")
+require_vllm()
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU build otherwise reserves 92% of RAM
 
 from test_backends import BOS, build_test_model, tictoc_rows  # noqa: E402

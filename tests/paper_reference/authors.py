@@ -1,6 +1,7 @@
 """A test oracle: the TicToc authors' own templates, rendered the way their inference handlers render them.
 
-Used only when a checkout of chengez/TicToc is at hand (`TIMEALIGN_TICTOC_REPO=/path/to/TicToc`): the templates
+Used when a checkout of chengez/TicToc is at hand (`TIMEALIGN_TICTOC_REPO=/path/to/TicToc`, or
+../shared/reference/tictoc beside the project): the templates
 are read from that checkout, never copied here. The message preparation below restates their handlers'
 `format_input` (inference/local/*.py) as a second, independent implementation of what `timealign.render.paper`
 does, so the two can be compared on every v1 sample.
@@ -29,9 +30,14 @@ HANDLERS = {
 }
 
 
+# The authors' code kept beside the project (../shared/reference/tictoc, chengez/TicToc at c0b2b56).
+SHARED_REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "tictoc"
+
+
 def authors_repo() -> Path | None:
-    path = os.environ.get("TIMEALIGN_TICTOC_REPO")
-    return Path(path) if path and (Path(path) / "templates").is_dir() else None
+    """TIMEALIGN_TICTOC_REPO, else ../shared/reference/tictoc; None where neither holds their templates."""
+    path = Path(os.environ.get("TIMEALIGN_TICTOC_REPO") or SHARED_REFERENCE)
+    return path if (path / "templates").is_dir() else None
 
 
 def read_constants(repo: Path) -> dict[str, str]:

@@ -69,24 +69,27 @@ def cases() -> list[dict]:
 def main() -> int:
     rows = sample_rows(V1)
     repo = authors.authors_repo()
+    if repo is None:  # a golden file is only ever written as the authors render it
+        print(f"the authors' code is needed to write golden prompts: {authors.SHARED_REFERENCE} or "
+              "TIMEALIGN_TICTOC_REPO=/path/to/chengez/TicToc", file=sys.stderr)
+        return 2
     raw = {f.name: json.loads(f.read_text()) for f in V1.glob("*.json")}
     golden = []
     for case in cases():
         row = rows[(case["file"], case["index"])]
         prompt = render(case["model"], row, case["timestamps"], case["prompt_mode"])
-        if repo is not None:
-            sample = raw[case["file"]][case["index"]]
-            level = int(case["file"].rsplit("_", 1)[1].split(".")[0])
-            theirs = authors.render(repo, case["model"], sample["history"], sample.get("function"), level=level,
-                                    use_time_stamp=case["timestamps"], mode=case["prompt_mode"])
-            if theirs != prompt:
-                print(f"differs from the authors' rendering: {case}", file=sys.stderr)
-                return 1
+        sample = raw[case["file"]][case["index"]]
+        level = int(case["file"].rsplit("_", 1)[1].split(".")[0])
+        theirs = authors.render(repo, case["model"], sample["history"], sample.get("function"), level=level,
+                                use_time_stamp=case["timestamps"], mode=case["prompt_mode"])
+        if theirs != prompt:
+            print(f"differs from the authors' rendering: {case}", file=sys.stderr)
+            return 1
         golden.append({**case, "id": row["id"], "prompt": prompt})
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {len(golden)} golden prompts to {GOLDEN}"
-          + (" (each equal to the authors' rendering)" if repo else " (NOT checked: set TIMEALIGN_TICTOC_REPO)"))
+          + f" (each equal to the authors' rendering from {repo})")
     return 0
 
 
