@@ -176,6 +176,80 @@ def test_loss_matches_formula(precompute_trainer, tiny_model_dir, lr_w, lr_l, de
 
 
 # --------------------------------------------------------------------------------------------------------------------
+# 1b. Margin modes (dpo.margin_mode), by hand: m is the pair's margin column
+
+
+def mode_loss(lr_w: float, lr_l: float, m: float, mode: str) -> float:
+    if mode == "offset":
+        return odpo_loss(lr_w, lr_l, m)
+    if mode == "none":
+        return odpo_loss(lr_w, lr_l, 0.0)
+    if mode == "log_offset":
+        return odpo_loss(lr_w, lr_l, math.log(1.0 + m))
+    assert mode == "weight"
+    return m * odpo_loss(lr_w, lr_l, 0.0)
+
+
+@pytest.fixture(scope="module")
+def unshared_trainer(tiny_model_dir, tiny_tokenizer, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("odpo-unit-trl")
+    return OffsetDPOTrainer(
+        model=load_model(tiny_model_dir),
+        args=make_config(tmp, precompute_ref_log_probs=True),
+        train_dataset=make_dataset(tiny_tokenizer, [0.0, 1.5, 0.5, 1.0]),
+        processing_class=tiny_tokenizer,
+        shared_prompt=False,
+    )
+
+
+def _batch_with_logratios(trainer, policy, lr_w, lr_l, margins):
+    examples = []
+    for row, w, l, d in zip(trainer.train_dataset, lr_w, lr_l, margins, strict=True):
+        examples.append({
+            "prompt_ids": row["prompt_ids"], "chosen_ids": row["chosen_ids"], "rejected_ids": row["rejected_ids"],
+            "ref_chosen_logps": completion_logp(policy, row["prompt_ids"], row["chosen_ids"]) - w,
+            "ref_rejected_logps": completion_logp(policy, row["prompt_ids"], row["rejected_ids"]) - l,
+            "margin": d})
+    return trainer.data_collator(examples)
+
+
+# weight mode in TRL's layout is refused (test_weight_mode_needs_the_shared_layout)
+@pytest.mark.parametrize("layout, mode", [("shared", m) for m in ("offset", "none", "log_offset", "weight")]
+                         + [("trl", m) for m in ("offset", "none", "log_offset")])
+def test_margin_modes_match_hand_computation(layout, mode, precompute_trainer, unshared_trainer, tiny_model_dir):
+    trainer = precompute_trainer if layout == "shared" else unshared_trainer
+    lr_w, lr_l, margins = [0.5, -2.0, 3.0, 10.0], [-1.0, 1.0, 2.0, -4.0], [0.0, 1.5, 0.25, 1.0]
+    batch = _batch_with_logratios(trainer, load_model(tiny_model_dir).eval(), lr_w, lr_l, margins)
+    trainer.model.train()
+    trainer.margin_mode = mode
+    try:
+        loss = trainer.compute_loss(trainer.model, batch)
+    finally:
+        trainer.margin_mode = "offset"
+    expected = sum(mode_loss(w, l, m, mode) for w, l, m in zip(lr_w, lr_l, margins)) / len(margins)
+    assert loss.item() == pytest.approx(expected, abs=2e-5)
+    metrics = trainer._metrics["train"]
+    offsets = {"offset": margins, "none": [0.0] * 4, "weight": [0.0] * 4,
+               "log_offset": [math.log1p(m) for m in margins]}[mode]
+    assert metrics["offset/mean"][-1] == pytest.approx(sum(offsets) / 4, abs=1e-6)
+    assert metrics["rewards/margins"][-1] == pytest.approx(sum(BETA * (w - l) for w, l in zip(lr_w, lr_l)) / 4,
+                                                           abs=2e-5)
+    if mode == "weight":
+        assert metrics["weight/mean"][-1] == pytest.approx(sum(margins) / 4)
+
+
+def test_weight_mode_needs_the_shared_layout(tmp_path, tiny_model_dir, tiny_tokenizer):
+    with pytest.raises(ValueError, match="dpo.shared_prompt=true"):
+        OffsetDPOTrainer(model=load_model(tiny_model_dir), args=make_config(tmp_path),
+                         train_dataset=make_dataset(tiny_tokenizer, [1.0]), processing_class=tiny_tokenizer,
+                         shared_prompt=False, margin_mode="weight")
+    with pytest.raises(ValueError, match="unknown margin_mode 'bogus'"):
+        OffsetDPOTrainer(model=load_model(tiny_model_dir), args=make_config(tmp_path),
+                         train_dataset=make_dataset(tiny_tokenizer, [1.0]), processing_class=tiny_tokenizer,
+                         margin_mode="bogus")
+
+
+# --------------------------------------------------------------------------------------------------------------------
 # 2. Integration: full fine-tuning, ref=None (reloaded by TRL) and an explicit ref model
 
 

@@ -124,9 +124,11 @@ class TimerSection:
 
 @dataclass
 class DpoSection:
-    """Speed settings of offset-DPO (task: dpo): exact, they change how the batch is computed, not the loss."""
+    """Offset-DPO (task: dpo): the margin's role in the loss, and speed settings (exact: they change how the batch
+    is computed, not the loss)."""
 
     shared_prompt: bool = opt(True, "each pair's prompt goes through the policy (and the reference) once for both completions: [prompt | chosen | rejected] in one row, the completions kept apart by a tree attention mask, positions restarting after the prompt (timealign/train/shared_prompt.py); same loss, gradients and metrics as false: TRL's own rows (prompt + chosen, prompt + rejected). Needs model.attn_implementation sdpa or eager and a llama, mistral, ministral, qwen2 or qwen3 model (refused otherwise)")
+    margin_mode: str = opt("offset", "how each pair's margin (|S - 1.5| times data.offset_scale) enters the loss: offset (the TicToc paper's formula: -log sigmoid(beta * h - delta)) | none (plain DPO on the same pairs) | log_offset (ODPO's log-scaled offset, delta = log(1 + margin)) | weight (no offset; each pair's loss weighted by its margin, the paper's prose reading; needs shared_prompt). timealign/train/odpo.py")
     padding_free: bool = opt(False, "with shared_prompt: the micro-batch's pairs packed into one row with no padding (block-diagonal attention mask over the whole row: attention work and mask memory grow with the square of the packed length); false: one row per pair, padded to the longest")
 
 

@@ -124,6 +124,7 @@ def build_trainer(recipe, claim: bool = True):
         peft_config=lora_config(recipe.lora) if recipe.lora.enabled else None,
         shared_prompt=recipe.dpo.shared_prompt,  # one prompt forward per pair (timealign.train.shared_prompt)
         padding_free=recipe.dpo.padding_free,
+        margin_mode=recipe.dpo.margin_mode,
     )
     reports = {split: fit.report for split, fit in fits.items()}
     tokenized = {train_split: trainer.train_dataset, eval_split: trainer.eval_dataset}

@@ -5,6 +5,15 @@
 
 with delta_i >= 0 read from a dataset column (default `margin`; TicToc uses delta = |S - 1.5|).
 
+Margin modes (`margin_mode`, recipe `dpo.margin_mode`): how the pair's margin m (the column) enters the loss.
+- `offset` (default, the TicToc paper's formula, App. D.2): delta = m, as above.
+- `none`: plain DPO on the same pairs, delta = 0 (the column is still read, validated and logged).
+- `log_offset`: delta = log(1 + m), ODPO's log-scaled offset (Amini et al. 2024 use alpha * log of the score
+  difference; log1p keeps a tie at offset 0 instead of -inf). alpha is `data.offset_scale`, applied in data prep.
+- `weight`: no offset; each pair's loss is weighted by m (the paper's prose reading, "confident pairs get a weight
+  of 1.5, near-ties contribute very little"): loss = mean_i m_i * -log sigmoid(beta * (lr_w - lr_l)). Needs the
+  shared-prompt layout (TRL's own loss path has no per-pair weight).
+
 Route. TRL 1.16 computes the DPO loss inline in `DPOTrainer._compute_loss` and has no per-example offset. Rather than
 copy that ~300-line method, we use the identity
 
@@ -60,7 +69,22 @@ from timealign.train import shared_prompt
 from timealign.train.collators import CarriesColumn, OffsetPreferenceCollator, check_offsets
 from timealign.train.hub import HubUploadMixin
 
-__all__ = ["OffsetDPOTrainer"]
+__all__ = ["MARGIN_MODES", "OffsetDPOTrainer", "offset_and_weight"]
+
+MARGIN_MODES = ("offset", "none", "log_offset", "weight")
+
+
+def offset_and_weight(margins: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The per-pair offset delta and loss weight (None: unweighted) that margin `mode` makes of the margins."""
+    if mode == "offset":
+        return margins, None
+    if mode == "none":
+        return torch.zeros_like(margins), None
+    if mode == "log_offset":
+        return torch.log1p(margins), None
+    if mode == "weight":
+        return torch.zeros_like(margins), margins
+    raise ValueError(f"unknown margin mode {mode!r}; one of {', '.join(MARGIN_MODES)}")
 
 
 class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
@@ -73,6 +97,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
             completions; `timealign.train.shared_prompt`); False: TRL's [prompt+chosen; prompt+rejected] rows.
             Same loss, gradients and metrics either way.
         padding_free: with shared_prompt, the micro-batch's pairs packed into one row (no padding).
+        margin_mode: how the margin column enters the loss: offset | none | log_offset | weight (module docstring).
 
     Datasets: TRL's standard preference layout (`prompt`, `chosen`, `rejected` strings, or conversational) plus the
     offset column; other columns are dropped by `remove_unused_columns` or ignored by the collator.
@@ -81,12 +106,18 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
     _tag_names = ["trl", "dpo", "odpo"]
 
     def __init__(self, *args: Any, margin_column: str = "margin", shared_prompt: bool = True,
-                 padding_free: bool = False, **kwargs: Any):
+                 padding_free: bool = False, margin_mode: str = "offset", **kwargs: Any):
         # Set before DPOTrainer.__init__: the collator setter, the dataset precompute and the signature columns
         # all need them during construction.
         self.margin_column = margin_column
         self.shared_prompt = shared_prompt
         self.pack_pairs = padding_free  # not `padding_free`: DPOTrainer.__init__ sets that to TRL's (disabled) option
+        if margin_mode not in MARGIN_MODES:
+            raise ValueError(f"unknown margin_mode {margin_mode!r}; one of {', '.join(MARGIN_MODES)}")
+        if margin_mode == "weight" and not shared_prompt:
+            raise ValueError("margin_mode='weight' weights each pair's loss, which TRL's own loss path "
+                             "(shared_prompt=False) cannot do; set dpo.shared_prompt=true")
+        self.margin_mode = margin_mode
         bound = _bind_dpo_args(args, kwargs)
         if bound.get("args") is not None:
             _check_loss_config(bound["args"])
@@ -155,7 +186,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
                 self.ref_model if self.ref_model is not None else self.model, inputs
             )
         ref_chosen, ref_rejected = ref_chosen.float(), ref_rejected.float()
-        offsets = offsets.to(device=ref_chosen.device, dtype=torch.float32)
+        offsets, _ = offset_and_weight(offsets.to(device=ref_chosen.device, dtype=torch.float32), self.margin_mode)
 
         # beta*(lr_w - lr_l) - delta == beta*((policy_w - (ref_w + delta/beta)) - lr_l): shift the chosen reference.
         # float32 so a large |log-prob| does not swallow the shift.
@@ -268,11 +299,15 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
             reference = self.ref_model if self.ref_model is not None else self.model
             ref_chosen, ref_rejected = self._shared_ref_log_probs(reference, tree)
         ref_chosen, ref_rejected = ref_chosen.float(), ref_rejected.float()
-        offsets = offsets.to(device=chosen_logps.device, dtype=torch.float32)
+        offsets, weights = offset_and_weight(offsets.to(device=chosen_logps.device, dtype=torch.float32),
+                                             self.margin_mode)
 
         chosen_logratios = chosen_logps - ref_chosen
         rejected_logratios = rejected_logps - ref_rejected
-        loss = -F.logsigmoid(self.beta * (chosen_logratios - rejected_logratios) - offsets).mean()
+        per_pair = -F.logsigmoid(self.beta * (chosen_logratios - rejected_logratios) - offsets)
+        loss = (per_pair if weights is None else weights * per_pair).mean()
+        if weights is not None:
+            self._metrics[mode]["weight/mean"].append(self.accelerator.gather(weights).mean().item())
 
         chosen_rewards = self.beta * chosen_logratios.detach()
         rejected_rewards = self.beta * rejected_logratios.detach()
