@@ -255,10 +255,13 @@ def test_models_it_cannot_handle_are_refused(tmp_path, tiny_model_dir, tiny_toke
     from transformers import AutoConfig, AutoModelForCausalLM
 
     dataset = synthetic_pairs(tiny_tokenizer)
-    flex = load_model(tiny_model_dir, "flex_attention")
-    with pytest.raises(ValueError, match="model.attn_implementation='flex_attention'.*dpo.shared_prompt=false"):
-        OffsetDPOTrainer(model=flex, args=make_config(tmp_path), train_dataset=dataset,
-                         processing_class=tiny_tokenizer)
+    flash = AutoConfig.for_model("llama", vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=32)
+    flash._attn_implementation = "flash_attention_2"  # no arbitrary mask (flash-attn itself is absent on CPU)
+    with pytest.raises(ValueError, match="model.attn_implementation='flash_attention_2'.*dpo.shared_prompt=false"):
+        shared_prompt.check_model(flash)
+    flex = load_model(tiny_model_dir, "flex_attention")  # a BlockMask of the tree (tree_block_mask)
+    OffsetDPOTrainer(model=flex, args=make_config(tmp_path), train_dataset=dataset, processing_class=tiny_tokenizer)
     OffsetDPOTrainer(model=flex, args=make_config(tmp_path), train_dataset=dataset, processing_class=tiny_tokenizer,
                      shared_prompt=False)  # TRL's layout takes any attention
     config = AutoConfig.for_model("gpt2", vocab_size=len(tiny_tokenizer), n_embd=32, n_layer=1, n_head=2)
@@ -385,6 +388,44 @@ def test_real_v1_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer, v1_pa
     torch.testing.assert_close(ours["policy_logps"], torch.tensor(plain).T, **TOL)
     prompt_tokens = sum(len(ex["prompt_ids"]) for ex in trl_trainer.train_dataset)
     assert prompt_tokens > 2000  # real TicToc prompts: the shared part is most of each row
+
+
+def test_flex_block_mask_forward_equals_dense_on_real_v1_pairs(tiny_model_dir, tiny_tokenizer, v1_pairs):
+    """model.attn_implementation=flex_attention: the BlockMask built from the same tree rule gives the dense sdpa
+    mask's per-pair log-probs (forward, fp32) on real v1 pairs, padded and padding-free, and skips blocks no query
+    sees. (torch has no flex backward on CPU: the gradient check needs a GPU.)"""
+    from transformers import AutoModelForCausalLM
+    from trl.trainer.dpo_trainer import DataCollatorForPreference
+
+    def ids(text):
+        return tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    examples = [{"prompt_ids": ids(row["prompt"]), "chosen_ids": ids(row["chosen"]),
+                 "rejected_ids": ids(row["rejected"])} for row in v1_pairs]
+    assert min(len(ex["prompt_ids"]) for ex in examples) > 128  # more than one block per prompt
+    models = {attn: AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32,
+                                                         attn_implementation=attn).eval()
+              for attn in ("sdpa", "flex_attention")}
+    for padding_free in (False, True):
+        collator = shared_prompt.SharedPromptCollator.replacing(DataCollatorForPreference(pad_token_id=0),
+                                                               padding_free=padding_free)
+        tree = shared_prompt.PairTree(collator(examples))
+        labels = tree.labels[:, 1:]
+        got = {}
+        for attn, model in models.items():
+            shared_prompt.check_model(model.config, tree.input_ids.size(1))
+            with torch.no_grad():
+                logits = model(**tree.model_inputs(attn, torch.float32)).logits[:, :-1].float()
+            token_logps = torch.log_softmax(logits, -1).gather(2, labels.clamp(min=0)[..., None])[..., 0]
+            got[attn] = token_logps.masked_fill(labels == -100, 0)
+        # every scored token's log-prob to 1e-5; the per-pair sums (about -2000 here) to fp32's rounding of a sum
+        torch.testing.assert_close(got["flex_attention"], got["sdpa"], rtol=0, atol=1e-5)
+        torch.testing.assert_close(torch.stack(tree.pair_sums(got["flex_attention"])),
+                                   torch.stack(tree.pair_sums(got["sdpa"])), rtol=1e-6, atol=1e-5)
+        block_mask = shared_prompt.tree_block_mask(tree.pair_ids, tree.branch_ids)
+        assert block_mask.sparsity() > (40 if padding_free else 0)  # % of blocks skipped: other pairs, padding
+    with pytest.raises(ValueError, match="no FlexAttention backward on CPU"):
+        tree.model_inputs("flex_attention", torch.float32)  # grad enabled here: training would fail in backward
 
 
 # ----------------------------------------------------------------------------------- several processes (slow, CPU)

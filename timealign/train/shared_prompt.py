@@ -25,11 +25,17 @@ each pair is ONE packed sequence, a two-branch tree:
   empty), or with `padding_free` one row holding every pair back to back (block-diagonal: pairs never see each other).
 
 The model gets a 4D attention mask `[rows, 1, L, L]` built from two per-token id tensors (`pair_ids`, `branch_ids`)
-right before each forward, on the model's device: boolean for sdpa, additive float for eager. transformers 5 passes a
-4D mask through untouched (`masking_utils._preprocess_mask_arguments` returns it as is) for llama, mistral, ministral,
-qwen2 and qwen3 (`SUPPORTED_MODEL_TYPES`, each checked against unshared rows in tests/test_shared_prompt.py). Other
-attention implementations (flash attention has no arbitrary mask; flex attention wants a BlockMask), other
-architectures and sliding-window layers shorter than the packed row are refused (`check_model`).
+right before each forward, on the model's device: boolean for sdpa, additive float for eager, and for
+`model.attn_implementation=flex_attention` a block-sparse FlexAttention `BlockMask` from the same rule (`mask_mod`):
+128 x 128 blocks that no query may see (the rejected branch against the chosen block, one pair against another,
+padding) are skipped, not computed and masked, and the rest run without a dense L x L mask in memory (the layout of
+Wang & Hegde 2024's prefix-sharing DPO). On a GPU that keeps attention on a fused kernel, where a dense mask takes
+sdpa off its flash kernel. torch has no flex backward on CPU, so flex trains on GPUs only (a CPU forward is exact:
+tests/test_shared_prompt.py). transformers 5 passes a 4D mask or BlockMask through untouched
+(`masking_utils._preprocess_mask_arguments` returns it as is) for llama, mistral, ministral, qwen2 and qwen3
+(`SUPPORTED_MODEL_TYPES`, each checked against unshared rows in tests/test_shared_prompt.py). Other attention
+implementations (flash attention has no arbitrary mask), other architectures and sliding-window layers shorter than
+the packed row are refused (`check_model`).
 
 TRL's per-row truncation (`max_length`, `truncation_mode`) is reproduced exactly where the two rows share their
 prompt (always for keep_start; for keep_end only while neither row needs cutting) and refused otherwise.
@@ -44,7 +50,7 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
-__all__ = ["BRANCH", "PairTree", "SharedPromptCollator", "check_model", "tree_attention_mask"]
+__all__ = ["BRANCH", "PairTree", "SharedPromptCollator", "check_model", "tree_attention_mask", "tree_block_mask"]
 
 PAD, PROMPT, CHOSEN, BRIDGE, REJECTED = -1, 0, 1, 2, 3
 BRANCH = {"pad": PAD, "prompt": PROMPT, "chosen": CHOSEN, "bridge": BRIDGE, "rejected": REJECTED}
@@ -53,7 +59,7 @@ BRANCH = {"pad": PAD, "prompt": PROMPT, "chosen": CHOSEN, "bridge": BRIDGE, "rej
 # `create_causal_mask` / `create_sliding_window_causal_mask` (a 4D mask passes untouched): checked in
 # tests/test_shared_prompt.py against TRL's unshared rows.
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "ministral", "qwen2", "qwen3")
-SUPPORTED_ATTENTION = ("sdpa", "eager")
+SUPPORTED_ATTENTION = ("sdpa", "eager", "flex_attention")
 TREE_KEYS = ("pair_ids", "branch_ids", "position_ids")
 
 
@@ -146,15 +152,31 @@ class SharedPromptCollator(DataCollatorMixin):
         return out
 
 
+def tree_visible(q_pair, k_pair, q_branch, k_branch, q_index, k_index):
+    """The tree rule, elementwise: may a query token attend to a key token (see the module docstring)?
+
+    Padding (pair -1, branch PAD) forms one causal block of its own. Shared by the dense mask and flex's mask_mod."""
+    visible = (k_branch == PROMPT) | ((k_branch == q_branch) & (k_branch != BRIDGE))
+    return (q_pair == k_pair) & (q_index >= k_index) & visible
+
+
 def tree_attention_mask(pair_ids: torch.Tensor, branch_ids: torch.Tensor) -> torch.Tensor:
     """`[rows, 1, L, L]` boolean, True where query token q may attend to key token k (see the module docstring)."""
-    length = pair_ids.size(1)
-    idx = torch.arange(length, device=pair_ids.device)
-    causal = idx[:, None] >= idx[None, :]
-    same_pair = pair_ids[:, :, None] == pair_ids[:, None, :]  # padding (-1) is one causal block of its own
-    q_branch, k_branch = branch_ids[:, :, None], branch_ids[:, None, :]
-    visible = (k_branch == PROMPT) | ((k_branch == q_branch) & (k_branch != BRIDGE))
-    return (same_pair & causal & visible)[:, None]
+    idx = torch.arange(pair_ids.size(1), device=pair_ids.device)
+    return tree_visible(pair_ids[:, :, None], pair_ids[:, None, :], branch_ids[:, :, None], branch_ids[:, None, :],
+                        idx[:, None], idx[None, :])[:, None]
+
+
+def tree_block_mask(pair_ids: torch.Tensor, branch_ids: torch.Tensor):
+    """The same rule as a FlexAttention `BlockMask` `[rows, 1, L, L]` (block-sparse; `model.attn_implementation=
+    flex_attention`)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def mask_mod(b, h, q, k):
+        return tree_visible(pair_ids[b, q], pair_ids[b, k], branch_ids[b, q], branch_ids[b, k], q, k)
+
+    rows, length = pair_ids.shape
+    return create_block_mask(mask_mod, B=rows, H=None, Q_LEN=length, KV_LEN=length, device=pair_ids.device)
 
 
 class PairTree:
@@ -180,7 +202,13 @@ class PairTree:
     def labels(self) -> torch.Tensor:
         return self.input_ids.masked_fill(~self.completion, -100)
 
-    def model_inputs(self, attn_implementation: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    def model_inputs(self, attn_implementation: str, dtype: torch.dtype) -> dict[str, Any]:
+        if attn_implementation == "flex_attention":
+            if self.input_ids.device.type == "cpu" and torch.is_grad_enabled():
+                raise ValueError("model.attn_implementation=flex_attention: torch has no FlexAttention backward on "
+                                 "CPU; train with sdpa on CPU (flex is for GPUs)")
+            mask = tree_block_mask(self.pair_ids, self.branch_ids)
+            return {"input_ids": self.input_ids, "attention_mask": mask, "position_ids": self.position_ids}
         mask = tree_attention_mask(self.pair_ids, self.branch_ids)
         if attn_implementation == "eager":  # eager adds the mask to the scores; sdpa takes booleans
             mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
