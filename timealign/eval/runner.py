@@ -31,7 +31,9 @@ eval.confidence level; eval.bootstrap=0: none), in the JSON's "intervals" block 
 Generation engine: eval.backend=hf|vllm|openai (default: the recipe's); vllm: eval.tensor_parallel_size,
 eval.max_model_len, eval.enforce_eager; openai: eval.base_url, eval.served_model, eval.api_key_env. Sampling:
 eval.temperature/top_p/top_k/min_p (default: greedy; with eval.reasoning=true, Qwen3's 0.6/0.95/20/0). Finished
-samples are cached in <out>/generations/ and a rerun with the same out= resumes (eval.cache=false: off)."""
+samples are cached in <out>/generations/ and a rerun with the same out= resumes (eval.cache=false: off).
+Failed generations are counted in each report; above eval.max_failed_share of a suite the run fails (exit 1, not
+published). One evaluation per out= at a time (<out>/.eval.lock)."""
 
 
 @dataclass
