@@ -15,15 +15,20 @@
   Failed samples come back as `None` with their error (and are not cached, so a rerun retries them). Only a
   systematic failure (`abort_after` failed samples in a row, e.g. a server that is down) stops the run, with a
   message saying that the finished samples are cached.
+- Every call adds its sample and failure counts to the open `count_generations()` tallies, so the evaluator can
+  say how many generations of a suite failed whatever the suite's report looks like (`timealign.eval.failures`).
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +53,40 @@ class Generations:
     def summary(self) -> dict:
         return {"cached": self.cached, "generated": self.generated, "failed": len(self.errors),
                 "cache_file": self.cache_file}
+
+
+@dataclass
+class GenerationTally:
+    """Generations asked for and failed under one `count_generations()` block; `errors`: the first few messages."""
+
+    samples: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, samples: int, errors: list[str]) -> None:
+        self.samples += samples
+        self.failed += len(errors)
+        self.errors += errors[: max(0, 3 - len(self.errors))]
+
+
+_TALLIES: contextvars.ContextVar[tuple[GenerationTally, ...]] = contextvars.ContextVar("tallies", default=())
+
+
+@contextmanager
+def count_generations() -> Iterator[GenerationTally]:
+    """Count every `cached_generate` call made inside the block (in this thread or task)."""
+    tally = GenerationTally()
+    token = _TALLIES.set((*_TALLIES.get(), tally))
+    try:
+        yield tally
+    finally:
+        _TALLIES.reset(token)
+
+
+def _count(samples: int, errors: dict[int, str]) -> None:
+    messages = [errors[i].splitlines()[0][:300] if errors[i] else "" for i in sorted(errors)]
+    for tally in _TALLIES.get():
+        tally.add(samples, messages)
 
 
 def prompt_hash(prompt: str) -> str:
@@ -187,6 +226,7 @@ def cached_generate(backend, prompts: list[str], *, suite: str, max_new_tokens: 
     if result.cached:
         logger.info("%s: %d of %d samples from the cache %s", suite, result.cached, len(prompts), path)
     if not todo:
+        _count(len(prompts), {})
         return result
     chunk_size = chunk_size or getattr(backend, "cache_chunk", None) or 64
     abort_after = abort_after or max(16, chunk_size)
@@ -208,6 +248,7 @@ def cached_generate(backend, prompts: list[str], *, suite: str, max_new_tokens: 
             in_a_row += 1
             logger.warning("%s: sample failed (%d in a row): %s", suite, in_a_row, error.splitlines()[0][:300])
             if in_a_row >= abort_after:
+                _count(len(prompts), result.errors)
                 raise BackendError(
                     f"{suite}: {in_a_row} samples failed in a row (last: {error.splitlines()[0][:500]}); stopping. "
                     + (f"The {result.generated + result.cached} finished samples are cached in {path}; rerun with "
@@ -259,6 +300,7 @@ def cached_generate(backend, prompts: list[str], *, suite: str, max_new_tokens: 
     if result.errors:
         logger.warning("%s: %d of %d samples failed; they are recorded in the report and retried on a rerun",
                        suite, len(result.errors), len(prompts))
+    _count(len(prompts), result.errors)
     return result
 
 

@@ -24,8 +24,10 @@ sent as `max_completion_tokens`, which a reasoning model's hidden reasoning coun
 larger `eval.max_new_tokens` than the local-model default; 0 sends no limit (the authors'). Replies that hit the
 limit with nothing to show are counted in a warning.
 
-HTTP, retries and per-request failures are `OpenAIBackend`'s (standard library only): a request that still fails is
-reported for its sample only (`GenerationError`), as the authors' handler wrote `[ERROR]: ...` for it.
+HTTP, retries, per-request failures and the bounds on a reply (a deadline per request, a size cap, a completion
+longer than 2 x max_new_tokens + 16 tokens counted as failed, at most 16 bytes a token) are `OpenAIBackend`'s: a
+request that still fails is reported for its sample only (`GenerationError`), as the authors' handler wrote
+`[ERROR]: ...` for it.
 
 `eval.reasoning` (when set) is sent as vLLM's `chat_template_kwargs={"enable_thinking": ...}` (Qwen3 thinking
 on/off); leave it unset for servers that do not take it. There is no tokenizer: the server renders. Suites that
@@ -43,6 +45,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from timealign.backends.base import BackendError, GenerationError
+from timealign.backends.limits import check_output_length
 from timealign.backends.openai import OpenAIBackend, RequestError
 
 logger = logging.getLogger(__name__)
@@ -104,10 +107,22 @@ def reply_from_response(response: dict, where: str = "chat reply") -> ChatReply:
         message = choice["message"]
     except (KeyError, IndexError, TypeError):
         raise RequestError(f"unexpected {where}: {str(response)[:500]}", status=200) from None
+    if not isinstance(message, dict) or not isinstance(message.get("content"), (str, type(None))):
+        raise RequestError(f"unexpected {where}: the message content is not a string: {str(message)[:300]}", status=200)
     calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise RequestError(f"unexpected {where}: tool_calls is not a list: {str(calls)[:300]}", status=200)
     reasoning = message.get("reasoning") or message.get("reasoning_content")  # vLLM / DeepSeek field names
     return ChatReply(content=message.get("content"), tool_calls=[_call(c, where) for c in calls],
                      finish_reason=choice.get("finish_reason"), reasoning=reasoning or None)
+
+
+def reply_text(reply: ChatReply) -> str:
+    """Everything the model wrote in a reply (content, reasoning, tool names and arguments), for the length bound."""
+    parts = [reply.content, reply.reasoning]
+    for call in reply.tool_calls:
+        parts += [call["function"].get("name"), call["function"].get("arguments")]
+    return "".join(part if isinstance(part, str) else json.dumps(part) for part in parts if part is not None)
 
 
 def reply_string(reply: ChatReply) -> str:
@@ -187,7 +202,9 @@ class ChatBackend(OpenAIBackend):
         """One chat request (a request string) -> the reply."""
         messages, tools = parse_request(request)
         body = self.request_body(messages, tools, max_new_tokens=max_new_tokens, **sampling)
-        return reply_from_response(self.post("/chat/completions", body), f"reply of {self.url}/chat/completions")
+        reply = reply_from_response(self.post("/chat/completions", body), f"reply of {self.url}/chat/completions")
+        check_output_length(reply_text(reply), max_new_tokens, where=f"{self.url}/chat/completions")
+        return reply
 
     def generate(self, prompts: list[str], *, max_new_tokens: int = 64, temperature: float | None = None,
                  top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,

@@ -1,4 +1,4 @@
-"""An OpenAI-compatible server as a backend (e.g. `vllm serve` on the cluster), standard library only.
+"""An OpenAI-compatible server as a backend (e.g. `vllm serve` on the cluster), over `timealign.backends.http`.
 
 Generation uses the *completions* endpoint with the prompt string rendered by our `PromptRenderer`, so the chat
 template, tools and timestamps stay ours (the server's chat endpoint would apply its own template). A vLLM server
@@ -20,53 +20,36 @@ followed (the key would go along to the new address).
 
 One request per prompt, `concurrency` at a time; connection errors, timeouts and HTTP 408/409/429/5xx are retried
 with exponential backoff and jitter (`max_retries`); a request that still fails is reported for its prompt only
-(`GenerationError`), the others finish.
+(`GenerationError`), the others finish. Bounds against a broken or hostile server: `timeout`
+(eval.request_timeout) limits each whole request, not each socket read; a reply over `max_response_bytes` is not
+read on (`timealign.backends.http`); a completion longer than 2 x max_new_tokens + 16 tokens is a failed sample
+(`timealign.backends.limits`), its text not stored. Malformed replies and overlong completions are not retried.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import os
 import random
-import re
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from timealign.backends.base import BackendError, BaseBackend, GenerationError, set_reasoning
+from timealign.backends.http import MAX_RESPONSE_BYTES, RequestError, post_json, redact_url
+from timealign.backends.limits import check_output_length
+
+__all__ = ["OpenAIBackend", "RequestError", "check_base_url", "is_loopback", "redact_url"]
 
 logger = logging.getLogger(__name__)
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
-class RequestError(BackendError):
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
-
 # -- secrets in URLs ---------------------------------------------------------------------------------------------
-def redact_url(url: str) -> str:
-    """`url` for logs, messages and saved files: user info (user:key@) and every query value become ***."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            netloc = "***@" + netloc.rpartition("@")[2]
-        query = "&".join(f"{name}=***" if sep else name for name, sep, _ in
-                         (item.partition("=") for item in parts.query.split("&") if item))
-        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, "***" if parts.fragment else ""))
-    except ValueError:  # not parseable as a URL: hide everything that could hold a secret
-        return re.sub(r"[?#].*$", "?***", re.sub(r"//[^/]*@", "//***@", url))
-
-
 def is_loopback(host: str | None) -> bool:
     """localhost, 127.0.0.0/8 or ::1 (also as ::ffff:127.x.y.z), written out: names are not resolved, so the answer
     cannot change with DNS."""
@@ -105,27 +88,17 @@ def check_base_url(base_url: str) -> urllib.parse.SplitResult:
     return parts
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """An API does not redirect a POST; following one would send the key to wherever it points."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise RequestError(f"{redact_url(req.full_url)} answered HTTP {code}, a redirect to {redact_url(newurl)}: "
-                           "not followed (the API key would go along); set the base URL to the final address",
-                           status=code)
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
 class OpenAIBackend(BaseBackend):
     name = "openai"
 
     def __init__(self, base_url: str, *, model: str, tokenizer: Any = None, api_key_env: str = "OPENAI_API_KEY",
                  concurrency: int = 16, timeout: float = 600.0, max_retries: int = 5, backoff: float = 1.0,
                  max_backoff: float = 30.0, trust_remote_code: bool = False, sampling: dict | None = None,
-                 reasoning: bool | None = None, vllm_extras: bool = True, allow_insecure_key: bool = False):
+                 reasoning: bool | None = None, vllm_extras: bool = True, allow_insecure_key: bool = False,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES):
         """tokenizer: a tokenizer object, or a path/hub id loaded on first use (None: chat() only).
-        allow_insecure_key: send the API key over plain http to a non-loopback host (module docstring)."""
+        allow_insecure_key: send the API key over plain http to a non-loopback host (module docstring).
+        timeout: seconds for a whole request; max_response_bytes: the largest reply read (`timealign.backends.http`)."""
         super().__init__(sampling)
         self.base_url = base_url.rstrip("/")
         self._url_parts = check_base_url(self.base_url)
@@ -137,6 +110,7 @@ class OpenAIBackend(BaseBackend):
         self._api_key()  # refuse an unsafe key transport now, before any work or request
         self.concurrency = max(1, int(concurrency))
         self.timeout, self.max_retries = timeout, max_retries
+        self.max_response_bytes = int(max_response_bytes)
         self.backoff, self.max_backoff = backoff, max_backoff
         self.vllm_extras = vllm_extras
         self.cache_chunk = max(64, 4 * self.concurrency)
@@ -180,19 +154,8 @@ class OpenAIBackend(BaseBackend):
         return headers
 
     def _post_once(self, path: str, body: dict) -> dict:
-        request = urllib.request.Request(f"{self.base_url}{path}", data=json.dumps(body).encode("utf-8"),
-                                         headers=self._headers(), method="POST")
-        try:
-            with _OPENER.open(request, timeout=self.timeout) as response:
-                return json.loads(response.read().decode("utf-8"))
-        except urllib.error.HTTPError as err:
-            detail = err.read().decode("utf-8", "replace")[:1000]
-            raise RequestError(f"HTTP {err.code} from {self.url}{path}: {detail}", status=err.code) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            raise RequestError(f"cannot reach {self.url}{path}: {reason}") from None
-        except json.JSONDecodeError as err:
-            raise RequestError(f"{self.url}{path} did not return JSON: {err}", status=200) from None
+        return post_json(f"{self.base_url}{path}", body, self._headers(), timeout=self.timeout,
+                         max_bytes=self.max_response_bytes, shown=f"{self.url}{path}")
 
     def post(self, path: str, body: dict) -> dict:
         """POST with retries: connection errors, timeouts and 408/409/429/5xx back off exponentially."""
@@ -236,6 +199,10 @@ class OpenAIBackend(BaseBackend):
         # A vLLM server returns the ids (return_token_ids): decode them with the same call as the hf and vllm
         # backends (special tokens kept, EOS included), so every backend's outputs read alike.
         ids, tokenizer = choice.get("token_ids"), self._tokenizer
+        if not isinstance(text, str):
+            raise RequestError(f"unexpected completions reply: the text is {type(text).__name__}", status=200)
+        check_output_length(text, max_new_tokens, tokenizer=tokenizer, where=f"{self.url}/completions",
+                            token_ids=ids if isinstance(ids, list) else None)
         if ids is not None and tokenizer is not None:
             self._check_bos(choice.get("prompt_token_ids") or reply.get("prompt_token_ids"))
             return tokenizer.decode(list(ids), skip_special_tokens=False)
@@ -280,6 +247,10 @@ class OpenAIBackend(BaseBackend):
             body.pop(key, None)
         reply = self.post("/chat/completions", body)
         try:
-            return reply["choices"][0]["message"]["content"] or ""
+            content = reply["choices"][0]["message"]["content"] or ""
         except (KeyError, IndexError, TypeError):
             raise RequestError(f"unexpected chat reply: {str(reply)[:500]}") from None
+        if not isinstance(content, str):
+            raise RequestError(f"unexpected chat reply: the content is {type(content).__name__}", status=200)
+        check_output_length(content, max_new_tokens, where=f"{self.url}/chat/completions")
+        return content

@@ -104,6 +104,7 @@ class EvalSection:
     bootstrap: int = opt(1000, "bootstrap resamples for the confidence interval of each suite's metrics, written as the report's \"intervals\" block and in report.md (percentile bootstrap over the samples, TicToc within each label; timealign/eval/bootstrap.py); 0: no intervals")
     confidence: float = opt(0.95, "level of the bootstrap intervals, in (0, 1)")
     chat_sampling: bool = opt(True, "chat: send the sampling settings (temperature; top_p, seed when sampling); false: send none, the server's defaults, as the TicToc authors' API runs did")
+    max_failed_share: float = opt(0.05, "the evaluation fails (exit 1, the run not published as <out>/latest) when more than this share of a suite's generations failed (server errors, timeouts, malformed or overlong replies); the counts are in each suite JSON's \"failures\" block, report.md and the log; 0: any failure fails it, 1: never")
 
 
 @dataclass

@@ -19,6 +19,7 @@ from timealign.config import RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
 from timealign.config.validate import check_data_path, check_model_reference
+from timealign.eval.lock import holds_out_lock
 
 logger = logging.getLogger("timealign.eval")
 
@@ -30,7 +31,9 @@ eval.confidence level; eval.bootstrap=0: none), in the JSON's "intervals" block 
 Generation engine: eval.backend=hf|vllm|openai (default: the recipe's); vllm: eval.tensor_parallel_size,
 eval.max_model_len, eval.enforce_eager; openai: eval.base_url, eval.served_model, eval.api_key_env. Sampling:
 eval.temperature/top_p/top_k/min_p (default: greedy; with eval.reasoning=true, Qwen3's 0.6/0.95/20/0). Finished
-samples are cached in <out>/generations/ and a rerun with the same out= resumes (eval.cache=false: off)."""
+samples are cached in <out>/generations/ and a rerun with the same out= resumes (eval.cache=false: off).
+Failed generations are counted in each report; above eval.max_failed_share of a suite the run fails (exit 1, not
+published). One evaluation per out= at a time (<out>/.eval.lock)."""
 
 
 @dataclass
@@ -70,6 +73,7 @@ def make_backend(recipe, checkpoint: str):
     return build(recipe.eval, checkpoint, dtype=dtype, trust_remote_code=recipe.model.trust_remote_code)
 
 
+@holds_out_lock  # one evaluation per out= at a time (timealign/eval/lock.py)
 def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamps: bool | None = None,
              prompt_mode: str = "none", family: str | None = None,
              suite_options: dict[str, dict[str, str]] | None = None) -> dict[str, dict]:
@@ -77,7 +81,9 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
     <out>/<suite>.json, <out>/report.md and <out>/latest (`timealign.eval.runs`); return the reports.
 
     The generation cache stays at <out>/generations (shared by the runs: a killed run resumes from it)."""
+    from timealign.backends.cache import count_generations
     from timealign.eval.bootstrap import attach_intervals, intervals_markdown
+    from timealign.eval.failures import check_failures, failure_markdown, failure_summary
     from timealign.eval.runs import new_run_dir, now, publish, write_run_info
     from timealign.suites.registry import EvalContext, get_suite, overall_markdown
 
@@ -95,7 +101,9 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
             ctx = EvalContext(recipe=recipe, out_dir=out, prompt_mode=prompt_mode, family=family,
                               timestamps=recipe.data.timestamps if timestamps is None else timestamps,
                               options=options[suite.name], checkpoint=str(checkpoint))
-            report = suite.run(backend, ctx)
+            with count_generations() as tally:
+                report = suite.run(backend, ctx)
+            report["failures"] = failure_summary(suite.name, tally, recipe.eval.max_failed_share)
             report["suite"], report["checkpoint"] = suite.name, str(checkpoint)
             report["backend"] = {"name": backend.name, "model": getattr(backend, "fingerprint", None),
                                  "sampling": backend.resolve_sampling() if hasattr(backend, "resolve_sampling")
@@ -107,6 +115,7 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
             title = f"{suite.name}: {checkpoint}"
             section = f"## {title}\n\n{markdown}" if markdown else overall_markdown(title, report)
             intervals = intervals_markdown(report)
+            section += failure_markdown(report["failures"])
             sections.append(f"{section}\n{intervals}" if intervals else section)
             (run_dir / f"{suite.name}.json").write_text(json.dumps(report, indent=1))
             logger.info("%s: %s", suite.name,
@@ -117,6 +126,7 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
         if close is not None:
             close()
     (run_dir / "report.md").write_text("\n".join(sections))
+    check_failures(reports, run_dir)  # above eval.max_failed_share: exit 1, the run not published
     write_run_info(run_dir, finished=now(), complete=True)
     publish(out, run_dir, [*(f"{name}.json" for name in reports), "report.md"])
     logger.info("run kept in %s (%s/latest)", run_dir, out)
