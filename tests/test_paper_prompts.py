@@ -222,3 +222,55 @@ def test_for_data_picks_the_protocol(tiny_tokenizer):
         PromptRenderer.for_data(tiny_tokenizer, DataSection(protocol="paper", elapsed=True))
     with pytest.raises(ValueError, match="data.protocol"):
         PromptRenderer.for_data(tiny_tokenizer, DataSection(protocol="papr"))
+
+
+# -- the DeepSeek-R1 distills: which BOS, from the model's spec ------------------------------------------------------
+# The released R1 distills' tokenizers: BOS <｜begin▁of▁sentence｜>, the chat tokens <｜User｜> / <｜Assistant｜> (in the
+# Qwen one, on Qwen's old <|im_start|> / <|im_end|> ids), and no <|im_start|>.
+DISTILL_SPECIAL = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<think>", "</think>",
+                   "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+                   "<｜tool▁sep｜>", "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>",
+                   "<｜tool▁output▁end｜>"]
+DISTILL_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}{{ '<｜User｜>' + m['content'] }}"
+                    "{% elif m['role'] == 'assistant' %}{{ '<｜Assistant｜>' + (m['content'] or '') }}{% endif %}"
+                    "{% endfor %}{% if add_generation_prompt %}{{ '<｜Assistant｜><think>\\n' }}{% endif %}")
+
+
+def _distill_tokenizer(folder: Path, model_type: str | None):
+    """An offline tokenizer with the real distills' special tokens (built like timealign/tiny.py's), saved in `folder`
+    with a config.json naming the base model's type (none: no config.json)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.BPE())
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    raw.train_from_iterator(["You track parcels. Where is the package?"] * 4, trainer=trainers.BpeTrainer(
+        vocab_size=300, special_tokens=DISTILL_SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    fast = PreTrainedTokenizerFast(tokenizer_object=raw, bos_token="<｜begin▁of▁sentence｜>",
+                                   eos_token="<｜end▁of▁sentence｜>")
+    fast.chat_template = DISTILL_TEMPLATE
+    fast.save_pretrained(folder)
+    if model_type is not None:
+        (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert "<|im_start|>" not in tokenizer.get_vocab() and "<｜User｜>" in tokenizer.get_vocab()
+    return tokenizer
+
+
+def test_deepseek_distill_bos_comes_from_the_model_not_the_vocabulary(tmp_path):
+    """The Qwen distill's prompt has no BOS text (the authors' handler passes none), the Llama one's Llama's BOS,
+    though both tokenizers hold the same special tokens."""
+    paper = DataSection(protocol="paper")
+    qwen = PromptRenderer.for_data(_distill_tokenizer(tmp_path / "run-q", "qwen2"), paper)
+    llama = PromptRenderer.for_data(_distill_tokenizer(tmp_path / "run-l", "llama"), paper)
+    assert qwen.family == llama.family == "deepseek_r1"
+    assert qwen.bos == PAPER_MODELS["deepseek_distill_qwen"]["bos"] == ""
+    assert qwen.prompt(HISTORY) == _renderer("deepseek_distill_qwen").prompt(HISTORY)
+    assert qwen.prompt(HISTORY).startswith("[2023-03-21T10:00:00Z] You track parcels.<｜User｜>")
+    assert llama.prompt(HISTORY) == "<|begin_of_text|>" + qwen.prompt(HISTORY)
+    # without a config.json the released name decides; with neither, a clear error
+    named = PromptRenderer.for_data(_distill_tokenizer(tmp_path / "DeepSeek-R1-Distill-Qwen-7B", None), paper)
+    assert named.bos == ""
+    with pytest.raises(ValueError, match="which DeepSeek-R1 distill"):
+        PromptRenderer.for_data(_distill_tokenizer(tmp_path / "run-x", None), paper)

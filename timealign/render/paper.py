@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from timealign.render.families import detect_family
@@ -363,7 +364,7 @@ class PaperRenderer:
     family: str | None = None
     thinking: bool = False
     elapsed: bool = False  # the authors have no elapsed badge; kept for the settings report
-    bos: str | None = None  # the DeepSeek template's BOS text; None: read off the tokenizer (`deepseek_bos`)
+    bos: str | None = None  # the DeepSeek template's BOS text; None: from the model's spec (`deepseek_bos`)
 
     def __post_init__(self):
         if self.prompt_mode not in PAPER_PROMPT_MODES:
@@ -431,12 +432,48 @@ class PaperRenderer:
 
 
 def deepseek_bos(tokenizer: Any) -> str:
-    """The BOS text the authors' handler writes for this R1 distill: Llama-based ones get "<|begin_of_text|>".
+    """The BOS text the authors' handler writes for this R1 distill (`PAPER_MODELS`' `bos`): see `deepseek_distill`."""
+    return PAPER_MODELS[deepseek_distill(tokenizer)]["bos"]
 
-    The two distills share a template; a Qwen-based tokenizer is told apart by Qwen's `<|im_start|>` in its vocabulary.
+
+# config.json `model_type` of each R1 distill's base, and the distill's released name
+DEEPSEEK_DISTILLS = {"llama": "deepseek_distill_llama", "qwen2": "deepseek_distill_qwen"}
+DEEPSEEK_DISTILL_NAMES = {"distill-llama": "deepseek_distill_llama", "distill-qwen": "deepseek_distill_qwen"}
+
+
+def deepseek_distill(tokenizer: Any) -> str:
+    """Which R1 distill (a `PAPER_MODELS` key) the tokenizer's model is: from the model's spec, not its vocabulary.
+
+    The two distills share a template and their released tokenizers share their special tokens (the Qwen one
+    renamed Qwen's `<|im_start|>` / `<|im_end|>` ids to `<｜User｜>` / `<｜Assistant｜>`), so the vocabulary cannot
+    tell them apart; the model's config.json (`model_type` llama or qwen2) can, else the released name.
     """
-    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
-    return "" if "<|im_start|>" in vocab else "<|begin_of_text|>"
+    name = str(getattr(tokenizer, "name_or_path", "") or "")
+    model_type = _model_type(name)
+    if model_type in DEEPSEEK_DISTILLS:
+        return DEEPSEEK_DISTILLS[model_type]
+    for marker, model in DEEPSEEK_DISTILL_NAMES.items():
+        if model_type is None and marker in name.lower():
+            return model
+    raise ValueError(f"cannot tell which DeepSeek-R1 distill {name or 'this tokenizer'!r} is (its config.json "
+                     f"model_type is {model_type!r}; the paper protocol needs llama or qwen2 to pick the BOS the "
+                     "authors wrote): load the tokenizer from the model's folder or its released name")
+
+
+def _model_type(name: str) -> str | None:
+    """config.json's `model_type` of the model at `name` (a folder, or a hub name in the local cache); None if none."""
+    if not name:
+        return None
+    config = Path(name) / "config.json"
+    if config.is_file():
+        return json.loads(config.read_text()).get("model_type")
+    if Path(name).exists():
+        return None
+    from transformers.utils import cached_file
+
+    path = cached_file(name, "config.json", local_files_only=True, _raise_exceptions_for_missing_entries=False,
+                       _raise_exceptions_for_connection_errors=False)
+    return json.loads(Path(path).read_text()).get("model_type") if path else None
 
 
 def _decode_tools(tools: Any) -> list | None:

@@ -7,11 +7,20 @@ from typing import Iterable
 
 import numpy as np
 
-from timealign.suites.tictoc.tool_calls import PROTOCOLS
+from timealign.suites.tictoc.tool_calls import PROTOCOLS, paper_visible_text
 from timealign.suites.units import SampleUnits
 
 PREFER_TOOL, PREFER_NO_TOOL = "prefer_tool", "prefer_no_tool"
 LEVEL_NAMES = ("small", "medium", "large")
+# What the authors' API handlers write for a failed request; their scorer drops any output holding it.
+ERROR_MARK = "[ERROR]"
+
+
+def paper_dropped(text: str, family: str) -> bool:
+    """Whether the authors' scorer leaves this output out of the total (get_metric.py: `out == "" or "[ERROR]" in
+    out`, on the output as their pipeline saw it). Under `paper` such an output is passed to `summarize` as empty."""
+    visible = paper_visible_text(text, family)
+    return visible == "" or ERROR_MARK in visible
 
 
 def length_bucket(num_turns: int) -> str:
