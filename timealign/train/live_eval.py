@@ -3,7 +3,8 @@
     trainer.add_callback(LiveEvalCallback(trainer, recipe, data))   # data: the prepared DatasetDict
 
 The slice is `live_eval.max_samples` rows of the prepared data's `data.eval_split`, a seeded sample stratified by label
-(`timealign.data.sampling`), the rows `eval/run.py` scores with `eval.max_samples` set to the same number. Scoring is the evaluator's own code on the model being trained,
+(`timealign.data.sampling`), the rows `eval/run.py` scores with `eval.max_samples` set to the same number. Scoring is
+the evaluator's own code on the model being trained,
 in memory (`HFBackend.from_model`: no save, no reload):
 
 - offset-DPO (task: dpo): `timealign.suites.tictoc.suite.evaluate_tictoc` with the renderer and detection protocol
@@ -137,7 +138,8 @@ def undefined_reasons(suite: str, report: dict) -> dict[str, str]:
         from timealign.data.sampling import undefined_tictoc_metrics
 
         labels = [s["label"] for s in report.get("samples") or [] if "error" not in s]
-        return {PREFIX + TICTOC_METRICS[k]: why for k, why in undefined_tictoc_metrics(report["overall"], labels).items()}
+        undefined = undefined_tictoc_metrics(report["overall"], labels)
+        return {PREFIX + TICTOC_METRICS[k]: why for k, why in undefined.items()}
     overall = report.get("overall") or {}
     notes = "; ".join(report.get("notes") or []) or "see the report's notes"
     return {PREFIX + name: f"undefined on the slice ({notes})" for key, name in TIMELYCHAT_METRICS.items()

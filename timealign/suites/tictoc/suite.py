@@ -112,7 +112,9 @@ def heldout_sample(recipe) -> tuple[list[dict], dict]:
     if recipe.data.eval_split not in data:
         raise ValueError(f"prepared data has no {recipe.data.eval_split!r} split (has: {', '.join(data)})")
     rows, info = sample_pairs(data[recipe.data.eval_split].to_list(), recipe.eval.max_samples, recipe.data.seed)
-    return rows, prepared_identity(recipe.data, folder, "pairs", recipe.data.eval_split, rows, info)
+    identity = prepared_identity(recipe.data, folder, "pairs", recipe.data.eval_split, rows, info)
+    identity["from_recipe"] = True
+    return rows, identity
 
 
 def heldout_rows(recipe) -> list[dict]:
