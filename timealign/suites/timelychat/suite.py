@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from timealign.config import RecipeError
 from timealign.render.checkpoint import CHECKPOINT_RECIPE, timer_renderer_for_checkpoint
 from timealign.render.intervals import extract_interval, render_minutes
 from timealign.render.timer import TimerRenderer, TimerTurn
@@ -504,7 +505,7 @@ def recipe_eval_dialogs(recipe, n: int | None) -> tuple[list, dict, list[str]]:
     data = load_timer_prepared(folder)
     split = recipe.data.eval_split
     if split not in data:
-        raise ValueError(f"the TimelyChat suite scores data.eval_split={split!r} of the recipe's data "
+        raise RecipeError(f"the TimelyChat suite scores data.eval_split={split!r} of the recipe's data "
                          f"(data.source={recipe.data.source} data.path={recipe.data.path}), which has no such split "
                          f"(has: {', '.join(data)}); set data.eval_split to one of those (data.eval_split="
                          f"{recipe.data.train_split} scores the training dialogs), or timelychat.data=FILE")
