@@ -99,8 +99,8 @@ def test_v1_prepare_train_live_eval_evaluate_compare_card(tictoc_v1_dir, tmp_pat
     fingerprint = manifest["fingerprint"]["sha256"]
 
     # Train a few steps with the live-eval curve on an 8-pair slice, W&B offline.
-    _run(py("train/dpo.py", "recipe=tiny", *data, f"output_dir={out}", *TRAIN, "data.overlength=truncate_prompt_or_drop",
-            "live_eval.every_steps=2", "live_eval.max_samples=8", "training.report_to=[wandb]"),
+    _run(py("train/dpo.py", "recipe=tiny", *data, f"output_dir={out}", *TRAIN,
+            "data.overlength=truncate_prompt_or_drop", "live_eval.every_steps=2", "live_eval.max_samples=8", "training.report_to=[wandb]"),
          REPO_ROOT, {**env, "WANDB_DIR": str(tmp_path / "train-wandb")})
     (train_run,) = (tmp_path / "train-wandb" / "wandb").glob("offline-run-*")
     assert "/" not in run_of(train_run)["name"].split(":", 1)[1].replace("source=v1", "")  # no absolute path

@@ -171,5 +171,5 @@ def test_rows_name_their_data_and_the_training_data_comes_first(tmp_path):
     assert nar_rows == [
         f"| tictoc | nar | 0.72 | n/a | 64 | synthetic test n=64 [{sha[:12]}] (the training data's held-out split) | "
         "this model | `eval` |",
-        "| tictoc | nar | 0.61 | n/a | 16 | v1 tictoc-v1/test n=16 [ffffffffffff] (not the training data) | this model | "
-        "`eval-v1` |"]
+        "| tictoc | nar | 0.61 | n/a | 16 | v1 tictoc-v1/test n=16 [ffffffffffff] (not the training data) | "
+        "this model | `eval-v1` |"]

@@ -91,6 +91,7 @@ __all__ = [
 ]
 
 TIMING_TURNS = ("all", "target")
+SYNTHETIC = "synthetic"  # timelychat.data=synthetic: n held-out synthetic dialogs (never the training stream)
 INTERVAL_READINGS = ("extract", "strict")
 
 
@@ -458,8 +459,9 @@ def evaluate_timelychat(backend, dialogs: Sequence, *, renderer: TimerRenderer |
 
 
 def load_eval_dialogs(data: str | None = None, n: int | None = None, seed: int = 12345) -> list:
-    """Dialogs from a TimelyChat-layout (or dialog-layout) JSON/JSONL file or folder, or `n` held-out synthetic ones
-    (`timealign.data.synthetic.dialogs`, split "heldout": never the training stream). `n` of a file: a seeded sample
+    """Dialogs from a TimelyChat-layout (or dialog-layout) JSON/JSONL file or folder, or (no data, or "synthetic")
+    `n` held-out synthetic ones (`timealign.data.synthetic.dialogs`, split "heldout": never the training stream,
+    `seed`). `n` of a file: a seeded sample
     stratified by delayed / instant target (`timealign.data.sampling`)."""
     return load_eval_dialogs_with_identity(data, n, seed)[0]
 
@@ -471,7 +473,7 @@ def load_eval_dialogs_with_identity(data: str | None = None, n: int | None = Non
     from timealign.data.sampling import sample_dialogs
     from timealign.data.timelychat import TimerDialog, load_files, timelychat_dialog
 
-    if data:
+    if data and data != SYNTHETIC:
         dialogs = load_files(data).dialogs
         rows, info = sample_dialogs([d.to_row() for d in dialogs], n, seed)
         return ([TimerDialog.from_row(r) for r in rows],
@@ -552,7 +554,7 @@ def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
     overlap: list[str] = []
     if options.data or ctx.recipe.task != "sft":  # explicit data, or a DPO recipe: no dialogs of its own
         dialogs, identity = load_eval_dialogs_with_identity(options.data, options.n, options.seed)
-        if options.data and ctx.recipe.task == "sft":  # the checkpoint's training dialogs, when known here
+        if options.data not in (None, SYNTHETIC) and ctx.recipe.task == "sft":  # vs the recipe's training dialogs
             from timealign.data.prepared import ensure_prepared
             from timealign.data.timer_prep import load_timer_prepared
 
