@@ -153,7 +153,11 @@ def test_bad_settings_are_refused(prepared):
         load_recipe("tiny", {"live_eval.max_samples": "0"})
     recipe = load_recipe("tiny", {**DATA, **LIVE})
     data = load_prepared(prepared)
-    assert [r["id"] for r in heldout_slice(recipe, data)] == data["test"]["id"][:6]  # eval/run.py's first rows
+    from timealign.data.sampling import sample_pairs
+
+    # eval/run.py's rows for eval.max_samples=6: the seeded sample stratified by label, both labels in it
+    assert heldout_slice(recipe, data) == sample_pairs(data["test"].to_list(), 6, recipe.data.seed)[0]
+    assert {r["label"] for r in heldout_slice(recipe, data)} == {"prefer_tool", "prefer_no_tool"}
     with pytest.raises(RecipeError, match=r"data.eval_split='test', which the prepared data lacks \(has: train\)"):
         heldout_slice(recipe, DatasetDict(train=data["train"]))
 

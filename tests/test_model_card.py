@@ -52,8 +52,8 @@ def table(card_text: str) -> dict[tuple[str, str, str], list[str]]:
     rows = {}
     for line in card_text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and cells[0] not in ("suite", "---"):
-            rows[(cells[0], cells[1], cells[6].strip("`"))] = cells
+        if len(cells) == 8 and cells[0] not in ("suite", "---"):
+            rows[(cells[0], cells[1], cells[7].strip("`"))] = cells
     return rows
 
 
@@ -120,14 +120,15 @@ def test_card_of_a_run_and_its_rewrite_after_evaluation(tmp_path):
     assert main([f"checkpoint={out}", f"eval={elsewhere}"]) == 0
     rewritten = ModelCard.load(out / "README.md")
     rows = table(rewritten.text)
-    assert rows[("tictoc", "nar", "eval")] == ["tictoc", "nar", "0.7312", "[0.69, 0.77]", "480", "this model",
-                                               "`eval`"]
+    unknown = "unknown (the report names no data)"  # reports from before reports named their data
+    assert rows[("tictoc", "nar", "eval")] == ["tictoc", "nar", "0.7312", "[0.69, 0.77]", "480", unknown,
+                                               "this model", "`eval`"]
     assert rows[("tictoc", "attempt_rate_prefer_tool", "eval")][3] == "n/a"  # no interval for it: n/a, not dropped
     assert rows[("tictoc", "fpr", "eval")][2:4] == ["n/a", "n/a"]
     assert not {k[1] for k in rows} & {"tp", "n"}  # counts without intervals are not rates
-    assert rows[("timepuzzles", "accuracy", str(elsewhere))][3:6] == ["n/a", "50", "this model"]
+    assert rows[("timepuzzles", "accuracy", str(elsewhere))][3:7] == ["n/a", "50", unknown, "this model"]
     assert [r for k, r in rows.items() if k[2] == "eval-base"] == [
-        ["tictoc", "nar", "0.5", "n/a", "480", "meta-llama/Llama-3.2-3B-Instruct", "`eval-base`"]]
+        ["tictoc", "nar", "0.5", "n/a", "480", unknown, "meta-llama/Llama-3.2-3B-Instruct", "`eval-base`"]]
     assert len(rows) == 5
     assert "| suite | metric | value | 95% CI |" in rewritten.text
     # What only the card knew (the command line's overrides) survives a rewrite without the Recipe object.
@@ -147,3 +148,28 @@ def test_broken_report_is_named(tmp_path):
     (tmp_path / "eval" / "tictoc.json").write_text("{not json")
     with pytest.raises(ModelCardError, match=r"eval/tictoc.json: not valid JSON"):
         eval_rows(tmp_path)
+
+
+def test_rows_name_their_data_and_the_training_data_comes_first(tmp_path):
+    """A score on the training data's held-out split and one on other data are separate rows, each naming its data;
+    the training data's rows first (issue 21: synthetic and real results never read as one "this model" column)."""
+    out, _ = trained_folder(tmp_path, {})
+    prepared = next((out / "data").iterdir())
+    sha = json.loads((prepared / "manifest.json").read_text())["fingerprint"]["sha256"]
+    trained = {"source": "synthetic", "split": "test", "fingerprint": sha, "samples": 64,
+               "label": f"synthetic test n=64 [{sha[:12]}]"}
+    other = {"source": "v1", "path": "/data/tictoc-v1", "split": "test", "fingerprint": "f" * 64, "samples": 16,
+             "label": "v1 tictoc-v1/test n=16 [ffffffffffff]"}
+    for folder, data, nar in (("eval-v1", other, 0.61), ("eval", trained, 0.72)):
+        (out / folder).mkdir()
+        (out / folder / "tictoc.json").write_text(json.dumps(report("tictoc", out, {"n": data["samples"], "nar": nar},
+                                                                    data=data)))
+    write_model_card(out)
+    text = ModelCard.load(out / "README.md").text
+    assert "| suite | metric | value | CI | n | data | model | report |" in text
+    nar_rows = [line for line in text.splitlines() if line.startswith("| tictoc | nar |")]
+    assert nar_rows == [
+        f"| tictoc | nar | 0.72 | n/a | 64 | synthetic test n=64 [{sha[:12]}] (the training data's held-out split) | "
+        "this model | `eval` |",
+        "| tictoc | nar | 0.61 | n/a | 16 | v1 tictoc-v1/test n=16 [ffffffffffff] (not the training data) | "
+        "this model | `eval-v1` |"]

@@ -68,7 +68,11 @@ def training_pairs(recipe, tokenizer, prompt_mode="none") -> list[dict]:
     from timealign.train.dpo import render_split
 
     split = load_prepared(recipe.data.prepared_dir)[recipe.data.eval_split]
-    split = split.select(range(min(len(split), recipe.eval.max_samples)))
+    from datasets import Dataset
+
+    from timealign.data.sampling import sample_pairs
+
+    split = Dataset.from_list(sample_pairs(split.to_list(), recipe.eval.max_samples, recipe.data.seed)[0])
     renderer = PromptRenderer.for_data(tokenizer, recipe.data, prompt_mode=prompt_mode)
     return render_split(split, renderer, "parity").to_list()
 

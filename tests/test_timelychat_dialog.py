@@ -340,7 +340,7 @@ def test_suite_option_level_dialog(timer_tokenizer, tmp_path):
     with pytest.raises(ValueError, match="timelychat.level='dialogue'; known: turn, dialog, both"):
         SUITE.parse_options({"level": "dialogue"})
     assert TimelyChatOptions().level == "turn"
-    options = SUITE.parse_options({"level": "both", "n": "2", "seed": "5", "dialog_turns": "3",
+    options = SUITE.parse_options({"level": "both", "data": "synthetic", "n": "2", "seed": "5", "dialog_turns": "3",
                                    "partner_url": "http://127.0.0.1:9/v1", "partner_model": "sim"})
     ctx = EvalContext(recipe=load_recipe("tiny-timer", task="sft"), out_dir=tmp_path, options=options)
     ctx.partner = ScriptedPartner()  # instead of the OpenAIBackend the options name

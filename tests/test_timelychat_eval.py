@@ -524,7 +524,8 @@ def check_report(report, dialogs):
 def test_suite_on_a_tiny_timer_checkpoint(timer_checkpoint, hf_timer, tmp_path):
     recipe, ckpt = timer_checkpoint
     assert timer_renderer_for_backend(hf_timer).special_tokens is True
-    ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options=SUITE.parse_options({"n": "4", "seed": "3", **SMALL}))
+    ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options=SUITE.parse_options({"data": "synthetic", "n": "4",
+                                                                                   "seed": "3", **SMALL}))
     report = get_suite("timelychat").run(hf_timer, ctx)
     from timealign.suites.timelychat.suite import load_eval_dialogs
 
@@ -532,7 +533,24 @@ def test_suite_on_a_tiny_timer_checkpoint(timer_checkpoint, hf_timer, tmp_path):
     assert [s["id"] for s in report["samples"]] == [d.id for d in dialogs]
     assert all(d.split == "heldout" for d in dialogs)
     check_report(report, dialogs)
-    assert report["settings"]["data"].startswith("synthetic heldout (n=4, seed=3")
+    assert report["data"]["source"] == "synthetic heldout dialogs"
+    assert report["data"]["settings"] == {"n": 4, "seed": 3}
+    assert report["settings"]["data"] == report["data"]["label"]
+
+
+def test_suite_scores_the_sft_recipes_own_held_out_split(timer_checkpoint, hf_timer, tmp_path):
+    """No timelychat.data=: a TIMER recipe's data.eval_split of its prepared dialogs, as training and live evaluation
+    read it (the recipe's data keys, not the suite's own synthetic set), named in the report."""
+    from timealign.data.prepared import ensure_prepared
+    from timealign.data.timer_prep import load_timer_prepared
+
+    recipe, _ = timer_checkpoint
+    ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options=SUITE.parse_options(dict(SMALL)))
+    report = get_suite("timelychat").run(hf_timer, ctx)
+    held_out = load_timer_prepared(ensure_prepared(recipe, kind="dialogs"))["test"]
+    assert [s["id"] for s in report["samples"]] == held_out["id"]
+    assert (report["data"]["source"], report["data"]["split"], report["data"]["samples"]) == ("synthetic", "test", 2)
+    check_report(report, [TimerDialog.from_row(r) for r in held_out.to_list()])
 
 
 def test_suite_on_the_real_timelychat_sample(hf_timer, timer_checkpoint, timelychat_sample, tmp_path):

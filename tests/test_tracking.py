@@ -37,6 +37,8 @@ def test_run_name_from_the_overrides_that_change_training():
     assert run_name(load_recipe("tiny", {"training.beta": "0.2", "wandb.name": "mine"})) == "mine"
     both_seeds = load_recipe("tiny", {"data.seed": "1", "training.seed": "2", "lora.enabled": "true"})
     assert run_name(both_seeds) == "tiny:data.seed=1,training.seed=2,enabled=true"  # ambiguous short keys stay long
+    v1 = load_recipe("tiny", {"data.source": "v1", "data.path": str(REPO_ROOT.parent / "shared/data/tictoc-v1")})
+    assert run_name(v1) == "tiny:source=v1,path=tictoc-v1"  # no absolute path in a run name
     long = run_name(load_recipe("tiny", {"data.synthetic_trajectories": "1" * 200}))
     assert len(long) == 128 and long.startswith("tiny:synthetic_trajectories=111") and long.endswith("...")
 
@@ -134,5 +136,9 @@ def test_training_and_eval_runs_named_grouped_in_one_project(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     (eval_dir,) = set((tmp_path / "wandb").glob("offline-run-*")) - {run_dir}
     scored = run_of(eval_dir)
-    assert scored == {"id": scored["id"], "project": "shared-project", "name": f"eval:{name}",
+    data = json.loads((tmp_path / "eval" / "tictoc.json").read_text())["data"]
+    # named by checkpoint folder, suite, data and run number: short, no absolute path, one per evaluation
+    assert data["source"] == "synthetic" and data["split"] == "test" and data["samples"] == 4
+    assert scored == {"id": scored["id"], "project": "shared-project",
+                      "name": f"eval:run:tictoc@synthetic-test-{data['fingerprint'][:8]}#001",
                       "group": trained["group"], "job_type": "eval"}

@@ -50,6 +50,9 @@ class Command:
     actions: dict[str, str] | None = None  # verb -> what it does; the first argument picks one (git-style)
     forward: bool = False  # keep recipe arguments as text in Invocation.forwarded (for commands that start others)
     reads_inputs: bool = False  # reads the recipe's data.path and model here: check they exist before it starts
+    # Without recipe= / --config: the recipe file to load instead, found from the command's own options (eval/run.py:
+    # the checkpoint's saved timealign_recipe.yaml), or None. Returns (path, how it was found, for recipe.source).
+    recipe_from: Callable[[dict[str, str]], tuple[str, str] | None] | None = None
 
 
 @dataclass
@@ -110,6 +113,7 @@ def parse(command: Command, argv: list[str]) -> Invocation:
         else:
             recipe_raw[key] = value
     invocation = Invocation(namespace_raw=space_raw, action=action)
+    saved = command.recipe_from(option_raw) if command.recipe_from and not (name or config) else None
     if command.forward:
         invocation.forwarded = [a for a in argv if a.split("=", 1)[0].lstrip("+").split(".", 1)[0] not in own]
     elif command.recipe == "none":
@@ -118,12 +122,14 @@ def parse(command: Command, argv: list[str]) -> Invocation:
         if recipe_raw:
             key = next(iter(recipe_raw))
             raise unknown_key("", key, sorted(own) + [f"{s}.<key>" for s in spaces])
-    elif name or config or command.recipe == "required":
+    elif name or config or saved or command.recipe == "required":
         sections = {f.name for f in dataclasses.fields(Recipe)}
         for key in recipe_raw:
             if key.split(".", 1)[0] not in sections:  # neither an option nor a recipe field: list both
                 raise unknown_key("", key, sorted(own | sections | {f"{s}.<key>" for s in spaces}))
-        invocation.recipe = load_recipe(name, recipe_raw, task=command.task, config=config)
+        invocation.recipe = load_recipe(name, recipe_raw, task=command.task, config=saved[0] if saved else config)
+        if saved:
+            invocation.recipe.source = saved[1]
         if command.reads_inputs:
             check_inputs(invocation.recipe)
     elif recipe_raw:

@@ -76,7 +76,7 @@ class DataSection:
 @dataclass
 class EvalSection:
     backend: str = opt("hf", "hf (transformers) | vllm (offline vllm.LLM engine) | openai (OpenAI-compatible server, completions with our rendered prompts) | chat (API models: chat completions with messages and tools, structured tool calls; TicToc only)")
-    max_samples: int | None = opt(None, "cap on held-out samples (None: all)")
+    max_samples: int | None = opt(None, "cap on held-out samples: a seeded sample (data.seed) stratified by label and spread over the scenarios, the same rows for every run and checkpoint (timealign/data/sampling.py); None: all")
     max_new_tokens: int = opt(24, "tokens generated per sample (chat: max_completion_tokens, which hidden reasoning counts against: raise it for API models; 0: no limit, as the TicToc authors' API runs)")
     batch_size: int = opt(16, "hf: prompts per generate call; openai: concurrent requests")
     temperature: float | None = opt(None, "sampling temperature; None: the paper's default (0 = greedy; Qwen3 reasoning mode: 0.6)")
@@ -143,8 +143,9 @@ class LiveEvalSection:
     every rank generates; FSDP: refused."""
 
     every_steps: int = opt(0, "score the held-out slice every N optimizer steps and after the last step; 0: off")
-    max_samples: int = opt(64, "the slice: the first N rows of the prepared data's data.eval_split, the same rows "
-                               "every time (what eval/run.py scores with eval.max_samples=N)")
+    max_samples: int = opt(64, "the slice: N rows of the prepared data's data.eval_split, a seeded sample "
+                               "stratified by label (timealign/data/sampling.py), the same rows every time (what "
+                               "eval/run.py scores with eval.max_samples=N)")
     at_start: bool = opt(True, "also score before the first step, so the curve starts at the base model (not on "
                                "resume)")
 

@@ -4,7 +4,8 @@ with the training run they score.
 - Project: `WANDB_PROJECT` when set, else the recipe's `wandb.project`; entity likewise (`WANDB_ENTITY`, else
   `wandb.entity`). Training and eval both call `wandb_project` / `wandb_entity`.
 - Training run name: `wandb.name` (or `training.run_name`) when set, else the recipe's name followed by what the
-  command line changed that changes what is trained: `tiny:lr=1e-5,beta=0.2` (`run_name`).
+  command line changed that changes what is trained: `tiny:lr=1e-5,beta=0.2` (`run_name`; a path value by its last
+  component: `tiny:source=v1,path=tictoc-v1`).
 - Group: the training run's `NAME (ID)` (or `WANDB_RUN_GROUP`). Training records its id, name, group and project in
   `<output_dir>/wandb_run.json`; an evaluation of that folder, or of a `checkpoint-N` inside it, joins the group
   (`training_run_of`).
@@ -49,6 +50,15 @@ def _ignored(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in NAME_IGNORED)
 
 
+def _short_value(value: str) -> str:
+    """A path's last component (`data.path=/abs/data/tictoc-v1` -> `tictoc-v1`): names stay short and say nothing
+    about the machine; other values as given."""
+    text = str(value)
+    if "/" in text and (text.startswith(("/", ".", "~")) or Path(text).exists()):
+        return Path(text).name or text
+    return text
+
+
 def run_name(recipe) -> str:
     """wandb.name or training.run_name when set; else `RECIPE[:key=value,...]` from the command line's overrides
     that change what is trained (`tiny:lr=1e-5,beta=0.2`), short keys where they stay unambiguous."""
@@ -60,7 +70,7 @@ def run_name(recipe) -> str:
         return recipe.name
     short = {k: SHORT_KEYS.get(k, k.rsplit(".", 1)[-1]) for k in changed}
     taken = list(short.values())
-    parts = [f"{short[k] if taken.count(short[k]) == 1 else k}={v}" for k, v in changed.items()]
+    parts = [f"{short[k] if taken.count(short[k]) == 1 else k}={_short_value(v)}" for k, v in changed.items()]
     name = f"{recipe.name}:{','.join(parts)}"
     return name if len(name) <= MAX_NAME else name[:MAX_NAME - 3] + "..."
 

@@ -98,6 +98,17 @@ def paired_comparison(before: dict, after: dict, *, resamples: int = 1000, confi
     return result, how + notes
 
 
+def data_line(before: dict, after: dict) -> str:
+    """Which data each report scored (its `data` block, `timealign.data.identity`), and a warning when the two
+    differ: their deltas then mix a model change with a data change."""
+    b, a = before.get("data") or {}, after.get("data") or {}
+    unknown = "unknown (the report names no data)"
+    line = f"data: {b.get('label', unknown)} -> {a.get('label', unknown)}"
+    if b and a and (b.get("fingerprint"), b.get("split")) != (a.get("fingerprint"), a.get("split")):
+        line += " (DIFFERENT DATA: the deltas mix the model change with a data change)"
+    return line
+
+
 def run_label(before: dict, after: dict) -> str:
     """A short name for one before/after pair: the trained checkpoint's folder name."""
     for report in (after, before):
@@ -228,14 +239,17 @@ def run(invocation: Invocation) -> int:
         suite = suite_of(before_report)
         head = f" [{label}]" if len(pairs) > 1 else ""
         title = ("TicToc held-out tool-call decisions" if suite == "tictoc" else suite) + head
-        sections.append(f"{title}: {before_report.get('checkpoint')} -> {after_report.get('checkpoint')}\n\n"
+        sections.append(f"{title}: {before_report.get('checkpoint')} -> {after_report.get('checkpoint')}\n"
+                        f"{data_line(before_report, after_report)}\n\n"
                         f"{compare_table(before_report, after_report, paired=paired)}\n\n{how}")
         records.append({"label": label, "suite": suite,
                         "before": {"report": str(b_path), "checkpoint": before_report.get("checkpoint"),
-                                   "run": before_report.get("run"), "overall": before_report["overall"],
+                                   "run": before_report.get("run"), "data": before_report.get("data"),
+                                   "overall": before_report["overall"],
                                    "intervals": before_report.get("intervals")},
                         "after": {"report": str(a_path), "checkpoint": after_report.get("checkpoint"),
-                                  "run": after_report.get("run"), "overall": after_report["overall"],
+                                  "run": after_report.get("run"), "data": after_report.get("data"),
+                                   "overall": after_report["overall"],
                                   "intervals": after_report.get("intervals")},
                         "paired": paired, "paired_note": how})
     text = "\n\n".join(sections)

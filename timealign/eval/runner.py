@@ -1,8 +1,13 @@
 """Checkpoint evaluation entry point (`eval/run.py` is the thin script).
 
-    python eval/run.py recipe=tiny checkpoint=outputs/tiny [suites=tictoc] [out=results/tiny] [key=value ...]
+    python eval/run.py checkpoint=outputs/tiny [suites=tictoc] [out=results/tiny] [key=value ...]
+    python eval/run.py recipe=tiny [checkpoint=...] [key=value ...]
 
-`checkpoint` defaults to the recipe's model (the base model). Each run writes `<out>/runs/NNN/<suite>.json` and
+Without recipe=, the checkpoint's saved recipe (timealign_recipe.yaml) is the recipe: it is scored on the data it was
+trained for; recipe= and overrides still win, and how the evaluated data differs from the training data is logged
+and written in each report (`timealign.eval.data_identity`). Every report names its data (`"data"`: source, path,
+split, sample count, fingerprint; `timealign.data.identity`). `checkpoint` defaults to the recipe's model (the base
+model). Each run writes `<out>/runs/NNN/<suite>.json` and
 `report.md` (kept: a rerun never overwrites them), then copies them to `<out>/<suite>.json` and `<out>/report.md` and
 points `<out>/latest` at the run (`timealign.eval.runs`). Every report carries bootstrap intervals of its metrics
 (`eval.bootstrap`, `eval.confidence`; `timealign.eval.bootstrap`).
@@ -20,11 +25,17 @@ from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
 from timealign.config.validate import check_data_path, check_model_reference
 from timealign.eval.lock import holds_out_lock
+from timealign.eval.data_identity import recipe_from_checkpoint
 
 logger = logging.getLogger("timealign.eval")
 
 SUMMARY = """Scores a checkpoint (full model folder or LoRA adapter folder; default: the recipe's base model) with the
-same prompt rendering as training. Writes <out>/<suite>.json and <out>/report.md; every run is also kept in
+same prompt rendering as training. Without recipe=, checkpoint=DIR is scored with the recipe it was trained with
+(DIR/timealign_recipe.yaml: its data source, path, held-out split, protocol and render settings); recipe=NAME or
+key=value overrides change that, and every difference from the training data is logged and written in the report.
+Every report names its data (source, path, split, samples, fingerprint). eval.max_samples=N scores a seeded sample
+stratified by label, the same rows for every checkpoint (and live_eval.max_samples=N's). Writes <out>/<suite>.json
+and <out>/report.md; every run is also kept in
 <out>/runs/NNN/ (<out>/latest: the newest). Each metric gets a bootstrap interval (eval.bootstrap resamples,
 eval.confidence level; eval.bootstrap=0: none), in the JSON's "intervals" block and in report.md.
 
@@ -40,7 +51,8 @@ published). One evaluation per out= at a time (<out>/.eval.lock)."""
 class EvalOptions:
     checkpoint: str | None = opt(None, "model or adapter folder, hub id, or tiny / tiny-agent (default: the recipe's "
                                        "model.name_or_path)")
-    suites: str = opt("tictoc", "comma-separated suites to run (see the SUITE.* options below for the list)")
+    suites: str | None = opt(None, "comma-separated suites to run (see the SUITE.* options below for the list; "
+                                   "default: tictoc for a dpo recipe, timelychat for an sft one)")
     out: str | None = opt(None, "where the reports go (default: <checkpoint>/eval, or <output_dir>/eval-base)")
     timestamps: bool | None = opt(None, "render with or without timestamps (default: the recipe's data.timestamps)")
     prompt_mode: str = opt("none", "none | reminder | rules: the TicToc paper's system-prompt strategies "
@@ -60,7 +72,7 @@ def suite_namespaces() -> dict[str, tuple[type, str]]:
 
 
 COMMAND = Command(prog="python eval/run.py", summary=SUMMARY, options=EvalOptions, recipe="required",
-                  namespaces=suite_namespaces,
+                  namespaces=suite_namespaces, recipe_from=recipe_from_checkpoint,
                   examples="    python eval/run.py recipe=tiny checkpoint=outputs/tiny suites=tictoc,timepuzzles "
                            "timepuzzles.n=200")
 
@@ -76,11 +88,14 @@ def make_backend(recipe, checkpoint: str):
 @holds_out_lock  # one evaluation per out= at a time (timealign/eval/lock.py)
 def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamps: bool | None = None,
              prompt_mode: str = "none", family: str | None = None,
-             suite_options: dict[str, dict[str, str]] | None = None) -> dict[str, dict]:
+             suite_options: dict[str, dict[str, str]] | None = None,
+             data_differences: list[str] | None = None) -> dict[str, dict]:
     """Run each suite on one backend; write <out>/runs/NNN/<suite>.json and report.md, then publish them as
     <out>/<suite>.json, <out>/report.md and <out>/latest (`timealign.eval.runs`); return the reports.
 
-    The generation cache stays at <out>/generations (shared by the runs: a killed run resumes from it)."""
+    The generation cache stays at <out>/generations (shared by the runs: a killed run resumes from it).
+    `data_differences`: how the recipe's data differs from the checkpoint's training data
+    (`timealign.eval.data_identity.training_differences`), written into the reports that read the recipe's data."""
     from timealign.backends.cache import count_generations
     from timealign.eval.bootstrap import attach_intervals, intervals_markdown
     from timealign.eval.failures import check_failures, failure_markdown, failure_summary
@@ -109,16 +124,21 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
                                  "sampling": backend.resolve_sampling() if hasattr(backend, "resolve_sampling")
                                  else None}
             report["run"] = f"{run_dir.parent.name}/{run_dir.name}"
+            name_data(report, suite.name, options[suite.name], data_differences)
             attach_intervals(report, resamples=recipe.eval.bootstrap, confidence=recipe.eval.confidence,
                              suite=suite.name)
             markdown = report.pop("markdown", None)
-            title = f"{suite.name}: {checkpoint}"
+            title = f"{suite.name}: {checkpoint} on {report['data']['label']}"
             section = f"## {title}\n\n{markdown}" if markdown else overall_markdown(title, report)
+            differs = report["data"].get("differs_from_training")
+            if differs:
+                section += ("\n**Not the data the checkpoint was trained on:**\n\n"
+                            + "\n".join(f"- {line}" for line in differs) + "\n")
             intervals = intervals_markdown(report)
             section += failure_markdown(report["failures"])
             sections.append(f"{section}\n{intervals}" if intervals else section)
             (run_dir / f"{suite.name}.json").write_text(json.dumps(report, indent=1))
-            logger.info("%s: %s", suite.name,
+            logger.info("%s on %s: %s", suite.name, report["data"]["label"],
                         {k: v for k, v in report["overall"].items() if not isinstance(v, dict)})
             reports[suite.name] = report
     finally:
@@ -127,18 +147,43 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
             close()
     (run_dir / "report.md").write_text("\n".join(sections))
     check_failures(reports, run_dir)  # above eval.max_failed_share: exit 1, the run not published
-    write_run_info(run_dir, finished=now(), complete=True)
+    write_run_info(run_dir, finished=now(), complete=True,
+                   data={name: report["data"] for name, report in reports.items()})
     publish(out, run_dir, [*(f"{name}.json" for name in reports), "report.md"])
     logger.info("run kept in %s (%s/latest)", run_dir, out)
     return reports
 
 
+def name_data(report: dict, suite: str, options, differences: list[str] | None) -> None:
+    """Every report names its data: a suite that reads the recipe's data says so itself (`report["data"]`); one that
+    generates its items gets the identity of its generator settings. The differences from the training data are
+    written into the reports on the recipe's data."""
+    import dataclasses
+
+    from timealign.data.identity import generated_identity
+
+    if not isinstance(report.get("data"), dict):
+        settings = dataclasses.asdict(options) if dataclasses.is_dataclass(options) else {}
+        samples = [r for r in report.get("samples") or [] if isinstance(r, dict)]
+        report["data"] = generated_identity(f"{suite} items", settings, samples)
+        report["data"]["from_recipe"] = False
+    if differences and report["data"].get("from_recipe"):
+        report["data"]["differs_from_training"] = list(differences)
+
+
 def run(invocation: Invocation) -> int:
+    from timealign.eval.data_identity import adopt_checkpoint_recipe, training_differences
     from timealign.eval.wandb_reports import log_reports_to_wandb
     from timealign.suites.registry import available_suites
 
     recipe, opts = invocation.recipe, invocation.options
-    suites = [s for s in opts.suites.split(",") if s]
+    from_checkpoint = str(getattr(recipe, "source", "")).startswith("checkpoint ")
+    if from_checkpoint:
+        adopt_checkpoint_recipe(recipe, opts.checkpoint)
+        logger.info("evaluating with the recipe %s was trained with (%s; data.source=%s, data.path=%s, "
+                    "data.eval_split=%s)", opts.checkpoint, recipe.source, recipe.data.source, recipe.data.path,
+                    recipe.data.eval_split)
+    suites = [s for s in (opts.suites or ("timelychat" if recipe.task == "sft" else "tictoc")).split(",") if s]
     if not suites:
         raise RecipeError("suites= names no suite (e.g. suites=tictoc)")
     known = available_suites()
@@ -152,16 +197,22 @@ def run(invocation: Invocation) -> int:
     checkpoint = opts.checkpoint or recipe.model.name_or_path
     # A missing local folder is said so here, not by the hub client ("Repo id must be in the form ...").
     check_model_reference(checkpoint, "checkpoint" if opts.checkpoint else "model.name_or_path")
-    if "tictoc" in suites:  # its held-out pairs come from the recipe's data source
+    if "tictoc" in suites or (recipe.task == "sft" and "timelychat" in suites):  # they read the recipe's data
         check_data_path(recipe)
     out = Path(opts.out or (Path(checkpoint) / "eval" if Path(checkpoint).is_dir()
                             else Path(recipe.resolved_output_dir()) / "eval-base"))
+    differences = training_differences(recipe, checkpoint, timestamps=opts.timestamps) if opts.checkpoint else []
+    for line in differences:
+        logger.warning("evaluated on other data than %s was trained on: %s", checkpoint, line)
     reports = evaluate(recipe, checkpoint, suites, out, timestamps=opts.timestamps, prompt_mode=opts.prompt_mode,
-                       family=opts.family, suite_options=invocation.namespace_raw)
+                       family=opts.family, suite_options=invocation.namespace_raw, data_differences=differences)
     run_dir = out / next(iter(reports.values()))["run"]
     if opts.wandb:
         wandb_dir = log_reports_to_wandb(recipe, checkpoint, run_dir)
         print(f"logged to W&B ({wandb_dir})")
+    for name, report in reports.items():
+        print(f"{name}: {report['data']['label']}" + (" (differs from the training data: see the report)"
+                                                        if report["data"].get("differs_from_training") else ""))
     print(f"wrote {out}/report.md (this run: {run_dir})")
     return 0
 

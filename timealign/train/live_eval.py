@@ -2,8 +2,9 @@
 
     trainer.add_callback(LiveEvalCallback(trainer, recipe, data))   # data: the prepared DatasetDict
 
-The slice is the first `live_eval.max_samples` rows of the prepared data's `data.eval_split`, the rows `eval/run.py`
-scores with `eval.max_samples` set to the same number. Scoring is the evaluator's own code on the model being trained,
+The slice is `live_eval.max_samples` rows of the prepared data's `data.eval_split`, a seeded sample stratified by label
+(`timealign.data.sampling`), the rows `eval/run.py` scores with `eval.max_samples` set to the same number. Scoring is
+the evaluator's own code on the model being trained,
 in memory (`HFBackend.from_model`: no save, no reload):
 
 - offset-DPO (task: dpo): `timealign.suites.tictoc.suite.evaluate_tictoc` with the renderer and detection protocol
@@ -17,7 +18,8 @@ in memory (`HFBackend.from_model`: no save, no reload):
   `eval_live/rmsle_all_turns`; `eval_live/timing_unparsed`, `eval_live/bleu2`, `eval_live/rouge_l`,
   `eval_live/dialogs`.
 - Both: `eval_live/seconds` (wall time of the evaluation). A metric that is undefined on the slice (None, e.g. NAR
-  without both labels) is left out of that log entry.
+  without both labels) is left out of that log entry, with a warning in the log naming why (and a note in the step's
+  report).
 
 Logging goes through the trainer's own `Trainer.log` (transformers' base method: the TRL and TIMER overrides would
 flush their running training metrics into this entry), so the values land in `trainer.state.log_history` at the
@@ -124,25 +126,48 @@ SCORERS = {"dpo": TicTocScorer, "sft": TimelyChatScorer}
 
 
 def _named(overall: dict, names: dict[str, str]) -> dict[str, float]:
-    """The logged metrics: defined numbers only (None, e.g. NAR on a slice without both labels, is left out)."""
+    """The logged metrics: defined numbers only (None, e.g. NAR on a slice without both labels, is left out of the
+    entry; `undefined_reasons` says why in the log)."""
     return {PREFIX + name: float(overall[key]) for key, name in names.items()
             if isinstance(overall.get(key), (int, float)) and not isinstance(overall.get(key), bool)}
 
 
+def undefined_reasons(suite: str, report: dict) -> dict[str, str]:
+    """{logged name: why it is undefined} for each metric of the report that is None."""
+    if suite == "tictoc":
+        from timealign.data.sampling import undefined_tictoc_metrics
+
+        labels = [s["label"] for s in report.get("samples") or [] if "error" not in s]
+        undefined = undefined_tictoc_metrics(report["overall"], labels)
+        return {PREFIX + TICTOC_METRICS[k]: why for k, why in undefined.items()}
+    overall = report.get("overall") or {}
+    notes = "; ".join(report.get("notes") or []) or "see the report's notes"
+    return {PREFIX + name: f"undefined on the slice ({notes})" for key, name in TIMELYCHAT_METRICS.items()
+            if key in overall and overall[key] is None and key not in ("bertscore",)}
+
+
 def heldout_slice(recipe, data) -> list[dict]:
-    """The first `live_eval.max_samples` rows of the prepared data's `data.eval_split` (what eval/run.py scores with
-    eval.max_samples set to the same number)."""
+    """`live_eval.max_samples` rows of the prepared data's `data.eval_split`: a seeded sample stratified by label
+    (and spread over the scenarios; `timealign.data.sampling`), the rows eval/run.py scores with eval.max_samples set
+    to the same number."""
+    return heldout_slice_with_info(recipe, data)[0]
+
+
+def heldout_slice_with_info(recipe, data) -> tuple[list[dict], dict]:
+    """`heldout_slice` and how it was drawn (`timealign.data.sampling`)."""
+    from timealign.data.sampling import sample_dialogs, sample_pairs
+
     split = recipe.data.eval_split
     if split not in data:
         raise RecipeError(f"live_eval.every_steps={recipe.live_eval.every_steps} scores the held-out split "
                           f"data.eval_split={split!r}, which the prepared data lacks (has: {', '.join(data)}); set "
                           "data.eval_split to one of those or live_eval.every_steps=0")
     rows = data[split]
-    n = min(recipe.live_eval.max_samples, len(rows))
-    if n < 1:
+    if min(recipe.live_eval.max_samples, len(rows)) < 1:
         raise RecipeError(f"live_eval: the held-out split {split!r} is empty (live_eval.max_samples="
                           f"{recipe.live_eval.max_samples})")
-    return rows.select(range(n)).to_list()
+    sample = sample_dialogs if recipe.task == "sft" else sample_pairs
+    return sample(rows.to_list(), recipe.live_eval.max_samples, recipe.data.seed)
 
 
 # ------------------------------------------------------------------------------------------------ the callback
@@ -188,7 +213,14 @@ class LiveEvalCallback(TrainerCallback):
                               "checkpoints with eval/run.py")
         self.trainer, self.recipe = trainer, recipe
         self.every, self.at_start = cfg.every_steps, cfg.at_start
-        self.scorer = SCORERS[recipe.task](recipe, heldout_slice(recipe, data))
+        rows, self.sample_info = heldout_slice_with_info(recipe, data)
+        self.scorer = SCORERS[recipe.task](recipe, rows)
+        logger.info("live eval slice: %d of %d %s rows (%s, by label %s)", len(rows), self.sample_info["available"],
+                    recipe.data.eval_split, self.sample_info["sampling"], self.sample_info["by_label"])
+        if self.sample_info.get("missing_labels"):
+            logger.warning("the live eval slice holds no %s rows (live_eval.max_samples=%d is below the number of "
+                           "labels): a metric that needs every label is not logged",
+                           " / ".join(self.sample_info["missing_labels"]), recipe.live_eval.max_samples)
         # A copy: the backend sets left padding and a pad token, which the training collator must not see.
         self.tokenizer = set_reasoning(copy.deepcopy(trainer.processing_class), recipe.eval.reasoning)
         self.sampling = sampling_settings(recipe.eval)
@@ -254,6 +286,14 @@ class LiveEvalCallback(TrainerCallback):
         finally:
             model.train(was_training)
         metrics[PREFIX + "seconds"] = round(time.perf_counter() - started, 3)
+        report["notes"] = list(report.get("notes") or [])
+        for name, why in undefined_reasons(self.scorer.suite, report).items():
+            note = f"{name} is not logged at step {step}: {why}"
+            report["notes"].append(note)
+            if self.trainer.accelerator.is_main_process:
+                logger.warning(note)
+        report["data"] = {"split": self.recipe.data.eval_split, "source": self.recipe.data.source,
+                          "path": self.recipe.data.path, **self.sample_info}
         if self.trainer.accelerator.is_main_process:
             self._write(step, report)
             logger.info("live eval (%s) at step %d: %s", self.scorer.suite, step, metrics)

@@ -16,7 +16,10 @@ files' content, format version), i.e. the `<kind>-<sha256[:12]>` folder name, no
 files. The evaluation table reads every suite report (`<suite>.json`) in the folder's `eval*/` folders (eval/run.py
 writes `<checkpoint>/eval` by default; `<output_dir>/eval-base` holds the base model's) and the folders given;
 a metric's interval comes from the report's `intervals` block (`timealign.eval.bootstrap`; `<metric>_ci` in
-`overall` is read too), "n/a" when the report has none.
+`overall` is read too), "n/a" when the report has none. Every row names the data its report scored (the report's
+`data` block: source, path, split, sample count, fingerprint) and whether that is the held-out split of the data the
+model was trained on; results on different data are separate rows, the training data's first, so a synthetic and a
+real score never read as one column of "this model".
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ class EvalRow:
     n: Any
     where: str  # the eval folder, relative to the card's folder when inside it
     model: str  # "this model", or the checkpoint the report scored
+    data: str = "unknown (the report names no data)"  # the report's data label (timealign.data.identity)
+    fingerprint: str | None = None  # the report's data fingerprint
+    split: str | None = None
 
 
 def _read_json(path: Path) -> dict | None:
@@ -217,10 +223,24 @@ def eval_rows(folder: Path, extra_dirs=()) -> list[EvalRow]:
                 interval, level = metric_interval(report, key)
                 if isinstance(value, int) and interval is None:
                     continue  # a count (tp, tool_calls, ...): the table is for rates
+                data = report.get("data") if isinstance(report.get("data"), dict) else {}
                 rows.append(EvalRow(suite=str(report["suite"]), metric=key, value=value, interval=interval,
-                                    level=level, n=overall.get("n"), where=where,
-                                    model="this model" if this else (checkpoint or "?")))
+                                    level=level, n=overall.get("n", data.get("samples")), where=where,
+                                    model="this model" if this else (checkpoint or "?"),
+                                    data=data.get("label") or EvalRow.data, fingerprint=data.get("fingerprint"),
+                                    split=data.get("split")))
     return rows
+
+
+def label_training_data(rows: list[EvalRow], fingerprint: dict | None, eval_split: str | None) -> list[EvalRow]:
+    """Each row's data cell says whether it is the held-out split of the data the model was trained on; rows on the
+    training data come first. Results on different data are never one row: every row carries its own data."""
+    for row in rows:
+        if fingerprint and row.fingerprint:
+            same = row.fingerprint == fingerprint.get("sha256") and row.split == eval_split
+            row.data += " (the training data's held-out split)" if same else " (not the training data)"
+    order = {id(r): i for i, r in enumerate(rows)}
+    return sorted(rows, key=lambda r: (not r.data.endswith("held-out split)"), order[id(r)]))
 
 
 def _epochs_trained(folder: Path) -> float | None:
@@ -299,7 +319,8 @@ def gather(folder: str | Path, recipe=None, *, data_dir=None, wandb_url: str | N
         "adapter": adapter,
         "merged_from_adapter": bool(merged_from_adapter) or bool(previous.get("merged_from_adapter")),
         "exported_from": exported_from or previous.get("exported_from"),
-        "evals": eval_rows(src, eval_dirs),
+        "evals": label_training_data(eval_rows(src, eval_dirs), fingerprint,
+                                     (raw.get("data") or {}).get("eval_split")),
         "folder": folder,
         "title": title or folder.name,
     }
@@ -407,15 +428,15 @@ def training_table(facts: dict) -> list[tuple[str, str]]:
 
 def eval_section(rows: list[EvalRow]) -> str:
     if not rows:
-        return ("No evaluation reports here yet. Evaluate (`python eval/run.py recipe=NAME checkpoint=PATH`, "
+        return ("No evaluation reports here yet. Evaluate (`python eval/run.py checkpoint=PATH`, "
                 "reports in PATH/eval), then rewrite this card: `python -m timealign.train.model_card "
                 "checkpoint=PATH`.")
     levels = {r.level for r in rows if r.level is not None}
     ci = f"{round(levels.pop() * 100)}% CI" if len(levels) == 1 else "CI"
-    lines = [f"| suite | metric | value | {ci} | n | model | report |", "|---|---|---|---|---|---|---|"]
+    lines = [f"| suite | metric | value | {ci} | n | data | model | report |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         interval = f"[{r.interval[0]:.4g}, {r.interval[1]:.4g}]" if r.interval else "n/a"
-        lines.append(f"| {r.suite} | {r.metric} | {_fmt(r.value)} | {interval} | {_fmt(r.n)} | {r.model} | "
+        lines.append(f"| {r.suite} | {r.metric} | {_fmt(r.value)} | {interval} | {_fmt(r.n)} | {r.data} | {r.model} | "
                      f"`{r.where}` |")
     return "\n".join(lines)
 

@@ -98,16 +98,40 @@ def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None =
     return report
 
 
-def heldout_rows(recipe) -> list[dict]:
-    """The recipe's held-out split of prepared pairs (prepared first if needed), capped at `eval.max_samples`."""
+def heldout_sample(recipe) -> tuple[list[dict], dict]:
+    """The recipe's held-out split of prepared pairs (prepared first if needed) and the identity of the data
+    (`timealign.data.identity`); with `eval.max_samples` a seeded sample stratified by label and spread over the
+    scenarios (`timealign.data.sampling`), the same rows live evaluation scores with `live_eval.max_samples`."""
+    from timealign.data.identity import prepared_identity
     from timealign.data.pairs import load_prepared
     from timealign.data.prepared import ensure_prepared
+    from timealign.data.sampling import sample_pairs
 
-    data = load_prepared(ensure_prepared(recipe, kind="pairs"))
+    folder = ensure_prepared(recipe, kind="pairs")
+    data = load_prepared(folder)
     if recipe.data.eval_split not in data:
         raise ValueError(f"prepared data has no {recipe.data.eval_split!r} split (has: {', '.join(data)})")
-    rows = data[recipe.data.eval_split].to_list()
-    return rows[: recipe.eval.max_samples] if recipe.eval.max_samples else rows
+    rows, info = sample_pairs(data[recipe.data.eval_split].to_list(), recipe.eval.max_samples, recipe.data.seed)
+    identity = prepared_identity(recipe.data, folder, "pairs", recipe.data.eval_split, rows, info)
+    identity["from_recipe"] = True
+    return rows, identity
+
+
+def heldout_rows(recipe) -> list[dict]:
+    """The rows of `heldout_sample`."""
+    return heldout_sample(recipe)[0]
+
+
+def warn_undefined(report: dict, where: str) -> list[str]:
+    """A logged warning (and a report note) for each rate the scored samples leave undefined, naming why."""
+    from timealign.data.sampling import undefined_tictoc_metrics
+
+    labels = [s["label"] for s in report.get("samples") or [] if "error" not in s]
+    notes = [f"{metric} is undefined on {where}: {why}"
+             for metric, why in undefined_tictoc_metrics(report["overall"], labels).items()]
+    for note in notes:
+        logger.warning(note)
+    return notes
 
 
 @dataclass
@@ -138,9 +162,12 @@ def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
                        "it as trained)", ctx.checkpoint, trained, renderer.protocol, trained)
     if detection not in PROTOCOLS:
         raise ValueError(f"tictoc.detection must be one of {', '.join(PROTOCOLS)}, got {detection!r}")
-    report = evaluate_tictoc(backend, heldout_rows(recipe), renderer, family=family,
+    rows, identity = heldout_sample(recipe)
+    report = evaluate_tictoc(backend, rows, renderer, family=family,
                              max_new_tokens=recipe.eval.max_new_tokens, cache_dir=suite_cache_dir(ctx),
                              protocol=detection)
+    report["data"] = identity
+    report["notes"] = warn_undefined(report, f"the {identity['label']} sample")
     report["settings"]["trained_prompt_protocol"] = trained
     report["markdown"] = markdown_summary(report)
     return report
@@ -162,6 +189,8 @@ def markdown_summary(report: dict) -> str:
     lines = ["| metric | value |", "|---|---|",
              f"| prompts / detection protocol | {settings.get('prompt_protocol', 'timealign')} / "
              f"{settings.get('protocol', 'timealign')} |",
+             *([f"| data | {report['data']['label']} ({report['data'].get('sampling', 'all')}) |"]
+               if report.get("data") else []),
              f"| samples | {o['n']} |", f"| NAR | {fmt(o['nar'])} |",
              f"| attempt rate, prefer-Tool | {fmt(o['attempt_rate_prefer_tool'])} |",
              f"| attempt rate, prefer-noTool | {fmt(o['attempt_rate_prefer_no_tool'])} |",
@@ -174,6 +203,7 @@ def markdown_summary(report: dict) -> str:
     if refused:
         lines.append(f"| samples the prompt protocol cannot render (not scored; see `unrenderable`) | {refused} |")
     lines.append("")
+    lines += [f"- {note}" for note in report.get("notes") or []] + ([""] if report.get("notes") else [])
     for group in ("by_sensitivity", "by_elapse_level", "by_length"):
         lines += [f"**{group.replace('_', ' ')}**", "", "| bucket | n | NAR | attempt (Tool) | attempt (noTool) |",
                   "|---|---|---|---|---|"]

@@ -9,10 +9,14 @@ from timealign.config.schema import opt
 
 @dataclass
 class TimelyChatOptions:
-    data: str | None = opt(None, "a TimelyChat-layout (or dialog-layout) JSON/JSONL file or folder to evaluate on; "
-                                 "unset: n synthetic held-out dialogs")
-    n: int | None = opt(None, "number of dialogs: the first n of data=, or n synthetic held-out dialogs (default 40)")
-    seed: int = opt(12345, "seed of the synthetic held-out dialogs")
+    data: str | None = opt(None, "a TimelyChat-layout (or dialog-layout) JSON/JSONL file or folder to evaluate on "
+                                 "instead of the recipe's data, or `synthetic` (n synthetic held-out dialogs of "
+                                 "seed=); unset: an sft (TIMER) recipe's own data.eval_split (data.source, "
+                                 "data.path, as training read it), else synthetic")
+    n: int | None = opt(None, "number of dialogs: a seeded sample stratified by delayed / instant target of the "
+                              "recipe's split or of data= (default: all; the recipe's eval.max_samples), or n "
+                              "synthetic held-out dialogs (default 40)")
+    seed: int = opt(12345, "seed of the synthetic held-out dialogs (and of the sample n= draws from a file)")
     timing_turns: str = opt("all", "all | target: predict the interval before every turn 2..T (the paper's "
                                    "protocol) or only before the target turn")
     unparsed: str = opt("instant", "instant | wrong | exclude: an unparseable predicted interval is scored as 0 "

@@ -50,10 +50,12 @@ for it); the report says so (`settings.response_conditioned_on_gold = false`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from timealign.config import RecipeError
 from timealign.render.checkpoint import CHECKPOINT_RECIPE, timer_renderer_for_checkpoint
 from timealign.render.intervals import extract_interval, render_minutes
 from timealign.render.timer import TimerRenderer, TimerTurn
@@ -72,6 +74,8 @@ from timealign.suites.timelychat.options import TimelyChatOptions
 from timealign.suites.timelychat.postprocess import clean_reply
 from timealign.suites.timelychat.report import markdown_summary
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "TIMING_TURNS",
     "INTERVAL_READINGS",
@@ -87,6 +91,7 @@ __all__ = [
 ]
 
 TIMING_TURNS = ("all", "target")
+SYNTHETIC = "synthetic"  # timelychat.data=synthetic: n held-out synthetic dialogs (never the training stream)
 INTERVAL_READINGS = ("extract", "strict")
 
 
@@ -454,18 +459,80 @@ def evaluate_timelychat(backend, dialogs: Sequence, *, renderer: TimerRenderer |
 
 
 def load_eval_dialogs(data: str | None = None, n: int | None = None, seed: int = 12345) -> list:
-    """Dialogs from a TimelyChat-layout (or dialog-layout) JSON/JSONL file or folder, or `n` held-out synthetic ones
-    (`timealign.data.synthetic.dialogs`, split "heldout": never the training stream)."""
-    from timealign.data.timelychat import load_files, timelychat_dialog
+    """Dialogs from a TimelyChat-layout (or dialog-layout) JSON/JSONL file or folder, or (no data, or "synthetic")
+    `n` held-out synthetic ones (`timealign.data.synthetic.dialogs`, split "heldout": never the training stream,
+    `seed`). `n` of a file: a seeded sample
+    stratified by delayed / instant target (`timealign.data.sampling`)."""
+    return load_eval_dialogs_with_identity(data, n, seed)[0]
 
-    if data:
+
+def load_eval_dialogs_with_identity(data: str | None = None, n: int | None = None, seed: int = 12345
+                                    ) -> tuple[list, dict]:
+    """`load_eval_dialogs` and the identity of what it read (`timealign.data.identity`)."""
+    from timealign.data.identity import files_identity, generated_identity
+    from timealign.data.sampling import sample_dialogs
+    from timealign.data.timelychat import TimerDialog, load_files, timelychat_dialog
+
+    if data and data != SYNTHETIC:
         dialogs = load_files(data).dialogs
-        return dialogs[:n] if n is not None else dialogs
+        rows, info = sample_dialogs([d.to_row() for d in dialogs], n, seed)
+        return ([TimerDialog.from_row(r) for r in rows],
+                files_identity("timelychat.data", data, rows, None, **info, from_recipe=False))
     from timealign.data.synthetic.dialogs import generate_timelychat
 
     n = 40 if n is None else n
-    return [timelychat_dialog(r, "synthetic[heldout]", i, split="heldout")
-            for i, r in enumerate(generate_timelychat(n, seed=seed, split="heldout"))]
+    dialogs = [timelychat_dialog(r, "synthetic[heldout]", i, split="heldout")
+               for i, r in enumerate(generate_timelychat(n, seed=seed, split="heldout"))]
+    identity = generated_identity("synthetic heldout dialogs", {"n": n, "seed": seed},
+                                  [d.to_row() for d in dialogs], split="heldout")
+    identity["from_recipe"] = False
+    return dialogs, identity
+
+
+def _dialog_key(dialog) -> tuple:
+    return tuple(dialog.speakers), tuple(dialog.utterances)
+
+
+def recipe_eval_dialogs(recipe, n: int | None) -> tuple[list, dict, list[str]]:
+    """A TIMER (sft) recipe's held-out dialogs: `data.eval_split` of its prepared data (prepared first if needed, as
+    training did), `n` of them a seeded stratified sample; plus the identity and the notes (dialogs that are also in
+    the training split: scores on them measure recall, not generalization)."""
+    from timealign.data.identity import prepared_identity
+    from timealign.data.prepared import ensure_prepared
+    from timealign.data.sampling import sample_dialogs
+    from timealign.data.timelychat import TimerDialog
+    from timealign.data.timer_prep import load_timer_prepared
+
+    folder = ensure_prepared(recipe, kind="dialogs")
+    data = load_timer_prepared(folder)
+    split = recipe.data.eval_split
+    if split not in data:
+        raise RecipeError(f"the TimelyChat suite scores data.eval_split={split!r} of the recipe's data "
+                         f"(data.source={recipe.data.source} data.path={recipe.data.path}), which has no such split "
+                         f"(has: {', '.join(data)}); set data.eval_split to one of those (data.eval_split="
+                         f"{recipe.data.train_split} scores the training dialogs), or timelychat.data=FILE")
+    rows, info = sample_dialogs(data[split].to_list(), n, recipe.data.seed)
+    identity = prepared_identity(recipe.data, folder, "dialogs", split, rows, info)
+    identity["from_recipe"] = True
+    dialogs = [TimerDialog.from_row(r) for r in rows]
+    notes = overlap_notes(dialogs, data, recipe.data.train_split, split)
+    return dialogs, identity, notes
+
+
+def overlap_notes(dialogs: list, data, train_split: str, split: str | None) -> list[str]:
+    """A note (logged as a warning) when evaluated dialogs are also training dialogs (same turns)."""
+    from timealign.data.timelychat import TimerDialog
+
+    if train_split not in data:
+        return []
+    trained = {_dialog_key(TimerDialog.from_row(r)) for r in data[train_split].to_list()}
+    seen = [d.id for d in dialogs if _dialog_key(d) in trained]
+    if not seen:
+        return []
+    note = (f"{len(seen)} of {len(dialogs)} evaluated dialogs are in the training split {train_split!r} (e.g. "
+            f"{seen[0]}): their scores measure what was trained on, not generalization")
+    logger.warning(note)
+    return [note]
 
 
 def _judge_from_options(options: TimelyChatOptions, allow_insecure_key: bool = False) -> Any:
@@ -484,7 +551,17 @@ def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
     options: TimelyChatOptions = ctx.options or TimelyChatOptions()
     renderer = timer_renderer_for_backend(backend, checkpoint=options.checkpoint or ctx.checkpoint,
                                           special_tokens=options.special_tokens, order=options.order)
-    dialogs = load_eval_dialogs(options.data, options.n, options.seed)
+    overlap: list[str] = []
+    if options.data or ctx.recipe.task != "sft":  # explicit data, or a DPO recipe: no dialogs of its own
+        dialogs, identity = load_eval_dialogs_with_identity(options.data, options.n, options.seed)
+        if options.data not in (None, SYNTHETIC) and ctx.recipe.task == "sft":  # vs the recipe's training dialogs
+            from timealign.data.prepared import ensure_prepared
+            from timealign.data.timer_prep import load_timer_prepared
+
+            trained = load_timer_prepared(ensure_prepared(ctx.recipe, kind="dialogs"))
+            overlap = overlap_notes(dialogs, trained, ctx.recipe.data.train_split, None)
+    else:  # an sft (TIMER) recipe: its own held-out split, as training and live evaluation read it
+        dialogs, identity, overlap = recipe_eval_dialogs(ctx.recipe, options.n or ctx.recipe.eval.max_samples)
     try:
         cache_dir = suite_cache_dir(ctx)
     except AttributeError:  # a context without a recipe eval section
@@ -517,7 +594,9 @@ def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
         report["overall"].update(dialog["overall"])
         report["notes"] += [f"dialog-level: {note}" for note in dialog["notes"]]
     report["settings"]["level"] = options.level
-    report["settings"]["data"] = options.data or f"synthetic heldout (n={len(dialogs)}, seed={options.seed})"
+    report["settings"]["data"] = identity["label"]
+    report["data"] = identity
+    report["notes"] = overlap + list(report.get("notes") or [])
     report["markdown"] = markdown_summary(report)
     return report
 
