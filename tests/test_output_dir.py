@@ -20,7 +20,9 @@ import yaml
 from conftest import REPO_ROOT
 from timealign.config import load_recipe
 from timealign.data.fingerprint import data_fingerprint
+from timealign.train.model_card import ModelCardError, write_model_card
 from timealign.train.output_dir import RUN_FILE, AlreadyTrained, OutputDirInUse, claim_output_dir
+from timealign.train.written import WRITTEN, card_may_replace, record_files
 
 DATA = "data.synthetic_trajectories=8"
 FAST = ["training.per_device_train_batch_size=2", "training.logging_steps=1"]
@@ -56,9 +58,15 @@ def test_another_run_stops_before_any_work_and_overwrite_replaces_it(tmp_path):
     assert f"error: {out} holds another training run (recipe 'tiny'" in proc.stderr
     assert "  data.synthetic_trajectories: 8 (saved) -> 6 (now)" in proc.stderr
     assert "  training.learning_rate: 0.0005 (saved) -> 0.0001 (now)" in proc.stderr
-    assert "overwrite_output_dir=true deletes its checkpoints, model, logs and evaluation reports" in proc.stderr
+    assert "overwrite_output_dir=true deletes the files it recorded writing (checkpoints, model, logs)" in proc.stderr
     assert "data.synthetic_trajectories=8 training.learning_rate=0.0005" in proc.stderr  # how to go on with it
     assert snapshot(out) == before  # nothing prepared, trained or written
+    written = json.loads((out / RUN_FILE).read_text())[WRITTEN]
+    assert {"model.safetensors", "README.md", "timealign_recipe.yaml", "training_args.bin", "lengths.json",
+            "train_log.json", "run_info.json"} <= set(written)
+    (out / "results.json").write_text('{"mine": 1}')  # the user's own file, beside the run's
+    readme = out / "README.md"
+    readme.write_text(readme.read_text() + "my notes\n")  # edited since the run wrote it: the user's now
 
     ok(train(out, "data.synthetic_trajectories=6", "training.max_steps=1", "training.learning_rate=1e-4", *FAST,
              "overwrite_output_dir=true"))
@@ -71,6 +79,8 @@ def test_another_run_stops_before_any_work_and_overwrite_replaces_it(tmp_path):
     assert json.loads((out / "lengths.json").read_text())["train"]["pairs"] == 3 * 6
     assert sha(out / "model.safetensors") != first_weights
     assert len(list((out / "data").glob("pairs-*"))) == 2  # both prepared folders kept, each under its fingerprint
+    assert (out / "results.json").read_text() == '{"mine": 1}'
+    assert readme.read_text().endswith("my notes\n")  # neither deleted nor replaced by the new run's card
 
 
 def test_same_settings_rerun_says_finished_and_a_longer_one_resumes(tmp_path):
@@ -116,6 +126,8 @@ def leave_trained_run(out: Path, recipe, *, claim: bool = True, final: bool = Tr
     if final:
         (out / "model.safetensors").write_bytes(b"weights")
         (out / "timealign_recipe.yaml").write_text(text)
+    if claim:  # what the run's WrittenFiles records as it trains
+        record_files(out, [p for p in out.rglob("*") if p.is_file() and p.name != RUN_FILE])
 
 
 def test_a_run_from_before_the_record_is_not_resumed(tmp_path):
@@ -128,26 +140,93 @@ def test_a_run_from_before_the_record_is_not_resumed(tmp_path):
         claim_output_dir(recipe_for(out, **{"data.seed": 3}))
 
 
-def test_overwrite_keeps_prepared_data_base_evaluation_and_foreign_files(tmp_path, caplog):
+def test_overwrite_deletes_only_what_the_run_recorded(tmp_path, caplog):
     out = tmp_path / "run"
-    leave_trained_run(out, recipe_for(out), claim=False)
+    leave_trained_run(out, recipe_for(out))
     for kept in ("data/pairs-0123456789ab/manifest.json", "eval-base/report.json", "notes.org"):
         (out / kept).parent.mkdir(parents=True, exist_ok=True)
         (out / kept).write_text("{}")
     (out / "eval").mkdir()
-    (out / "eval" / "tictoc.json").write_text("{}")
+    (out / "eval" / "mine.json").write_text("{}")  # not recorded: it would mix with the next run's evaluations
+    before = snapshot(out)
+    replace = recipe_for(out, overwrite_output_dir="true", **{"data.seed": 3})
+    with pytest.raises(OutputDirInUse, match=r"also holds files no timealign run recorded writing \(or changed "
+                                             r"since\): eval/mine.json.*move them out of the folder"):
+        claim_output_dir(replace)
+    assert snapshot(out) == before  # nothing deleted
+    (out / "eval" / "mine.json").rename(tmp_path / "mine.json")
     with caplog.at_level(logging.WARNING, logger="timealign.train.output_dir"):
-        claim = claim_output_dir(recipe_for(out, overwrite_output_dir="true", **{"data.seed": 3}))
-    assert claim.state == "replaced"
-    assert sorted(p.name for p in out.iterdir()) == ["data", "eval-base", "notes.org", RUN_FILE]
+        assert claim_output_dir(replace).state == "replaced"
+    assert sorted(p.name for p in out.iterdir()) == ["data", "eval", "eval-base", "notes.org", RUN_FILE]
+    assert list((out / "eval").iterdir()) == []  # the user's (empty) folder stays
     assert "left in" in caplog.text and "notes.org" in caplog.text
+    assert json.loads((out / RUN_FILE).read_text())[WRITTEN] == {}
+
+    older = tmp_path / "older"  # trained without a record of its files: nothing is deleted
+    leave_trained_run(older, recipe_for(older), claim=False)
+    before = snapshot(older)
+    with pytest.raises(OutputDirInUse, match="no record says which files it wrote, so overwrite_output_dir=true "
+                                             "deletes nothing there"):
+        claim_output_dir(recipe_for(older, overwrite_output_dir="true", **{"data.seed": 3}))
+    assert snapshot(older) == before
 
     checkout = tmp_path / "checkout"
-    leave_trained_run(checkout, recipe_for(checkout), claim=False)
+    leave_trained_run(checkout, recipe_for(checkout))
     (checkout / ".git").mkdir()
     with pytest.raises(OutputDirInUse, match="is a git checkout: overwrite_output_dir=true deletes nothing there"):
         claim_output_dir(recipe_for(checkout, overwrite_output_dir="true", **{"data.seed": 3}))
     assert (checkout / "model.safetensors").is_file()
+
+
+USERS_FILES = {"results.json": "{}", "paper.txt": "draft", "config.yaml": "a: 1", "eval/mine.json": "{}",
+               "README.md": "# my project\n"}
+
+
+def users_folder(folder: Path) -> Path:
+    for name, text in USERS_FILES.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_a_folder_no_run_owns_is_refused_and_nothing_in_it_changes(tmp_path):
+    """The issue's folder: the user's results, paper, config, an eval report and a README; output_dir=it."""
+    out = users_folder(tmp_path / "mine")
+    before = snapshot(out)
+    for overwrite in ("false", "true"):
+        with pytest.raises(OutputDirInUse) as err:
+            claim_output_dir(recipe_for(out, overwrite_output_dir=overwrite))
+        message = str(err.value)
+        assert message.startswith(f"output_dir={out} already holds files that no timealign run wrote (README.md, "
+                                  "config.yaml, eval, paper.txt, results.json)") and "\n" not in message
+        assert message.endswith("Choose an empty or new folder: output_dir=NEW_FOLDER")
+    assert snapshot(out) == before
+    (tmp_path / "prepared" / "data").mkdir(parents=True)  # only prepared data in it: a folder training may use
+    assert claim_output_dir(recipe_for(tmp_path / "prepared")).state == "fresh"
+
+
+def test_the_training_command_refuses_a_users_folder_before_any_work(tmp_path):
+    out = users_folder(tmp_path / "mine")
+    before = snapshot(out)
+    proc = train(out, DATA, "training.max_steps=1", "overwrite_output_dir=true", *FAST)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"error: output_dir={out} already holds files that no timealign run wrote" in proc.stderr
+    assert snapshot(out) == before
+
+
+def test_the_model_card_never_replaces_a_readme_timealign_did_not_write(tmp_path):
+    out = tmp_path / "run"
+    recipe = recipe_for(out)
+    leave_trained_run(out, recipe)
+    card = write_model_card(out, recipe)  # no README.md yet: written, and rewritten (it is timealign's)
+    assert card_may_replace(card) and write_model_card(out, recipe) == card
+    card.write_text("# my own notes\n")
+    assert not card_may_replace(card)
+    with pytest.raises(ModelCardError, match=f"{card} was not written by timealign: the model card does not replace"):
+        write_model_card(out, recipe)
+    assert card.read_text() == "# my own notes\n"
+    record_files(out, [card])  # recorded as written by the run (e.g. PEFT's card, before timealign's replaced it)
+    assert card_may_replace(card)
 
 
 def test_a_claim_that_trained_nothing_is_taken_over(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import yaml
 
 from timealign.backends.base import BackendError
 from timealign.backends.openai import OpenAIBackend, RequestError, is_loopback, redact_url
@@ -231,3 +233,95 @@ def test_the_eval_command_keeps_the_key_out_of_reports_logs_and_cache(server, ti
     leaks = [name for name, text in files.items() if SECRET in text]
     assert leaks == []
     assert SECRET not in caplog.text and SECRET not in printed.out + printed.err
+
+
+# -- recipe secrets (training.hub_token & co.): in memory only, <redacted> in everything written ---------------------
+
+HUB_SECRET = "hf_SECRETtoken9d8e7f"
+
+
+@pytest.mark.parametrize("key,secret", [
+    ("hub_token", True), ("training.hub_token", True), ("+training.hub_token", True), ("token", True),
+    ("wandb.api_key", True), ("openai_apikey", True), ("db_password", True), ("client_secret", True),
+    ("eval.api_key_env", False), ("training.pad_token", False), ("training.eos_token", False),
+    ("timer.special_tokens", False), ("eval.max_new_tokens", False), ("include_num_input_tokens_seen", False)])
+def test_one_rule_says_which_fields_hold_secrets(key, secret):
+    from timealign.config.secrets import is_secret_key
+
+    assert is_secret_key(key) is secret
+
+
+def test_the_recipe_holds_the_token_in_memory_and_shows_it_nowhere(monkeypatch):
+    from trl import DPOConfig
+
+    from timealign.config import load_recipe
+    from timealign.config.secrets import REDACTED, redact
+    from timealign.train.tracking import training_args
+
+    monkeypatch.setenv("HF_TOKEN", "before")  # restored (unset) after the test
+    monkeypatch.delenv("HF_TOKEN")
+    recipe = load_recipe("tiny", {"training.hub_token": HUB_SECRET, "training.pad_token": "<pad>"})
+    assert recipe.training["hub_token"] == REDACTED and recipe.training["pad_token"] == "<pad>"
+    assert recipe.overrides == {"training.hub_token": REDACTED, "training.pad_token": "<pad>"}
+    assert HUB_SECRET not in json.dumps(recipe.to_dict()) and recipe.secrets == {"training.hub_token": HUB_SECRET}
+    assert redact({"a": {"hub_token": "x", "n": [{"api_key": "k"}]}}) == {"a": {"hub_token": REDACTED,
+                                                                                "n": [{"api_key": REDACTED}]}}
+    args = training_args(recipe, DPOConfig)
+    assert args.hub_token is None and os.environ["HF_TOKEN"] == HUB_SECRET  # the hub reads it at push time
+
+
+def _bytes_under(*folders: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for folder in folders for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_token_in_the_recipe_is_in_no_file_training_export_or_evaluation_writes(tmp_path):
+    """training.hub_token on the command line: train (W&B offline, a checkpoint), export, evaluate (W&B offline):
+    the token is in no file of output_dir, the export, the eval folder or the W&B folder, nor in any output."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from conftest import REPO_ROOT, launcher_env
+
+    env = launcher_env(WANDB_DIR=str(tmp_path), WANDB_PROJECT="secrets", TIMEALIGN_CACHE=str(tmp_path / "cache"))
+    env.pop("HF_TOKEN", None)
+    out, export, evals = tmp_path / "run", tmp_path / "export", tmp_path / "eval"
+    data = ["data.synthetic_trajectories=8", f"training.hub_token={HUB_SECRET}"]
+    commands = [
+        ["train/dpo.py", "recipe=tiny", f"output_dir={out}", "training.max_steps=2", "training.save_strategy=steps",
+         "training.save_steps=1", "training.report_to=[wandb]", "training.per_device_train_batch_size=2", *data],
+        ["train/export.py", f"checkpoint={out}", f"out={export}"],
+        ["eval/run.py", "recipe=tiny", f"checkpoint={out}", f"output_dir={out}", "suites=tictoc", "wandb=true",
+         "eval.max_samples=2", "eval.max_new_tokens=4", f"out={evals}", *data],
+    ]
+    printed = ""
+    for command in commands:
+        proc = subprocess.run([sys.executable, str(REPO_ROOT / command[0]), *command[1:]], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        printed += proc.stdout + proc.stderr
+    files = _bytes_under(out, export, evals, tmp_path / "wandb")
+    assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 2  # the training run and the eval run
+    for name in ("timealign_recipe.yaml", "timealign_run.json", "training_args.bin", "README.md",
+                 "checkpoint-1/training_args.bin", "checkpoint-1/timealign_recipe.yaml"):
+        assert str(out / name) in files, name
+    assert str(export / "timealign_recipe.yaml") in files and str(export / "README.md") in files
+    assert [name for name, data in files.items() if HUB_SECRET.encode() in data] == []
+    assert HUB_SECRET not in printed
+    saved = yaml.safe_load((out / "timealign_recipe.yaml").read_text())
+    assert saved["training"]["hub_token"] == "<redacted>"
+    assert torch.load(out / "training_args.bin", weights_only=False).hub_token is None
+
+
+def test_a_secret_on_the_command_line_is_blanked_in_argv(monkeypatch):
+    import sys
+
+    from timealign.config import load_recipe
+    from timealign.config.secrets import REDACTED
+
+    argv = ["train/dpo.py", "recipe=tiny", f"training.hub_token={HUB_SECRET}", "eval.api_key_env=MY_KEY"]
+    monkeypatch.setattr(sys, "argv", list(argv))
+    load_recipe("tiny", {"training.hub_token": HUB_SECRET, "eval.api_key_env": "MY_KEY"})
+    assert sys.argv == [*argv[:2], f"training.hub_token={REDACTED}", "eval.api_key_env=MY_KEY"]

@@ -19,6 +19,7 @@ import yaml
 
 from timealign.config.options import RecipeError, coerce, describe, dotted_to_nested, merge, unknown_key
 from timealign.config.schema import Recipe
+from timealign.config.secrets import hold_secrets
 from timealign.config.validate import check_values
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -152,6 +153,7 @@ def load_recipe(name: str | None, overrides: dict[str, str] | None = None, task:
     # How it was asked for (not fields: never saved, never compared): W&B run names, the launch check's hint.
     recipe.source = f"--config {config}" if config is not None else f"recipe={name}"
     recipe.overrides = {str(k).lstrip("+"): str(v) for k, v in (overrides or {}).items()}
+    hold_secrets(recipe)  # training.hub_token & co.: kept in memory, <redacted> wherever the recipe is shown or saved
     return recipe
 
 

@@ -19,6 +19,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from timealign.config.secrets import is_secret_key
+
 TRAINING_RUN_FILE = "wandb_run.json"
 MAX_NAME = 128  # W&B shows longer display names cut
 
@@ -47,7 +49,7 @@ def wandb_entity(recipe, env: Mapping[str, str] | None = None) -> str | None:
 
 
 def _ignored(key: str) -> bool:
-    return any(key == k or key.startswith(k + ".") for k in NAME_IGNORED)
+    return is_secret_key(key) or any(key == k or key.startswith(k + ".") for k in NAME_IGNORED)
 
 
 def _short_value(value: str) -> str:

@@ -16,6 +16,7 @@ Re-check on a transformers upgrade: the two methods below follow 5.19's line by 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -23,6 +24,9 @@ from pathlib import Path
 import torch
 
 from timealign.train.model_card import CARD_FILE, write_model_card
+from timealign.train.written import card_may_replace, foreign_card_message
+
+logger = logging.getLogger("timealign.train.hub")
 
 # Model weights and config: a full checkpoint (one file or shards), a LoRA adapter, remote code of a
 # trust_remote_code model. Patterns match paths relative to output_dir, so none may start with `*` (fnmatch's `*`
@@ -60,6 +64,10 @@ class HubUploadMixin:
         if self._card_context is None:  # a trainer used outside train_and_save: TRL's card
             return super().create_model_card(*args, **kwargs)
         if not self.is_world_process_zero():
+            return None
+        card = Path(self.args.output_dir) / CARD_FILE
+        if not card_may_replace(card):
+            logger.warning("no model card written: %s", foreign_card_message(card))
             return None
         tags = kwargs.get("tags") or []
         write_model_card(self.args.output_dir, **self._card_context,

@@ -38,6 +38,7 @@ from timealign.config.options import RecipeError
 from timealign.config.schema import opt
 from timealign.config.tracking import TRAINING_RUN_FILE
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
+from timealign.train.written import card_may_replace, foreign_card_message
 
 logger = logging.getLogger("timealign.train.model_card")
 
@@ -511,6 +512,8 @@ def write_model_card(folder: str | Path, recipe=None, *, data_dir=None, wandb_ur
                    exported_from=exported_from, merged_from_adapter=merged_from_adapter, source=source,
                    title=title)
     path = Path(folder) / CARD_FILE
+    if not card_may_replace(path):  # a README.md timealign did not write is never replaced
+        raise ModelCardError(foreign_card_message(path))
     tmp = path.with_name(f".{CARD_FILE}.tmp")  # whole or absent: a hub upload may read it meanwhile
     build_card(facts, extra_tags).save(tmp)
     tmp.replace(path)

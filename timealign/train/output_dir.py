@@ -14,11 +14,17 @@ into a folder writes both to `<output_dir>/timealign_run.json` before any work. 
 - another run (recipe or data differ), or a trained run without timealign_run.json (from before this check, or
   copied from elsewhere: what data it saw is not recorded): `OutputDirInUse` (exit 2) naming every difference
   (`key: saved -> now`) and the ways out: another output_dir, `overwrite_output_dir=true`, or the saved values;
-- with `overwrite_output_dir=true` instead: that run's entries are deleted (checkpoints, model and tokenizer files,
-  logs, evaluation reports: `RUN_DIRS`, `RUN_FILES`) and this run claims the folder. Kept: `data/` (prepared data,
-  each folder keyed by its fingerprint) and `eval-base/` (the base model's evaluation); entries that no run writes
-  are left where they are and named in the log.
+- with `overwrite_output_dir=true` instead: the files that run recorded writing (`timealign.train.written`: the
+  `written` block of its timealign_run.json, each with the size and modification time it had) are deleted and this
+  run claims the folder. Kept: `data/` (prepared data, each folder keyed by its fingerprint), `eval-base/` (the
+  base model's evaluation) and every file no run recorded (or edited since): top-level ones are named in the log;
+  ones inside a checkpoint, `eval/` or `runs/` folder would mix with this run's, so the run stops before deleting
+  anything, naming them. A run without a record of its files (no timealign_run.json, or an older timealign's) is
+  never deleted: the user moves it, or trains elsewhere.
 
+A folder that no run owns (no timealign_run.json) and that holds files (other than `data/` and `eval-base/`) is
+refused, overwrite_output_dir or not: timealign deletes and overwrites only what it wrote. Choose an empty or new
+output_dir.
 A claim whose run left nothing trained (it stopped before its first checkpoint) is taken over with a log line.
 """
 
@@ -26,7 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import socket
@@ -37,23 +42,22 @@ from pathlib import Path
 import yaml
 
 from timealign.config import RecipeError
+from timealign.config.secrets import is_secret_key, redact
 from timealign.data.fingerprint import Fingerprint
 from timealign.data.prepared import fingerprint_of, global_rank
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
 from timealign.train.resume import RESUME_IGNORED, checkpoint_folders
+from timealign.train.written import KEPT, RUN_FILE, TEMPORARY, WRITTEN, note_baseline, signatures, write_record
 
 logger = logging.getLogger("timealign.train.output_dir")
 
-RUN_FILE = "timealign_run.json"
 IGNORED = tuple(RESUME_IGNORED) + ("overwrite_output_dir",)
 # What a finished run may still differ in: the training length decides which model the folder holds.
 LENGTH_KEYS = ("training.max_steps", "training.num_train_epochs")
 COMPLETE_IGNORED = tuple(k for k in IGNORED if k not in LENGTH_KEYS)
 FALSE_WORDS = ("", "false", "no", "none", "null", "0", "off")  # training.resume_from_checkpoint: start over
 
-KEPT = ("data", "eval-base")  # never deleted: prepared data (keyed by fingerprint), the base model's evaluation
-RUN_DIRS = re.compile(r"^(checkpoint-\d+|eval|runs)$")
-RUN_FILES = re.compile(r"^(.+\.(safetensors|bin|pt|pth|json|yaml|jinja|model|txt|md|tiktoken)|\..+\.tmp(-.*)?)$")
+RUN_DIRS = re.compile(r"^(checkpoint-\d+|eval|runs)$")  # what a file left there would mix with
 WEIGHTS = re.compile(r"^(model|adapter_model|pytorch_model)(-\d+-of-\d+)?\.(safetensors|bin)(\.index\.json)?$")
 TRAINED_FILES = (CHECKPOINT_RECIPE, "run_info.json", "train_log.json", "preempted.json", "trainer_state.json")
 SHOWN = 12
@@ -103,7 +107,7 @@ def differences(saved: dict, now: dict, ignored: tuple[str, ...] = IGNORED) -> d
     a, b = _flatten(_normal(saved)), _flatten(_normal(now))
 
     def skip(key: str) -> bool:
-        return any(key == k or key.startswith(k + ".") for k in ignored)
+        return is_secret_key(key) or any(key == k or key.startswith(k + ".") for k in ignored)
 
     return {k: (a.get(k, MISSING), b.get(k, MISSING)) for k in sorted(set(a) | set(b))
             if not skip(k) and a.get(k, MISSING) != b.get(k, MISSING)}
@@ -214,9 +218,13 @@ def conflict_message(out: Path, claim: dict | None, trained: list[str], diffs: d
     if len(diffs) > SHOWN:
         lines.append(f"  ... and {len(diffs) - SHOWN} more")
     lines += [f"  {line}" for line in data_lines]
-    ways = ["  - train into a folder of its own: output_dir=NEW_FOLDER;",
-            f"  - or replace that run: overwrite_output_dir=true deletes its checkpoints, model, logs and evaluation "
-            f"reports in {out} (its prepared data in {out / 'data'} is kept);"]
+    ways = ["  - train into a folder of its own: output_dir=NEW_FOLDER;"]
+    if claim is None:
+        ways.append(f"  - or move that run's files out of {out} yourself (no record says which files it wrote, so "
+                    "overwrite_output_dir=true deletes nothing there).")
+    else:
+        ways.append(f"  - or replace that run: overwrite_output_dir=true deletes the files it recorded writing "
+                    f"(checkpoints, model, logs) in {out} (its prepared data in {out / 'data'} is kept);")
     overrides = [_override(old) for old, _ in diffs.values()]
     if claim is not None and diffs and not data_lines and all(o is not None for o in overrides):
         ways.append("  - or go on with that run (it resumes, or says it is finished): give its values, " +
@@ -243,28 +251,59 @@ def _data_lines(claim: dict, wanted: Fingerprint, diffs: dict) -> list[str]:
     return [line.replace("(prepared)", "(saved)").replace("(this run)", "(now)") for line in lines]
 
 
-def _remove_run(out: Path) -> list[str]:
-    """Delete another run's entries from `out`; returns the entries left (neither kept nor a run's)."""
-    left = []
-    for entry in sorted(out.iterdir()):
-        if entry.name in KEPT:
-            continue
-        if entry.is_dir() and not entry.is_symlink() and RUN_DIRS.match(entry.name):
-            shutil.rmtree(entry)
-        elif (entry.is_file() or entry.is_symlink()) and RUN_FILES.match(entry.name):
-            entry.unlink()
-        else:
-            left.append(entry.name)
-    return left
+def foreign_entries(out: Path) -> list[str]:
+    """The entries of `out` that show another use of the folder: all but KEPT folders and timealign temporaries."""
+    if not out.is_dir():
+        return []
+    return sorted(p.name for p in out.iterdir() if p.name not in KEPT and not TEMPORARY.match(p.name))
 
 
-def _write_claim(out: Path, recipe, fingerprint: Fingerprint) -> None:
+def unowned_message(out: Path, entries: list[str]) -> str:
+    shown = ", ".join(entries[:SHOWN]) + (f", ... ({len(entries)} entries)" if len(entries) > SHOWN else "")
+    return (f"output_dir={out} already holds files that no timealign run wrote ({shown}): training would write its "
+            "checkpoints, model and README.md among them, and timealign neither deletes nor overwrites files it did "
+            "not write (overwrite_output_dir=true included). Choose an empty or new folder: output_dir=NEW_FOLDER")
+
+
+def _removal(out: Path, claim: dict) -> tuple[list[str], list[str]]:
+    """(files to delete, files left) for overwrite_output_dir: deleted are those the run recorded writing, still as
+    it wrote them; raises OutputDirInUse, deleting nothing, when the record lists none or a file left would mix
+    with the next run's (inside a checkpoint-N, eval or runs folder)."""
+    written = claim.get(WRITTEN)
+    if not isinstance(written, dict):
+        raise OutputDirInUse(f"{out / RUN_FILE} lists no files that run wrote (an older timealign wrote it), so "
+                             f"overwrite_output_dir=true deletes nothing in {out}. Move or delete that run's files "
+                             "yourself, or train into a folder of its own: output_dir=NEW_FOLDER")
+    now = signatures(out)
+    delete = sorted(rel for rel, sig in now.items() if written.get(rel) == sig)
+    left = sorted(rel for rel in now if rel not in delete and not TEMPORARY.match(Path(rel).name))
+    mixing = [rel for rel in left if "/" in rel and RUN_DIRS.match(rel.split("/", 1)[0])]
+    if mixing:
+        shown = ", ".join(mixing[:SHOWN]) + (f", ... ({len(mixing)} files)" if len(mixing) > SHOWN else "")
+        raise OutputDirInUse(f"overwrite_output_dir=true: {out} also holds files no timealign run recorded writing "
+                             f"(or changed since): {shown}. They are not deleted, and a new run's checkpoints and "
+                             "evaluations would mix with them: move them out of the folder (nothing was deleted), or "
+                             "train into a folder of its own: output_dir=NEW_FOLDER")
+    return delete, left
+
+
+def _remove_files(out: Path, delete: list[str]) -> None:
+    folders = set()
+    for rel in delete:
+        (out / rel).unlink(missing_ok=True)
+        folders.update(p for p in (out / rel).parents if out in p.parents)
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):  # deepest first
+        leftovers = [p for p in folder.iterdir() if not TEMPORARY.match(p.name)] if folder.is_dir() else [1]
+        if not leftovers:
+            shutil.rmtree(folder)  # empty but for timealign's own torn temporaries
+
+
+def _write_claim(out: Path, recipe, fingerprint: Fingerprint, written: dict | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    record = {"recipe": _normal(recipe.to_dict()), "data_fingerprint": fingerprint.to_dict(),
-              "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": socket.gethostname()}
-    tmp = out / f".{RUN_FILE}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    os.replace(tmp, out / RUN_FILE)
+    record = {"recipe": _normal(redact(recipe.to_dict())), "data_fingerprint": fingerprint.to_dict(),
+              "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": socket.gethostname(),
+              WRITTEN: dict(written or {})}
+    write_record(out, record)
 
 
 def _barrier() -> None:
@@ -283,8 +322,11 @@ def claim_output_dir(recipe, kind: str | None = None) -> Claim:
     rank0 = global_rank() == 0
     claim = _read_claim(out)
     trained = trained_entries(out)
-    state, notes = "fresh", []
+    state, notes, delete, kept_written = "fresh", [], [], None
+    if claim is None and not [t for t in trained if t != "eval"] and foreign_entries(out):
+        raise OutputDirInUse(unowned_message(out, foreign_entries(out)))  # a user's folder, not a run's
     if claim is not None and not trained:
+        kept_written = claim.get(WRITTEN) if isinstance(claim.get(WRITTEN), dict) else None
         recorded = claim.get("data_fingerprint")
         recorded = recorded.get("sha256") if isinstance(recorded, dict) else None
         if differences(claim["recipe"], now) or recorded != wanted.sha256:
@@ -324,17 +366,22 @@ def claim_output_dir(recipe, kind: str | None = None) -> Claim:
         elif (out / ".git").exists():  # a checkout is never a run's folder to clear
             raise OutputDirInUse(f"{out} is a git checkout: overwrite_output_dir=true deletes nothing there. Train "
                                  "into a folder of its own: output_dir=NEW_FOLDER")
+        elif claim is None:
+            raise OutputDirInUse(conflict_message(out, claim, trained, diffs, data_lines, saved_from))
         else:
+            delete, left = _removal(out, claim)
+            if left:
+                logger.warning("overwrite_output_dir: left in %s (no run recorded writing them): %s", out,
+                               ", ".join(left[:SHOWN]) + (" ..." if len(left) > SHOWN else ""))
             state = "replaced"
             notes.append(f"overwrite_output_dir=true: deleting the run in {out} ({_describe(out, claim, trained)})")
     for note in notes:
         logger.log(logging.WARNING if state == "replaced" else logging.INFO, note)
     if rank0:
         if state == "replaced":
-            left = _remove_run(out)
-            if left:
-                logger.warning("overwrite_output_dir: left in %s (no run writes them): %s", out, ", ".join(left))
+            _remove_files(out, delete)
         if state != "same":
-            _write_claim(out, recipe, wanted)
+            _write_claim(out, recipe, wanted, kept_written)
+        note_baseline(out)  # what is here now is not what this run writes (timealign.train.written)
     _barrier()
     return Claim(out, state, wanted, notes)

@@ -36,7 +36,9 @@ import yaml
 from transformers import TrainerCallback
 
 from timealign.config import RecipeError
+from timealign.config.secrets import is_secret_key, redact
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
+from timealign.train.written import WrittenFiles, card_may_replace, foreign_card_message
 
 logger = logging.getLogger("timealign.train.resume")
 
@@ -305,7 +307,7 @@ def recipe_differences(saved: dict, current: dict) -> list[str]:
     """Keys (dotted) whose values differ between two resolved recipes, ignoring RESUME_IGNORED."""
 
     def ignored(key: str) -> bool:
-        return any(key == k or key.startswith(k + ".") for k in RESUME_IGNORED)
+        return is_secret_key(key) or any(key == k or key.startswith(k + ".") for k in RESUME_IGNORED)
 
     a, b = _flatten(saved), _flatten(current)
     return sorted(k for k in set(a) | set(b) if not ignored(k) and a.get(k) != b.get(k))
@@ -410,8 +412,9 @@ class PreemptionCallback(TrainerCallback):
 class _RecipeSnapshotCallback(TrainerCallback):
     """Write the resolved recipe into every checkpoint, for the auto-resume compatibility check."""
 
-    def __init__(self, recipe):
-        self.text = yaml.safe_dump(recipe.to_dict(), sort_keys=False)
+    def __init__(self, recipe, files=None):
+        self.text = yaml.safe_dump(redact(recipe.to_dict()), sort_keys=False)
+        self.files = files  # WrittenFiles on rank 0: the checkpoint's files go into the run's record
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
@@ -419,6 +422,8 @@ class _RecipeSnapshotCallback(TrainerCallback):
             tmp = folder / f".{CHECKPOINT_RECIPE}.tmp"  # whole or absent: a torn copy would misreport differences
             tmp.write_text(self.text)
             os.replace(tmp, folder / CHECKPOINT_RECIPE)
+        if self.files is not None:
+            self.files.record()
 
 
 # ---------------------------------------------------------------------------------------------- session
@@ -428,8 +433,8 @@ class TrainingSession:
     """Resume + preemption + W&B + run_info.json around one `trainer.train()` (DPO and SFT entry points)."""
 
     def __init__(self, trainer, recipe, resume_from: str | None, callback: PreemptionCallback, provenance: dict,
-                 wandb_run_id: str | None):
-        self.trainer, self.recipe = trainer, recipe
+                 wandb_run_id: str | None, files=None):
+        self.trainer, self.recipe, self.files = trainer, recipe, files
         self.resume_from, self.callback = resume_from, callback
         self.provenance, self.wandb_run_id = provenance, wandb_run_id
 
@@ -446,10 +451,16 @@ class TrainingSession:
         callback = PreemptionCallback()
         callback.install()  # now, not at on_train_begin: a warning during model/data loading must not kill us
         trainer.add_callback(callback)
-        trainer.add_callback(_RecipeSnapshotCallback(recipe))
+        files = WrittenFiles(trainer.args.output_dir) if trainer.is_world_process_zero() else None
+        trainer.add_callback(_RecipeSnapshotCallback(recipe, files))
         provenance = run_provenance(recipe, data_dir) if trainer.is_world_process_zero() else {}
         run_id = setup_wandb(trainer, recipe, provenance=provenance, resume_from=resume_from)
-        return cls(trainer, recipe, resume_from, callback, provenance, run_id)
+        return cls(trainer, recipe, resume_from, callback, provenance, run_id, files)
+
+    def record_files(self) -> None:
+        """Add what this run wrote since the last look to its record (rank 0; `timealign.train.written`)."""
+        if self.files is not None:
+            self.files.record()
 
     @property
     def preempted(self) -> bool:
@@ -498,6 +509,7 @@ class TrainingSession:
             else:
                 marker.unlink(missing_ok=True)
                 finish_wandb()
+            self.record_files()
         if self.preempted:
             error = TrainingPreempted(checkpoint, trainer.state.global_step, self.callback.reason or "?")
             logger.warning("%s; exiting with %d so the job is requeued", error, EXIT_REQUEUE)
@@ -513,7 +525,7 @@ def train_and_save(trainer, recipe, data_dir=None) -> Path:
     Shared by the DPO and SFT entry points. After a preemption checkpoint it raises TrainingPreempted (exit 75).
     """
     from timealign.train.hub import HubUploadMixin
-    from timealign.train.model_card import live_wandb_url, write_model_card
+    from timealign.train.model_card import CARD_FILE, live_wandb_url, write_model_card
 
     session = TrainingSession.start(trainer, recipe, data_dir=data_dir)
     wandb_url = live_wandb_url()  # the run is closed by finish(), before the card is written
@@ -522,11 +534,19 @@ def train_and_save(trainer, recipe, data_dir=None) -> Path:
     trainer.train(resume_from_checkpoint=session.resume_from)
     session.finish()
     out = Path(recipe.resolved_output_dir())
+    card = out / CARD_FILE
+    users_card = None if card_may_replace(card) else card.read_bytes()  # a README.md timealign did not write
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:
         trainer.processing_class.save_pretrained(str(out))
-        (out / CHECKPOINT_RECIPE).write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
+        (out / CHECKPOINT_RECIPE).write_text(yaml.safe_dump(redact(recipe.to_dict()), sort_keys=False))
         (out / TRAIN_LOG).write_text(json.dumps(trainer.state.log_history, indent=1))
-        write_model_card(out, recipe, data_dir=data_dir, wandb_url=wandb_url)  # README.md: last, over PEFT's
+        if users_card is None:
+            write_model_card(out, recipe, data_dir=data_dir, wandb_url=wandb_url)  # README.md: last, over PEFT's
+        else:
+            if card.read_bytes() != users_card:  # PEFT's save_pretrained adds its lines to an existing README.md
+                card.write_bytes(users_card)
+            logger.warning("no model card written: %s", foreign_card_message(card))
+        session.record_files()
     trainer.accelerator.wait_for_everyone()
     return out

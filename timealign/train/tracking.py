@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from timealign.config import REPO_ROOT
+from timealign.config.secrets import export_hub_token, redact, training_fields
 from timealign.config.tracking import (
     TRAINING_RUN_FILE,
     run_group,
@@ -120,9 +121,9 @@ def setup_wandb(trainer, recipe, *, provenance: dict, resume_from: str | None) -
                   entity=wandb_entity(recipe))
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / TRAINING_RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
-    config = {"timealign": recipe.to_dict(), "overrides": getattr(recipe, "overrides", {}), "git": provenance["git"],
-              "data_fingerprint": provenance["data_fingerprint"], "slurm": provenance["slurm"],
-              "resumed_from": resume_from}
+    config = redact({"timealign": recipe.to_dict(), "overrides": getattr(recipe, "overrides", {}),
+                     "git": provenance["git"], "data_fingerprint": provenance["data_fingerprint"],
+                     "slurm": provenance["slurm"], "resumed_from": resume_from})
     if wandb.run is not None and wandb.run.id != run_id:
         wandb.finish()
     if wandb.run is None:
@@ -150,6 +151,7 @@ def training_args(recipe, config_cls):
     """TRL's config (DPOConfig / SFTConfig) from the recipe's `training` section, with the W&B run's name. The W&B
     project is set where the run is opened (`setup_wandb`), not in the environment: one process may train several
     recipes (timealign.experiment), and an exported WANDB_PROJECT must stay the user's."""
-    training = dict(recipe.training)
+    training = training_fields(recipe)  # no hub_token: the Trainer pickles these args into training_args.bin
+    export_hub_token(recipe)
     training.setdefault("run_name", run_name(recipe))
     return config_cls(output_dir=recipe.resolved_output_dir(), **training)

@@ -1,0 +1,140 @@
+"""What a training run wrote into its output_dir: the only files timealign may later delete or replace there.
+
+    files = WrittenFiles(output_dir)     # rank 0, when training starts: what is there now is not this run's
+    files.record()                       # after each checkpoint save and at the end: new or changed files are
+
+The record is the `written` block of `<output_dir>/timealign_run.json` (`timealign.train.output_dir` writes the
+run's claim there first): `{relative path: [size, mtime_ns]}`. `overwrite_output_dir=true` deletes a file only
+when it is listed with the size and modification time it still has (a file edited since is the user's); a model
+card replaces a README.md only when timealign wrote it (`card_may_replace`). The prepared data (`data/`) and the
+base model's evaluation (`eval-base/`) are kept whatever happens, and are not listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+RUN_FILE = "timealign_run.json"
+WRITTEN = "written"
+KEPT = ("data", "eval-base")  # never deleted: prepared data (keyed by fingerprint), the base model's evaluation
+TEMPORARY = re.compile(r"^\..+\.tmp(-.*)?$")  # timealign's whole-or-absent writes, left by a killed process
+CARD_BLOCK = re.compile(r"^timealign:\s*$", re.MULTILINE)  # the model card's metadata block (model_card.CARD_KEY)
+
+
+def signatures(out: str | Path) -> dict[str, list[int]]:
+    """{relative path: [size, mtime_ns]} of every file under `out`, less KEPT folders and the run record."""
+    root = Path(out)
+    if not root.is_dir():
+        return {}
+    found = {}
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if rel.parts[0] in KEPT or rel.as_posix() == RUN_FILE or not path.is_file() or path.is_symlink():
+            continue
+        stat = path.stat()
+        found[rel.as_posix()] = [stat.st_size, stat.st_mtime_ns]
+    return found
+
+
+def read_record(out: str | Path) -> dict | None:
+    path = Path(out) / RUN_FILE
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def written_files(out: str | Path) -> dict[str, list[int]] | None:
+    """The files the folder's run recorded writing; None when no record lists them (no run, or an older one)."""
+    record = read_record(out)
+    written = record.get(WRITTEN) if record else None
+    return written if isinstance(written, dict) else None
+
+
+def write_record(out: str | Path, record: dict) -> None:
+    out = Path(out)
+    tmp = out / f".{RUN_FILE}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, out / RUN_FILE)
+
+
+def add_written(out: str | Path, files: dict[str, list[int]]) -> None:
+    """Add `files` ({relative path: [size, mtime_ns]}) to the run record's `written` block (rank 0 only)."""
+    record = read_record(out)
+    if record is None or not files:
+        return
+    written = record.get(WRITTEN) if isinstance(record.get(WRITTEN), dict) else {}
+    record[WRITTEN] = dict(sorted({**written, **files}.items()))
+    write_record(out, record)
+
+
+def record_files(out: str | Path, paths) -> None:
+    """Record files this process just wrote under `out` (paths absolute or relative to `out`)."""
+    root = Path(out)
+    files = {}
+    for path in paths:
+        path = Path(path) if Path(path).is_absolute() else root / path
+        if path.is_file():
+            stat = path.stat()
+            files[path.relative_to(root).as_posix()] = [stat.st_size, stat.st_mtime_ns]
+    add_written(root, files)
+
+
+_BASELINES: dict[Path, dict] = {}  # output_dir -> its files when this process claimed it
+
+
+def note_baseline(out: str | Path) -> None:
+    """The folder's files now (`timealign.train.output_dir.claim_output_dir`, after the claim): the run's
+    `WrittenFiles` records what appears or changes from here on, e.g. lengths.json written before training."""
+    _BASELINES[Path(out).resolve()] = signatures(out)
+
+
+class WrittenFiles:
+    """Records the files that appear or change under output_dir between two looks (one process: rank 0), from the
+    folder as this process claimed it (`note_baseline`), else as it is now."""
+
+    def __init__(self, out: str | Path):
+        self.out = Path(out)
+        baseline = _BASELINES.pop(self.out.resolve(), None)
+        self.seen = signatures(self.out) if baseline is None else baseline
+
+    def record(self) -> None:
+        now = signatures(self.out)
+        add_written(self.out, {rel: sig for rel, sig in now.items() if self.seen.get(rel) != sig})
+        self.seen = now
+
+
+def wrote(path: str | Path, root: str | Path) -> bool:
+    """Whether the run of `root` recorded writing `path` as it is now (same size and modification time)."""
+    path = Path(path)
+    written = written_files(root) or {}
+    if not path.is_file():
+        return False
+    stat = path.stat()
+    return written.get(path.relative_to(root).as_posix()) == [stat.st_size, stat.st_mtime_ns]
+
+
+def card_may_replace(path: str | Path) -> bool:
+    """A model card may be written at `path` (a README.md): none is there, or timealign wrote the one there (it
+    carries the card's `timealign:` metadata block, or the run of the folder or the one around it recorded it)."""
+    path = Path(path)
+    if not path.exists():
+        return True
+    if not path.is_file() or path.is_symlink():
+        return False
+    try:
+        head = path.read_text(errors="replace")[:20000]
+    except OSError:
+        return False
+    if head.startswith("---") and CARD_BLOCK.search(head.split("\n---", 1)[0]):
+        return True
+    return any(wrote(path, root) for root in (path.parent, path.parent.parent) if (root / RUN_FILE).is_file())
+
+
+def foreign_card_message(path: str | Path) -> str:
+    return (f"{path} was not written by timealign: the model card does not replace it. Move it elsewhere (the card "
+            "is then written there), or write the model into a folder of its own")
