@@ -89,6 +89,7 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.train.tracking import training_args
 
     launched = check_launch(recipe, DPOConfig)  # before data prep and the model: runs as the recipe asks?
+    args = training_args(recipe, DPOConfig)  # TRL's own checks of training.*, before any work
     check_mode(recipe.data.overlength)
     if claim:
         claim_output_dir(recipe)  # before data prep: output_dir holds no other run (or it is overwritten on purpose)
@@ -100,7 +101,6 @@ def build_trainer(recipe, claim: bool = True):
     tokenizer = load_tokenizer(model_path, recipe.model)
     renderer = PromptRenderer.for_data(tokenizer, recipe.data, reasoning=recipe.eval.reasoning)
     scale = recipe.data.offset_scale
-    args = training_args(recipe, DPOConfig)
     fits = {}  # split -> PairFitter: pairs within args.max_length per data.overlength, counted
 
     def fitter(split: str) -> PairFitter:

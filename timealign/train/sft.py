@@ -107,6 +107,7 @@ def build_trainer(recipe, claim: bool = True):
 
     check_timer_section(recipe.timer)
     launched = check_launch(recipe, SFTConfig)  # before data prep and the model: runs as the recipe asks?
+    args = training_args(recipe, SFTConfig)  # TRL's own checks of training.*, before any work
     if claim:
         from timealign.train.output_dir import claim_output_dir
 
@@ -116,7 +117,6 @@ def build_trainer(recipe, claim: bool = True):
         raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
     model, tokenizer, token_ids = build_model_and_tokenizer(recipe)
     renderer = TimerRenderer.for_timer(tokenizer, recipe.timer)
-    args = training_args(recipe, SFTConfig)
     if recipe.timer.packing:
         # TimerSFTTrainer packs the rendered rows with their time-token mask (timealign.train.packing)
         args.packing = True

@@ -19,7 +19,7 @@ import secrets
 import subprocess
 from pathlib import Path
 
-from timealign.config import REPO_ROOT
+from timealign.config import REPO_ROOT, RecipeError
 from timealign.config.tracking import (
     TRAINING_RUN_FILE,
     run_group,
@@ -152,4 +152,13 @@ def training_args(recipe, config_cls):
     recipes (timealign.experiment), and an exported WANDB_PROJECT must stay the user's."""
     training = dict(recipe.training)
     training.setdefault("run_name", run_name(recipe))
-    return config_cls(output_dir=recipe.resolved_output_dir(), **training)
+    try:
+        return config_cls(output_dir=recipe.resolved_output_dir(), **training)
+    except ValueError as err:  # transformers' own checks of the values (bf16 without a GPU, strategies, ...)
+        message = " ".join(str(err).split())
+        hint = ""
+        if "bf16" in message and "bf16" not in recipe.training:
+            hint = (" (training.bf16 is TRL's default true: set training.bf16=false, and on a machine without a GPU "
+                    "also training.use_cpu=true, as recipes/tiny.yaml does)")
+        raise RecipeError(f"training: {config_cls.__name__} refuses the recipe's training settings: {message}"
+                          f"{hint}") from None
