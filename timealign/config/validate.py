@@ -273,6 +273,23 @@ def check_data_path(recipe) -> None:
         raise RecipeError(problem)
 
 
+def _push_problem(recipe) -> str | None:
+    """Why `training.push_to_hub=true` cannot push from here (offline, or no hub token), or None: found before
+    training, not when the push fails at its end."""
+    if not (recipe.training or {}).get("push_to_hub"):
+        return None
+    from huggingface_hub import constants, get_token
+
+    if constants.HF_HUB_OFFLINE:
+        return ("training.push_to_hub=true but HF_HUB_OFFLINE=1 forbids every hub request (the repository is made at "
+                "the start, the model pushed at the end): unset HF_HUB_OFFLINE, or set training.push_to_hub=false "
+                "and upload the output_dir later (`hf upload ORG/NAME OUTPUT_DIR`)")
+    if get_token() is None and not (recipe.training or {}).get("hub_token"):
+        return ("training.push_to_hub=true but no hub token: log in (`hf auth login`) or set HF_TOKEN, or set "
+                "training.push_to_hub=false")
+    return None
+
+
 def input_problems(recipe) -> list[str]:
     """What the recipe reads on this machine and is not there (data.path of a file source, a local model path)."""
     problems = [p for p in (data_path_problem(recipe),) if p]
@@ -280,6 +297,9 @@ def input_problems(recipe) -> list[str]:
         check_model_reference(recipe.model.name_or_path, "model.name_or_path")
     except RecipeError as err:
         problems.append(str(err))
+    push = _push_problem(recipe)
+    if push:
+        problems.append(push)
     data = recipe.data
     if data.direct_answer == "generate" and data.direct_answer_model and data.direct_answer_backend != "openai":
         try:

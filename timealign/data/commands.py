@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from timealign.config.cli import DATA_HINT, Command, Invocation, run_command
+from timealign.data.hub import check_release
 from timealign.data.prepared import answer_generation, fingerprint_of, prepared_dir_for, write_prepared
 from timealign.data.records import RecordError
 
@@ -58,6 +59,7 @@ DIALOGS = Command(
 
 def _prepare(invocation: Invocation, kind: str, keys: tuple[str, ...]) -> int:
     recipe = invocation.recipe
+    check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
     fingerprint = fingerprint_of(recipe, kind)
     out = invocation.options.out
     target = Path(out) if out else prepared_dir_for(recipe, fingerprint=fingerprint)

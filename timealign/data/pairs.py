@@ -28,7 +28,6 @@ from timealign.data.tictoc import (
     annotated_records,
     build_pairs,
     load_annotated,
-    load_hub,
     load_v1,
     manifest,
 )
@@ -53,14 +52,13 @@ def load_samples(data: DataSection) -> LoadResult[TicTocSample]:
     if not data.path:
         raise ValueError(f"data.source={data.source} needs data.path (a folder, file or hub id)")
     if data.source == "v1":
-        return load_v1(data.path, **common)
+        return load_v1(data.path, orientation=data.score_orientation, **common)
     if data.source == "annotated":
         return load_annotated(data.path, orientation=data.score_orientation, **common)
-    if data.source == "hub":
-        result = LoadResult()
-        for split in (data.train_split, data.eval_split):
-            result.extend(load_hub(data.path, split=split, orientation=data.score_orientation, **common))
-        return result
+    if data.source == "hub":  # the release as published (timealign.data.hub): v1 or annotated files
+        from timealign.data.hub import load_tictoc_release
+
+        return load_tictoc_release(data.path, orientation=data.score_orientation, **common)
     raise ValueError(f"unknown data.source {data.source!r}; known: {', '.join(SOURCES)}")
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
 from timealign.data.records import LoadResult
-from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_hub_dialogs, load_timelychat
+from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_timelychat
 from timealign.render.intervals import interval_bucket
 
 logger = logging.getLogger(__name__)
@@ -49,16 +49,10 @@ def load_timer_source(data, timer) -> LoadResult[TimerDialog]:
         return load_timelychat(data.path, data.on_error, names)
     if data.source == "dialogs":
         return load_dialogs(data.path, data.on_error, names)
-    if data.source == "hub":
-        result = LoadResult()
-        for split in (data.train_split, data.eval_split):
-            try:
-                result.extend(load_hub_dialogs(data.path, split, split, data.on_error))
-            except ValueError as err:  # datasets raises ValueError for an unknown split
-                if split == data.train_split or "split" not in str(err).lower():
-                    raise
-                logger.warning("hub dataset %s has no %r split; no eval split", data.path, split)
-        return result
+    if data.source == "hub":  # the release as published (timealign.data.hub)
+        from timealign.data.hub import load_timelychat_release
+
+        return load_timelychat_release(data.path, data.on_error, names)
     raise ValueError(f"unknown data.source {data.source!r} for SFT; known: {', '.join(SOURCES)}")
 
 
