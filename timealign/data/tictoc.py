@@ -43,7 +43,15 @@ from typing import Any, Iterable
 
 from timealign.config import RecipeError
 from timealign.config.validate import DIRECT_ANSWERS as DIRECT_ANSWER_STRATEGIES
-from timealign.data.records import LoadResult, RecordError, check_on_error, data_files, read_records, undecodable
+from timealign.data.records import (
+    LoadResult,
+    RecordError,
+    check_on_error,
+    data_files,
+    read_records,
+    reject_count,
+    undecodable,
+)
 from timealign.data.scenarios import Scenario, UnknownScenarioError, get_scenario, resolve_scenario_id
 from timealign.render.chat import parse_tool_arguments
 
@@ -417,7 +425,7 @@ def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "erro
                                    f"would be lost: {listed}. v1 files are named exactly "
                                    "prefer{Tool,NoTool}_elapse_{0,1,2}.json: rename or move the others")
         for path in stray:
-            result.reject(str(path), None, f"not a TicToc v1 file name: {_stray_reason(path)}")
+            result.reject_file(str(path), f"not a TicToc v1 file name: {_stray_reason(path)}")
     if not files:
         raise FileNotFoundError(f"{folder}: no prefer{{Tool,NoTool}}_elapse_{{k}}.json files (TicToc v1 layout)")
     for path in files:
@@ -728,7 +736,7 @@ def manifest(rows: list[dict], rejects: list[dict]) -> dict:
     return {
         "pairs": len(rows),
         "splits": per_split,
-        "rejects": len(rejects),
+        "rejects": reject_count(rejects),  # records: a rejected file counts the records it holds
         "reject_reasons": dict(Counter(r["reason"].split(":")[0] for r in rejects)),
     }
 

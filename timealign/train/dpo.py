@@ -15,6 +15,7 @@ from pathlib import Path
 
 from timealign.config import RecipeError
 from timealign.config.cli import DATA_HINT, Command, run_command
+from timealign.config.disk import NoSpaceLeft
 
 logger = logging.getLogger("timealign.train.dpo")
 
@@ -144,6 +145,7 @@ def build_trainer(recipe, claim: bool = True):
 def run(recipe) -> Path:
     """Train and save; resumes per training.resume_from_checkpoint (auto|path|false). On SIGUSR1/SIGTERM (or the
     SLURM launcher's stop file) it checkpoints, stops and raises TrainingPreempted (exit code 75: requeue me)."""
+    from timealign.config.disk import writing
     from timealign.data.prepared import prepared_dir_for
     from timealign.train.output_dir import AlreadyTrained
     from timealign.train.resume import train_and_save
@@ -153,7 +155,8 @@ def run(recipe) -> Path:
     except AlreadyTrained as done:
         logger.warning("%s", done)
         return done.output_dir
-    return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
+    with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
+        return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,4 +166,5 @@ def main(argv: list[str] | None = None) -> int:
     def train(invocation) -> None:
         logger.info("saved model to %s", run(invocation.recipe))
 
-    return run_command(COMMAND, argv, train, errors={TicTocFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT)
+    return run_command(COMMAND, argv, train, errors={NoSpaceLeft: 2, TicTocFormatError: 1, FileNotFoundError: 1},
+                       hint=DATA_HINT)

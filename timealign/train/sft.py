@@ -17,6 +17,7 @@ from pathlib import Path
 
 from timealign.config import RecipeError
 from timealign.config.cli import DATA_HINT, Command, run_command
+from timealign.config.disk import NoSpaceLeft
 from timealign.render.timer import LOSS_TURNS, TIMER_ORDERS
 
 logger = logging.getLogger("timealign.train.sft")
@@ -153,6 +154,7 @@ def build_trainer(recipe, claim: bool = True):
 
 def run(recipe) -> Path:
     """Train and save, with the same resume and preemption handling as DPO (timealign.train.resume)."""
+    from timealign.config.disk import writing
     from timealign.data.prepared import prepared_dir_for
     from timealign.train.output_dir import AlreadyTrained
     from timealign.train.resume import train_and_save
@@ -162,7 +164,8 @@ def run(recipe) -> Path:
     except AlreadyTrained as done:
         logger.warning("%s", done)
         return done.output_dir
-    return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
+    with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
+        return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,4 +175,5 @@ def main(argv: list[str] | None = None) -> int:
     def train(invocation) -> None:
         logger.info("saved model to %s", run(invocation.recipe))
 
-    return run_command(COMMAND, argv, train, errors={DialogFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT)
+    return run_command(COMMAND, argv, train, errors={NoSpaceLeft: 2, DialogFormatError: 1, FileNotFoundError: 1},
+                       hint=DATA_HINT)
