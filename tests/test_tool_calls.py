@@ -42,7 +42,7 @@ def test_unknown_family_lists_known_ones():
         is_tool_call("x", "gemma")
     for family in known_families():
         assert family in str(err.value)
-    with pytest.raises(ValueError, match="set eval.family"):
+    with pytest.raises(ValueError, match="name it with family=NAME"):
         detect_family("{{ messages }}")
 
 

@@ -22,6 +22,7 @@ from timealign.config.validate import (
     AT_LEAST_1,
     FRACTION,
     HALF_OPEN,
+    MAX_STEPS,
     NON_NEGATIVE,
     OPEN_UNIT,
     OPEN_FRACTION,
@@ -120,7 +121,7 @@ def test_bad_value_stops_the_entry_point_before_any_work(case, args, message, tm
 def _bad_values(test) -> list:
     """Out-of-range values that are still whole numbers (integer fields read them too)."""
     return {POSITIVE: [0, -1], NON_NEGATIVE: [-1], AT_LEAST_1: [0, -2], FRACTION: [-1, 2], OPEN_FRACTION: [0, 2],
-            HALF_OPEN: [-1, 1], OPEN_UNIT: [0, 1], PORT: [0, 70000]}[test]
+            HALF_OPEN: [-1, 1], OPEN_UNIT: [0, 1], PORT: [0, 70000], MAX_STEPS: [0, -5]}[test]
 
 
 def _recipe_for(key: str) -> str | None:
@@ -186,6 +187,7 @@ def test_several_problems_come_in_one_line_and_names_and_templates_are_checked()
 def test_model_references_local_paths_must_exist_hub_ids_pass(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "outputs" / "run").mkdir(parents=True)
+    (tmp_path / "outputs" / "run" / "config.json").write_text("{}")
     for hub_id in ("org/name", "meta-llama/Llama-3.1-8B-Instruct", "gpt2", "tiny", "tiny-agent"):
         check_model_reference(hub_id, "checkpoint")  # not here: left to the hub client
     check_model_reference("outputs/run", "checkpoint")

@@ -7,7 +7,9 @@ suite's options. `build_options(cls, {"n": "200"})` turns command-line text into
 - values are read by the field's declared type (`1e-6` is a float, `save_strategy=no` stays the string "no",
   `null`/`none` is None, `[a,b]` is a list), so YAML 1.1's surprises (`no` -> False) never reach a field;
 - OmegaConf's structured configs then merge them onto the dataclass defaults and check every key and type;
-- an unknown key fails with close matches and the list of valid keys.
+- an unknown key fails with close matches and the list of valid keys;
+- a field declared with `choices` (`metadata={"choices": (...)}`, `timealign.config.schema.opt`) refuses any other
+  value, with a did-you-mean.
 
 `describe(cls)` renders the fields and their help for `--help`.
 """
@@ -123,6 +125,27 @@ def typed_tree(cls, updates: dict, where: str = "") -> dict:
     return out
 
 
+def suggest(value: str, known: list[str] | tuple[str, ...]) -> str:
+    """` (did you mean: x?)` for the known values closest to `value` (letter case ignored), else ``."""
+    lowered = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(str(value).lower(), list(lowered), n=2, cutoff=0.5)
+    return f" (did you mean: {', '.join(lowered[c] for c in close)}?)" if close else ""
+
+
+def choice_problems(obj: Any, where: str = "") -> list[str]:
+    """`key='value' is not one of: ...` for every field of the dataclass instance `obj` (nested ones included) whose
+    value is not among its declared `choices` (None is "unset" and passes)."""
+    problems = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        choices = f.metadata.get("choices") if f.metadata else None
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            problems += choice_problems(value, f"{where}{f.name}.")
+        elif choices and value is not None and value not in choices:
+            problems.append(f"{where}{f.name}={value!r} is not one of: {', '.join(choices)}{suggest(value, choices)}")
+    return problems
+
+
 def dotted_to_nested(pairs: dict[str, Any]) -> dict:
     """{"data.seed": "1"} -> {"data": {"seed": "1"}}."""
     nested: dict = {}
@@ -148,13 +171,17 @@ def merge(cls, *layers: dict, where: str = "") -> Any:
         config = OmegaConf.structured(cls)
         for layer in layers:
             config = OmegaConf.merge(config, OmegaConf.create(typed_tree(cls, layer, where)))
-        return OmegaConf.to_object(config)
+        merged = OmegaConf.to_object(config)
     except MissingMandatoryValue as err:
         raise RecipeError(f"{where}{getattr(err, 'full_key', '')}=... is required (see --help)") from None
     except OmegaConfBaseException as err:
         message = str(err).splitlines()[0]
         key = getattr(err, "full_key", None)
         raise RecipeError(f"{where}{key}: {message}" if key else message) from None
+    problems = choice_problems(merged, where)
+    if problems:
+        raise RecipeError("; ".join(problems))
+    return merged
 
 
 def build_options(cls, raw: dict[str, Any] | None = None, where: str = "") -> Any:
@@ -191,6 +218,9 @@ def describe(cls, prefix: str = "", width: int = 100, skip: tuple[str, ...] = ()
             continue
         lines.append(f"  {prefix}{f.name}={_default_text(f)}")
         help_ = field_help(f)
+        choices = f.metadata.get("choices") if f.metadata else None
+        if choices:
+            help_ = f"{help_} [choices: {' | '.join(choices)}]" if help_ else f"[choices: {' | '.join(choices)}]"
         if help_:
             lines.extend(textwrap.wrap(help_, width=width, initial_indent="      ", subsequent_indent="      ",
                                        break_on_hyphens=False))  # "block-diagonal" stays one word

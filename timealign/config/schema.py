@@ -12,9 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def opt(default: Any, help: str) -> Any:
-    """A field with its help text (TRL's `metadata={"help": ...}` convention)."""
-    return field(default=default, metadata={"help": help})
+def opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
+    """A field with its help text (TRL's `metadata={"help": ...}` convention).
+
+    `choices`: the values an enumerated field accepts; `--help` lists them and `load_recipe` refuses any other value
+    (with a did-you-mean) before anything runs (`timealign.config.validate.choice_problems`).
+    """
+    metadata = {"help": help} if choices is None else {"help": help, "choices": tuple(choices)}
+    return field(default=default, metadata=metadata)
 
 
 def opt_list(help: str) -> Any:
@@ -25,10 +30,17 @@ def section(cls: type, help: str) -> Any:
     return field(default_factory=cls, metadata={"help": help})
 
 
+# data.source: the TicToc sources of task dpo (timealign.data.pairs) and the dialog sources of task sft
+# (timealign.data.timer_prep); `validate` refuses a source of the other task.
+DPO_SOURCES = ("synthetic", "v1", "annotated", "hub")
+SFT_SOURCES = ("synthetic", "timelychat", "dialogs", "hub")
+SOURCES = tuple(dict.fromkeys(DPO_SOURCES + SFT_SOURCES))
+
+
 @dataclass
 class ModelSection:
     name_or_path: str = opt("tiny", "hub id, local folder, or `tiny` (built locally on first use)")
-    dtype: str = opt("bfloat16", "float32 | bfloat16 | float16 | auto")
+    dtype: str = opt("bfloat16", "float32 | bfloat16 | float16 | auto", choices=("float32", "bfloat16", "float16", "auto"))
     attn_implementation: str | None = opt(None, "e.g. sdpa, flash_attention_2")
     trust_remote_code: bool = opt(False, "let transformers run the model repository's own code (needed by some hub models)")
 
@@ -44,25 +56,25 @@ class LoraSection:
 
 @dataclass
 class DataSection:
-    source: str = opt("synthetic", "synthetic: embedded generator (no download) | v1: TicToc v1 release folder | annotated: JSON/JSONL with per-sample mean score S | hub: datasets.load_dataset(path) rows in the annotated layout")
+    source: str = opt("synthetic", "synthetic: embedded generator (no download) | v1: TicToc v1 release folder | annotated: JSON/JSONL with per-sample mean score S | hub: a release as published, data.path = a hub dataset id (yizecheng/TicToc; the local hub cache first, HF_HUB_OFFLINE=1 honoured) or its downloaded folder, in the v1 or the annotated layout (detected from its files; see docs/hub_data.md) | timelychat, dialogs (task sft): TimelyChat / dialog-turns JSON(L) files (hub: a TimelyChat release)", choices=SOURCES)
     path: str | None = opt(None, "the source's folder, file or hub id (not used by source=synthetic)")
     prepared_dir: str | None = opt(None, "where data prep writes (and training reads) the prepared data; None: <output_dir>/data/<pairs|dialogs>-<fingerprint>. A folder holding data of other settings is refused, never reused")
     prep_timeout: float = opt(3600.0, "seconds a process waits for data prep by another (its job's rank 0, or another job holding the folder's lock)")
     timestamps: bool = opt(True, "ISO time at the start of every user/assistant/tool message")
     elapsed: bool = opt(False, "also '(+3 minutes 13 seconds since the last tool result)' after the reply's stamp")
-    protocol: str = opt("timealign", "how prompts are rendered, in training and evaluation alike: timealign (the model's own chat template, see docs/protocols.md) | paper (the TicToc authors' prompts byte for byte, timealign/render/paper.py)")
-    overlength: str = opt("truncate_prompt", "pairs longer than training.max_length (prompt + completion in the model's tokens): truncate_prompt (the prompt loses whole turns, oldest first; the system message, tool schemas, the latest tool result's turn and the final question stay; a pair that still does not fit is an error naming it) | truncate_prompt_or_drop (the same, but such a pair is left out) | drop (every longer pair is left out) | error (any longer pair stops the run) | trl (TRL's own handling: pairs whose prompt fills max_length are dropped, longer completions cut). Counted in <output_dir>/lengths.json, the log and the W&B summary")
-    score_orientation: str = opt("tool_high", "tool_high: S = 3 means Tool (App. D.2) | tool_low: S = 0 means Tool (Sec. 2.5)")
+    protocol: str = opt("timealign", "how prompts are rendered, in training and evaluation alike: timealign (the model's own chat template, see docs/protocols.md) | paper (the TicToc authors' prompts byte for byte, timealign/render/paper.py)", choices=("timealign", "paper"))
+    overlength: str = opt("truncate_prompt", "pairs longer than training.max_length (prompt + completion in the model's tokens): truncate_prompt (the prompt loses whole turns, oldest first; the system message, tool schemas, the latest tool result's turn and the final question stay; a pair that still does not fit is an error naming it) | truncate_prompt_or_drop (the same, but such a pair is left out) | drop (every longer pair is left out) | error (any longer pair stops the run) | trl (TRL's own handling: pairs whose prompt fills max_length are dropped, longer completions cut). Counted in <output_dir>/lengths.json, the log and the W&B summary", choices=("truncate_prompt", "truncate_prompt_or_drop", "drop", "error", "trl"))
+    score_orientation: str = opt("tool_high", "tool_high: S = 3 means Tool (App. D.2) | tool_low: S = 0 means Tool (Sec. 2.5)", choices=("tool_high", "tool_low"))
     margin_prefer_tool: float = opt(1.0, "delta when S is unknown (v1 release); retained v1 samples have |S-1.5| > 1")
     margin_prefer_no_tool: float = opt(1.0, "delta for prefer-noTool pairs when S is unknown (v1 release)")
     offset_scale: float = opt(1.0, "ODPO's alpha: offset = offset_scale * |S - 1.5|; 0 = plain DPO on the same pairs")
     min_margin: float = opt(0.0, "drop pairs with |S - 1.5| below this (the paper's evaluation keeps > 1.0)")
-    unknown_scenarios: str = opt("error", "error | bucket (kept under scenario 'unknown', split 'unknown')")
-    direct_answer: str = opt("latest_tool_result", "strategy when a sample has no direct-answer text: latest_tool_result | last_assistant_text | generate (a model writes every direct answer, the data's own too; see direct_answer_model)")
+    unknown_scenarios: str = opt("error", "error | bucket (kept under scenario 'unknown', split 'unknown')", choices=("error", "bucket"))
+    direct_answer: str = opt("latest_tool_result", "strategy when a sample has no direct-answer text: latest_tool_result | last_assistant_text | generate (a model writes every direct answer, the data's own too; see direct_answer_model)", choices=("latest_tool_result", "last_assistant_text", "generate"))
     direct_answer_model: str | None = opt(None, "direct_answer=generate: the model that writes the direct answers (hub id, folder, tiny names; with the openai backend, the tokenizer to render with), prompted with each pair's own training prompt, then without the tools if it called one (still a call: that pair falls back to latest_tool_result, counted in manifest.json); None: model.name_or_path. Generations are cached beside the prepared folder (generations/direct_answers.jsonl)")
-    direct_answer_backend: str = opt("hf", "direct_answer=generate: hf | vllm | openai, the evaluator's backends with the eval.* settings (sampling, dtype, engine, eval.base_url); data prep runs on rank 0 while the other ranks wait data.prep_timeout: prepare a large set first with data_prep/tictoc.py")
+    direct_answer_backend: str = opt("hf", "direct_answer=generate: hf | vllm | openai, the evaluator's backends with the eval.* settings (sampling, dtype, engine, eval.base_url); data prep runs on rank 0 while the other ranks wait data.prep_timeout: prepare a large set first with data_prep/tictoc.py", choices=("hf", "vllm", "openai"))
     direct_answer_max_new_tokens: int = opt(128, "direct_answer=generate: at most this many tokens per generated answer (answers cut by it are counted in manifest.json)")
-    on_error: str = opt("raise", "raise | skip (bad records go to rejects.jsonl with their reason)")
+    on_error: str = opt("raise", "raise | skip (bad records go to rejects.jsonl with their reason)", choices=("raise", "skip"))
     assume_timezone: str | None = opt(None, "TicToc: the zone of message times written without one (e.g. UTC, Europe/Berlin, +02:00); None: such a naive timestamp is an error naming its file and record")
     synthetic_trajectories: int = opt(240, "per split, for source=synthetic")
     synthetic_max_rounds: int = opt(2, "retrieval rounds before the follow-up (1 = shorter sequences)")
@@ -75,7 +87,7 @@ class DataSection:
 
 @dataclass
 class EvalSection:
-    backend: str = opt("hf", "hf (transformers) | vllm (offline vllm.LLM engine) | openai (OpenAI-compatible server, completions with our rendered prompts) | chat (API models: chat completions with messages and tools, structured tool calls; TicToc only)")
+    backend: str = opt("hf", "hf (transformers) | vllm (offline vllm.LLM engine) | openai (OpenAI-compatible server, completions with our rendered prompts) | chat (API models: chat completions with messages and tools, structured tool calls; TicToc only)", choices=("hf", "vllm", "openai", "chat"))
     max_samples: int | None = opt(None, "cap on held-out samples: a seeded sample (data.seed) stratified by label and spread over the scenarios, the same rows for every run and checkpoint (timealign/data/sampling.py); None: all")
     max_new_tokens: int = opt(24, "tokens generated per sample (chat: max_completion_tokens, which hidden reasoning counts against: raise it for API models; 0: no limit, as the TicToc authors' API runs)")
     batch_size: int = opt(16, "hf: prompts per generate call; openai: concurrent requests")
@@ -113,12 +125,12 @@ class TimerSection:
 
     lambda_time: float = opt(1.0, "loss = CE(response tokens) + lambda * CE(time tokens); 0 = the 'w/o time loss' ablation")
     special_tokens: bool = opt(True, "<SPK> <TIME> <UTT> markers; false = the 'w/o special tokens' ablation")
-    order: str = opt("time_first", "time_first: <SPK> s <TIME> tau <UTT> u | utterance_first: the ablation")
-    loss_turns: str = opt("all", "all: every turn after the first (Eq. 4, t = 2..T) | target: the final turn only")
-    loss_normalization: str = opt("tokens", "tokens: one normalizer for both sums (Eq. 4-5) | per_type: two token means")
+    order: str = opt("time_first", "time_first: <SPK> s <TIME> tau <UTT> u | utterance_first: the ablation", choices=("time_first", "utterance_first"))
+    loss_turns: str = opt("all", "all: every turn after the first (Eq. 4, t = 2..T) | target: the final turn only", choices=("all", "target"))
+    loss_normalization: str = opt("tokens", "tokens: one normalizer for both sums (Eq. 4-5) | per_type: two token means", choices=("tokens", "per_type"))
     packing: bool = opt(False, "pack several rendered dialogs into each row of training.max_length tokens (TRL's best-fit decreasing; padding-free batches); each token keeps its time/response mask, positions restart and attention stays inside every dialog, so the loss is the unpacked one. false: one padded row per dialog")
     emit_instant_counterpart: bool = opt(False, "also train the untimely reply given tau = 0 (tau given, not trained)")
-    lora_new_tokens: str = opt("trainable_tokens", "with LoRA: trainable_tokens (new rows only) | modules_to_save")
+    lora_new_tokens: str = opt("trainable_tokens", "with LoRA: trainable_tokens (new rows only) | modules_to_save", choices=("trainable_tokens", "modules_to_save"))
     synthetic_dialogs: int = opt(2000, "train dialogs for data.source=synthetic")
     synthetic_eval_dialogs: int = opt(200, "held-out dialogs for data.source=synthetic")
 
@@ -164,7 +176,7 @@ class LaunchSection:
     checks at start that it runs as `accelerate_config` says (`check`)."""
 
     accelerate_config: str = opt("ddp", "recipes/accelerate/NAME.yaml or a path: ddp | fsdp | fsdp_offload | zero2 | zero3 | zero3_offload")
-    check: str = opt("error", "at training start, compare what runs (processes, DDP/FSDP/DeepSpeed and their settings, mixed precision) with accelerate_config and the recipe: error (stop, print the right command) | warn (log and go on) | off")
+    check: str = opt("error", "at training start, compare what runs (processes, DDP/FSDP/DeepSpeed and their settings, mixed precision) with accelerate_config and the recipe: error (stop, print the right command) | warn (log and go on) | off", choices=("error", "warn", "off"))
     nodes: int = opt(1, "nodes of a SLURM job")
     gpus_per_node: int = opt(8, "GPUs per node that `submit` requests (--gres=gpu:N); inside a job the GPUs Slurm "
                                 "allocated decide, one process each; 0: a CPU-only job (--gres=none)")
@@ -184,7 +196,7 @@ class LaunchSection:
 class Recipe:
     name: str = opt("", "the recipe's name (its file name, unless set)")
     description: str = opt("", "one line shown in recipe listings")
-    task: str = opt("dpo", "dpo (offset-DPO on TicToc pairs) | sft (TIMER-style SFT on dialogs)")
+    task: str = opt("dpo", "dpo (offset-DPO on TicToc pairs) | sft (TIMER-style SFT on dialogs)", choices=("dpo", "sft"))
     output_dir: str = opt("outputs/{name}", "where checkpoints and the final model go ({name} is the recipe's name)")
     overwrite_output_dir: bool = opt(False, "output_dir belongs to one run (timealign_run.json: its recipe and data fingerprint): a run with the same recipe and data resumes there, another stops and names the differences. true: another run's checkpoints, model, logs and evaluation reports there are deleted and this run starts (its prepared data under data/ is kept)")
     model: ModelSection = section(ModelSection, "the policy model")

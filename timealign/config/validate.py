@@ -1,18 +1,22 @@
 """Recipe values checked before any work starts, in one place: each problem is a one-line `RecipeError` (exit 2).
 
-- `check_values(recipe)`: numbers in their range (training.learning_rate > 0, training.beta > 0, offsets and
-  margins >= 0, batch sizes >= 1, ...), the recipe `name` safe as a file name and a Slurm job name, `output_dir`
-  naming no placeholder but `{name}`, a file source with its `data.path`. `load_recipe` calls it, so every entry
-  point (training, data prep, evaluation, the cluster launcher, the experiment) refuses a bad value while it reads
-  its command line: nothing is prepared, built or written first.
+- `check_values(recipe)`: numbers in their range (training.learning_rate > 0, training.beta > 0,
+  training.max_steps -1 or >= 1, offsets and margins >= 0, batch sizes >= 1, ...), data.source a source of the
+  recipe's task, the recipe `name` safe as a file name and a Slurm job name, `output_dir` naming no placeholder but
+  `{name}`, a file source with its `data.path`. (The enumerated fields' `choices` are checked where the recipe is
+  merged, `timealign.config.options.merge`.) `load_recipe` calls it, so every entry point (training, data prep,
+  evaluation, the cluster launcher, the experiment) refuses a bad value while it reads its command line: nothing
+  is prepared, built or written first.
 - `check_inputs(recipe)`: what the command reads on this machine exists (`data.path` of a file source, a local
   `model.name_or_path`). Not part of `load_recipe`: a cluster `plan`/`submit` may name paths that exist on the
   nodes only. The commands that read them say so (`Command(reads_inputs=True)`: training and data prep) and
   `timealign.config.cli.parse` calls it right after loading the recipe.
   Evaluation checks `data.path` when a suite reads the recipe's data (tictoc's held-out pairs; `check_data_path`).
-- `check_model_reference(value, key)`: an existing local folder, or a hub id (`org/name` or a bare name). A path that
-  is clearly local (`./x`, `/x`, `a/b/c`, or `outputs/x` while `outputs/` exists here) and does not exist is refused
-  with the nearest folder that does, instead of reaching the hub client ("Repo id must be in the form ...").
+- `check_model_reference(value, key)`: an existing local model folder (config.json or adapter_config.json; another
+  folder or a file is refused, naming a model folder inside it when there is one), or a hub id (`org/name` or a
+  bare name). A path that is clearly local (`./x`, `/x`, `a/b/c`, or `outputs/x` while `outputs/` exists here) and
+  does not exist is refused with the nearest folder that does, instead of reaching the hub client ("Repo id must be
+  in the form ...").
 
 Eval sampling values (temperature, top_p, top_k, min_p) are checked by `timealign.backends.base.sampling_settings`,
 the first thing a backend does.
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from timealign.config.options import RecipeError
+from timealign.config.schema import DPO_SOURCES, SFT_SOURCES
 
 # A recipe name becomes part of folder names (outputs/{name}), W&B names and Slurm job names (and through %x the
 # job's log file name): letters, digits and . _ + - only, no path separators, not starting with a dot or a dash.
@@ -57,6 +62,7 @@ FRACTION = (_finite(lambda v: 0 <= v <= 1), "between 0 and 1")
 OPEN_FRACTION = (_finite(lambda v: 0 < v <= 1), "in (0, 1]")
 HALF_OPEN = (_finite(lambda v: 0 <= v < 1), "in [0, 1)")
 OPEN_UNIT = (_finite(lambda v: 0 < v < 1), "in (0, 1)")
+MAX_STEPS = (_finite(lambda v: v == -1 or v >= 1), "-1 or >= 1")
 PORT = (_finite(lambda v: 1 <= v <= 65535), "a port number (1-65535)")
 
 # (dotted key, (test, what it must be), why): a None value is "unset" and passes; training.* keys are checked when
@@ -69,6 +75,12 @@ RULES: tuple[tuple[str, tuple, str], ...] = (
     ("training.gradient_accumulation_steps", AT_LEAST_1, ""),
     ("training.max_length", AT_LEAST_1, "null: no limit"),
     ("training.num_train_epochs", NON_NEGATIVE, ""),
+    ("training.max_steps", MAX_STEPS, "-1: train by training.num_train_epochs"),
+    ("training.save_total_limit", AT_LEAST_1, "null: keep every checkpoint"),
+    ("training.seed", NON_NEGATIVE, ""),
+    ("training.data_seed", NON_NEGATIVE, ""),
+    ("training.eval_accumulation_steps", AT_LEAST_1, ""),
+    ("training.label_smoothing", HALF_OPEN, ""),
     ("training.warmup_steps", NON_NEGATIVE, ""),
     ("training.weight_decay", NON_NEGATIVE, ""),
     ("training.max_grad_norm", NON_NEGATIVE, ""),
@@ -156,8 +168,14 @@ def value_problems(recipe) -> list[str]:
     if recipe.dpo.padding_free and not recipe.dpo.shared_prompt:
         problems.append("dpo.padding_free=true packs shared-prompt rows: it needs dpo.shared_prompt=true")
     data = recipe.data
-    if data.source in PATH_SOURCES and not data.path:
-        problems.append(f"data.source={data.source} needs data.path=FOLDER_OR_FILE")
+    task_sources = {"dpo": DPO_SOURCES, "sft": SFT_SOURCES}.get(recipe.task, ())
+    if data.source not in task_sources:  # a source of the other task: its loader would not know it
+        other = "sft (TIMER dialogs)" if recipe.task == "dpo" else "dpo (TicToc pairs)"
+        problems.append(f"data.source={data.source} is a data source of task {other}; task {recipe.task} (this "
+                        f"recipe, {name}) reads data.source={' | '.join(task_sources)}")
+    elif data.source in PATH_SOURCES and not data.path:
+        problems.append(f"data.source={data.source} needs data.path=FOLDER_OR_FILE"
+                        + (" or a hub dataset id (e.g. yizecheng/TicToc)" if data.source == "hub" else ""))
     if data.direct_answer not in DIRECT_ANSWERS:
         problems.append(f"data.direct_answer={data.direct_answer!r} must be one of {', '.join(DIRECT_ANSWERS)}")
     elif data.direct_answer == "generate":
@@ -193,10 +211,47 @@ def looks_local(value: str) -> bool:
     return bool(sep) and Path(head).is_dir()
 
 
+# What makes a folder a model transformers (or PEFT) can load: a full model's config or a LoRA adapter's.
+MODEL_MARKERS = ("config.json", "adapter_config.json")
+
+
+def _model_folders_under(folder: Path) -> list[Path]:
+    """Subfolders of `folder` (one level) that hold a model, newest checkpoint first."""
+    found = [p for p in folder.iterdir() if p.is_dir() and any((p / m).is_file() for m in MODEL_MARKERS)]
+
+    def order(p: Path) -> tuple:
+        step = p.name.rsplit("-", 1)[-1]
+        return (p.name.startswith("checkpoint-"), int(step) if step.isdigit() else -1, p.name)
+
+    return sorted(found, key=order, reverse=True)
+
+
+def not_a_model_problem(path: Path, key: str) -> str | None:
+    """Why an existing local `path` is no model transformers can load (a file, a folder without config.json or
+    adapter_config.json), or None."""
+    if path.is_dir():
+        if any((path / m).is_file() for m in MODEL_MARKERS):
+            return None
+        inside = _model_folders_under(path)
+        hint = (f": did you mean {key}={inside[0]}?" if inside else
+                ": give the folder that holds the model's config.json (or a LoRA adapter's adapter_config.json), or "
+                "a hub id like org/name")
+        return f"{key}={path}: this folder holds no model (no config.json or adapter_config.json){hint}"
+    return (f"{key}={path}: a file, not a model folder: give the folder that holds config.json (or "
+            "adapter_config.json), or a hub id like org/name")
+
+
 def check_model_reference(value: str, key: str) -> None:
-    """`value` is an existing local file or folder, or a hub id; a local path that does not exist is refused."""
+    """`value` is an existing local model folder, or a hub id; a local path that does not exist, a file, or a
+    folder holding no model is refused."""
     text = str(value)
-    if Path(text).expanduser().exists() or not looks_local(text):
+    local = Path(text).expanduser()
+    if local.exists():
+        problem = not_a_model_problem(local, key)
+        if problem:
+            raise RecipeError(problem)
+        return
+    if not looks_local(text):
         return
     near = _nearest_existing(Path(text).expanduser())
     where = f" (the nearest existing folder is {near})" if near is not None else ""
@@ -219,6 +274,23 @@ def check_data_path(recipe) -> None:
         raise RecipeError(problem)
 
 
+def _push_problem(recipe) -> str | None:
+    """Why `training.push_to_hub=true` cannot push from here (offline, or no hub token), or None: found before
+    training, not when the push fails at its end."""
+    if not (recipe.training or {}).get("push_to_hub"):
+        return None
+    from huggingface_hub import constants, get_token
+
+    if constants.HF_HUB_OFFLINE:
+        return ("training.push_to_hub=true but HF_HUB_OFFLINE=1 forbids every hub request (the repository is made at "
+                "the start, the model pushed at the end): unset HF_HUB_OFFLINE, or set training.push_to_hub=false "
+                "and upload the output_dir later (`hf upload ORG/NAME OUTPUT_DIR`)")
+    if get_token() is None and not (recipe.training or {}).get("hub_token"):
+        return ("training.push_to_hub=true but no hub token: log in (`hf auth login`) or set HF_TOKEN, or set "
+                "training.push_to_hub=false")
+    return None
+
+
 def input_problems(recipe) -> list[str]:
     """What the recipe reads on this machine and is not there (data.path of a file source, a local model path)."""
     problems = [p for p in (data_path_problem(recipe),) if p]
@@ -226,6 +298,9 @@ def input_problems(recipe) -> list[str]:
         check_model_reference(recipe.model.name_or_path, "model.name_or_path")
     except RecipeError as err:
         problems.append(str(err))
+    push = _push_problem(recipe)
+    if push:
+        problems.append(push)
     data = recipe.data
     if data.direct_answer == "generate" and data.direct_answer_model and data.direct_answer_backend != "openai":
         try:

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from timealign.config.cli import DATA_HINT, Command, Invocation, run_command
+from timealign.config.disk import NoSpaceLeft
+from timealign.data.hub import check_release
 from timealign.data.prepared import answer_generation, fingerprint_of, prepared_dir_for, write_prepared
 from timealign.data.records import RecordError
 
 # Exceptions that mean the input data is wrong (not the command line): exit code 1, printed with DATA_HINT.
-DATA_ERRORS: dict[type[BaseException], int] = {RecordError: 1, FileNotFoundError: 1}
+DATA_ERRORS: dict[type[BaseException], int] = {NoSpaceLeft: 2, RecordError: 1, FileNotFoundError: 1}
 
 
 @dataclass
@@ -58,6 +60,7 @@ DIALOGS = Command(
 
 def _prepare(invocation: Invocation, kind: str, keys: tuple[str, ...]) -> int:
     recipe = invocation.recipe
+    check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
     fingerprint = fingerprint_of(recipe, kind)
     out = invocation.options.out
     target = Path(out) if out else prepared_dir_for(recipe, fingerprint=fingerprint)

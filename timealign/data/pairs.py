@@ -18,9 +18,10 @@ import logging
 import time
 from pathlib import Path
 
-from timealign.config import DataSection
+from timealign.config import DataSection, RecipeError
 from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
-from timealign.data.records import LoadResult
+from timealign.config.disk import writing
+from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable
 from timealign.data.tictoc import (
     PREFER_NO_TOOL,
     PREFER_TOOL,
@@ -28,7 +29,6 @@ from timealign.data.tictoc import (
     annotated_records,
     build_pairs,
     load_annotated,
-    load_hub,
     load_v1,
     manifest,
 )
@@ -51,17 +51,16 @@ def load_samples(data: DataSection) -> LoadResult[TicTocSample]:
             annotated_records(records, f"synthetic[{split}]", result, orientation="tool_high", **common)
         return result
     if not data.path:
-        raise ValueError(f"data.source={data.source} needs data.path (a folder, file or hub id)")
+        raise RecipeError(f"data.source={data.source} needs data.path (a folder, file or hub id)")
     if data.source == "v1":
-        return load_v1(data.path, **common)
+        return load_v1(data.path, orientation=data.score_orientation, **common)
     if data.source == "annotated":
         return load_annotated(data.path, orientation=data.score_orientation, **common)
-    if data.source == "hub":
-        result = LoadResult()
-        for split in (data.train_split, data.eval_split):
-            result.extend(load_hub(data.path, split=split, orientation=data.score_orientation, **common))
-        return result
-    raise ValueError(f"unknown data.source {data.source!r}; known: {', '.join(SOURCES)}")
+    if data.source == "hub":  # the release as published (timealign.data.hub): v1 or annotated files
+        from timealign.data.hub import load_tictoc_release
+
+        return load_tictoc_release(data.path, orientation=data.score_orientation, **common)
+    raise RecipeError(f"data.source={data.source!r} is not one of: {', '.join(SOURCES)}")
 
 
 def balance_labels(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]:
@@ -127,17 +126,14 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
         logger.info("balance_train_labels: kept %d of %d %s pairs (equal labels per scenario)", len(kept),
                     len(train), data.train_split)
     if not rows:
-        raise ValueError(f"data prep produced no pairs from {data.source} {data.path or ''}; "
-                         f"{len(rejects)} records were rejected")
+        where = f"data.path={data.path} (data.source={data.source})" if data.path else f"data.source={data.source}"
+        why = (f": data.min_margin={data.min_margin} or data.balance_train_labels left none (lower or unset them)"
+               if loaded.samples else "")
+        raise nothing_usable("pairs", where, rejects, len(loaded.samples), why)
     splits = {}
     for split in sorted({r["split"] for r in rows}):
         splits[split] = Dataset.from_list([r for r in rows if r["split"] == split])
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    DatasetDict(splits).save_to_disk(str(out / "dataset"))
-    with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:
-        for reject in rejects:
-            fh.write(json.dumps(reject) + "\n")
     info = manifest(rows, rejects)
     info["data"] = {k: getattr(data, k) for k in data.__dataclass_fields__}
     info["balance_dropped"] = len(dropped)
@@ -145,19 +141,25 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
         info["direct_answers"] = answers
     info["fingerprint"] = fingerprint.to_dict()
     info["seconds"] = round(time.perf_counter() - start, 3)
-    (out / "manifest.json").write_text(json.dumps(info, indent=2))
-    logger.info("wrote %d pairs (%s) to %s; %d rejects", len(rows),
-                ", ".join(f"{k}={v['pairs']}" for k, v in info["splits"].items()), out, len(rejects))
+    with writing(out, "prepared pairs"):  # a full disk: one line naming the folder
+        out.mkdir(parents=True, exist_ok=True)
+        DatasetDict(splits).save_to_disk(str(out / "dataset"))
+        with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:  # ASCII escapes: ids may hold bad bytes
+            fh.writelines(json.dumps(reject) + "\n" for reject in rejects)
+        (out / "manifest.json").write_text(json.dumps(info, indent=2))
+    logger.info("wrote %d pairs (%s) to %s", len(rows),
+                ", ".join(f"{k}={v['pairs']}" for k, v in info["splits"].items()), out)
+    if rejects:  # data.on_error=skip: what was left out is worth a look
+        logger.warning("%d records rejected (data.on_error=skip), each with its reason in %s", info["rejects"],
+                       out / "rejects.jsonl")
     return info
 
 
 def load_prepared(prepared_dir: str | Path):
     """The DatasetDict written by `prepare` (refuses dialogs, another data format version, a folder without a
     fingerprint)."""
-    from datasets import load_from_disk
-
     check_loadable(prepared_dir, "pairs")
     path = Path(prepared_dir) / "dataset"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no prepared dataset; run data prep first (python data_prep/tictoc.py ...)")
-    return load_from_disk(str(path))
+    return load_saved_datasets(Path(prepared_dir), "python data_prep/tictoc.py recipe=NAME")

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, TypeVar
 
+from timealign.config.options import RecipeError
+
 ON_ERROR = ("raise", "skip")
 
 T = TypeVar("T")
@@ -31,6 +33,59 @@ class RecordError(ValueError):
         self.source, self.record_id, self.reason = source, record_id, reason
         where = f"{source}: record {record_id!r}" if record_id is not None else source
         super().__init__(f"{where}: {reason}")
+
+
+class NoUsableData(RecipeError):
+    """Data prep found nothing to train on: every record rejected, or no record at all (exit 2: the recipe points at
+    the wrong data, or data that must be fixed first)."""
+
+
+def nothing_usable(what: str, where: str, rejects: list[dict], loaded: int = 0, why: str = "") -> NoUsableData:
+    """The one-line error of a data prep that kept no `what` (pairs, dialogs) from `where` (`data.path=...`)."""
+    if rejects:
+        first = rejects[0]
+        record = f"record {first['id']!r}: " if first.get("id") is not None else ""
+        return NoUsableData(
+            f"{where}: no usable {what}: all {reject_count(rejects)} records were rejected (first: {first['source']}: "
+            f"{record}{first['reason']}); fix those records, or point data.path at the data you meant")
+    if loaded:
+        return NoUsableData(f"{where}: no {what} from its {loaded} records{why}")
+    return NoUsableData(f"{where}: no records at all (every data file is an empty list): point data.path at the "
+                        "data you meant")
+
+
+class DamagedPreparedData(RecipeError):
+    """A prepared data folder whose saved dataset cannot be read (a truncated Arrow file, a split removed)."""
+
+
+def load_saved_datasets(prepared: Path, command: str):
+    """The `datasets.DatasetDict` saved in `prepared`/dataset (datasets reads every Arrow stream to its end here);
+    a damaged one is a one-line error naming the folder and how to write it again."""
+    from datasets import load_from_disk
+
+    path = Path(prepared) / "dataset"
+    try:
+        data = load_from_disk(str(path))
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError and names no file
+        detail = " ".join(str(err).split())[:200]
+        raise DamagedPreparedData(
+            f"{prepared}: the prepared data cannot be read ({type(err).__name__}: {detail}); it was written by "
+            f"timealign: remove the folder (training prepares it again) or write it again with `{command} "
+            f"out={prepared}`") from None
+    return data
+
+
+def reject_count(rejects: list[dict]) -> int:
+    """Records rejected: a whole file's reject counts the records it holds (`records`), any other one counts 1."""
+    return sum(r.get("records") or 1 for r in rejects)
+
+
+def records_in(path: str | Path) -> int | None:
+    """How many records a data file holds (None when it cannot be read as records)."""
+    try:
+        return len(read_records(Path(path), RecordError))
+    except (RecordError, OSError):
+        return None
 
 
 @dataclass
@@ -57,6 +112,10 @@ class LoadResult(Generic[T]):
     def reject(self, source: str, record_id: str | None, reason: str) -> None:
         self.rejects.append({"source": source, "id": record_id, "reason": reason})
 
+    def reject_file(self, source: str, reason: str) -> None:
+        """A whole file rejected (`on_error="skip"`): its reject line counts the records it holds (`records`)."""
+        self.rejects.append({"source": source, "id": None, "reason": reason, "records": records_in(source)})
+
     def add(self, on_error: str, make: Callable[[], T]) -> None:
         """Keep the item `make()` builds from one record; its `RecordError` is raised (`on_error="raise"`) or kept
         as a reject (`"skip"`)."""
@@ -72,7 +131,7 @@ class LoadResult(Generic[T]):
 
 def check_on_error(on_error: str) -> None:
     if on_error not in ON_ERROR:
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        raise RecipeError(f"data.on_error={on_error!r} is not one of: {', '.join(ON_ERROR)}")
 
 
 def data_files(path: Path) -> list[Path]:

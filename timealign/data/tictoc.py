@@ -6,7 +6,8 @@ Three input layouts become one `TicTocSample` list:
   (another spelling, such as `prefertool_elapse_1.json`) is an error listing them: its records would be lost.
 - annotated (`load_annotated`): JSON list or JSONL, one record per (trajectory, elapse level) carrying the
   annotators' mean score `score` (S in [0, 3]), `elapse_level`, optionally `direct_answer` and `scenario`.
-- hub (`load_hub`): `datasets.load_dataset(path)` rows in the annotated layout.
+- hub (`timealign.data.hub.load_tictoc_release`): a release as published (hub id or local folder), in either
+  layout, detected from its files.
 
 Every record is checked before it becomes a sample; a failed check raises `TicTocFormatError` naming the file and
 the record (with `on_error="skip"` the record is rejected with that reason and the rest kept):
@@ -42,7 +43,15 @@ from typing import Any, Iterable
 
 from timealign.config import RecipeError
 from timealign.config.validate import DIRECT_ANSWERS as DIRECT_ANSWER_STRATEGIES
-from timealign.data.records import LoadResult, RecordError, check_on_error, data_files, read_records, undecodable
+from timealign.data.records import (
+    LoadResult,
+    RecordError,
+    check_on_error,
+    data_files,
+    read_records,
+    reject_count,
+    undecodable,
+)
 from timealign.data.scenarios import Scenario, UnknownScenarioError, get_scenario, resolve_scenario_id
 from timealign.render.chat import parse_tool_arguments
 
@@ -392,13 +401,16 @@ def _stray_reason(path: Path) -> str:
 
 
 def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "error",
-            assume_timezone: str | None = None) -> LoadResult[TicTocSample]:
+            assume_timezone: str | None = None, orientation: str = "tool_high") -> LoadResult[TicTocSample]:
     """The v1 release folder: label and elapse level come from each file's name.
 
     Every other .json/.jsonl file there is an error listing them all (`on_error="skip"`: one reject per file).
-    `assume_timezone`: the zone of times written without one (None: such a time is an error).
+    `assume_timezone`: the zone of times written without one (None: such a time is an error). A record that
+    carries its annotators' scores (`score`: their mean S, or `scores`: one per annotator) keeps S, read with
+    `orientation`; it must agree with the file's label.
     """
     check_on_error(on_error)
+    label_from_score(0.0, orientation)  # validates the orientation up front
     zone = timezone_for(assume_timezone)
     folder = Path(folder)
     candidates = sorted(p for p in folder.glob("*") if p.is_file() and p.suffix.lower() in (".json", ".jsonl"))
@@ -413,7 +425,7 @@ def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "erro
                                    f"would be lost: {listed}. v1 files are named exactly "
                                    "prefer{Tool,NoTool}_elapse_{0,1,2}.json: rename or move the others")
         for path in stray:
-            result.reject(str(path), None, f"not a TicToc v1 file name: {_stray_reason(path)}")
+            result.reject_file(str(path), f"not a TicToc v1 file name: {_stray_reason(path)}")
     if not files:
         raise FileNotFoundError(f"{folder}: no prefer{{Tool,NoTool}}_elapse_{{k}}.json files (TicToc v1 layout)")
     for path in files:
@@ -431,15 +443,32 @@ def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "erro
             rid = _record_id(record, idx)
 
             def make(record=record, rid=rid, idx=idx):
-                sample = _v1_sample(record, rid, source, label, level, unknown, zone)
+                sample = _v1_sample(record, rid, source, label, level, unknown, zone, orientation)
                 return _unique(result, sample, f"#{idx}", rid == record.get("id"))
 
             result.add(on_error, make)
     return result
 
 
+def _v1_score(record: dict, source: str, rid: str, label: str, orientation: str) -> float | None:
+    """The annotators' mean S of a v1 record that carries it (`score`, or `scores` per annotator), else None."""
+    if record.get("score") is None and record.get("scores") is None:
+        return None
+    raw = record.get("score") if record.get("score") is not None else record.get("scores")
+    values = raw if isinstance(raw, list) else [raw]
+    if not values or any(not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= 3 for v in values):
+        raise TicTocFormatError(source, rid, f"annotator scores must be numbers in [0, 3], got {raw!r}")
+    score = sum(values) / len(values)
+    said = label_from_score(score, orientation)
+    if said != label:
+        raise TicTocFormatError(source, rid, f"score S={score:g} means {said or 'a tie'} with "
+                                             f"data.score_orientation={orientation}, but the file says {label} (set "
+                                             "data.score_orientation to match the release)")
+    return score
+
+
 def _v1_sample(record: Any, rid: str, source: str, label: str, level: int, unknown: str,
-               zone: tzinfo | None = None) -> TicTocSample:
+               zone: tzinfo | None = None, orientation: str = "tool_high") -> TicTocSample:
     _check_record(record, source, rid)
     tools = record.get("function")
     tools = [] if tools is None else tools
@@ -448,6 +477,7 @@ def _v1_sample(record: Any, rid: str, source: str, label: str, level: int, unkno
     return TicTocSample(
         id=rid, scenario=_resolve(record, source, rid, unknown), history=history[:-1] + [final],
         tools=list(tools), elapse_level=level, label=label, source=source,
+        score=_v1_score(record, source, rid, label, orientation),
     )
 
 
@@ -523,9 +553,9 @@ def annotated_records(records: Iterable[Any], source: str, result: LoadResult[Ti
     return result
 
 
-def load_annotated(path: str | Path, *, orientation: str = "tool_high", on_error: str = "raise",
+def load_annotated(path: str | Path | list[Path], *, orientation: str = "tool_high", on_error: str = "raise",
                    unknown: str = "error", assume_timezone: str | None = None) -> LoadResult[TicTocSample]:
-    """A JSON list or JSONL file (or a folder of them) of annotated records.
+    """A JSON list or JSONL file (or a folder of them, or a list of such files) of annotated records.
 
     `assume_timezone`: the zone of times written without one (None: such a time is an error).
     """
@@ -533,7 +563,7 @@ def load_annotated(path: str | Path, *, orientation: str = "tool_high", on_error
     label_from_score(0.0, orientation)  # validates the orientation up front
     timezone_for(assume_timezone)
     result = LoadResult()
-    for file in data_files(Path(path)):
+    for file in (path if isinstance(path, list) else data_files(Path(path))):
         source = str(file)
         try:
             entries = read_records(file, TicTocFormatError)
@@ -553,20 +583,6 @@ def load_annotated(path: str | Path, *, orientation: str = "tool_high", on_error
             positions.append(line or f"#{idx}")
         annotated_records(records, source, result, orientation=orientation, on_error=on_error, unknown=unknown,
                           assume_timezone=assume_timezone, positions=positions)
-    return result
-
-
-def load_hub(path: str, *, split: str = "train", orientation: str = "tool_high", on_error: str = "raise",
-             unknown: str = "error", assume_timezone: str | None = None) -> LoadResult[TicTocSample]:
-    """`datasets.load_dataset(path, split=split)` rows in the annotated layout (hub id or local path)."""
-    from datasets import load_dataset
-
-    check_on_error(on_error)
-    timezone_for(assume_timezone)
-    rows = load_dataset(path, split=split)
-    result = LoadResult()
-    annotated_records(rows, f"{path}[{split}]", result, orientation=orientation, on_error=on_error, unknown=unknown,
-                      assume_timezone=assume_timezone)
     return result
 
 
@@ -720,7 +736,7 @@ def manifest(rows: list[dict], rejects: list[dict]) -> dict:
     return {
         "pairs": len(rows),
         "splits": per_split,
-        "rejects": len(rejects),
+        "rejects": reject_count(rejects),  # records: a rejected file counts the records it holds
         "reject_reasons": dict(Counter(r["reason"].split(":")[0] for r in rejects)),
     }
 

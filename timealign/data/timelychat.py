@@ -7,7 +7,8 @@ Layouts (one record each; a JSON list, JSONL, or a folder of them):
 - dialogs (training data in general): `{"id"?, "turns": [{"speaker", "utterance", "delay"?}, ...],
   "untimely_response"?}`; `delay` is the time elapsed before that turn (a phrase, an ISO-8601 duration, or a number
   of minutes; default 0); the last turn is the target.
-- hub: `datasets.load_dataset(path, split=...)` rows in either layout (detected per row).
+- hub (`timealign.data.hub.load_timelychat_release`): a release as published (hub id or local folder), either
+  layout, detected per record.
 - in memory (`dialog_records`): records already loaded, e.g. from the synthetic generator.
 
 Everything becomes a `TimerDialog`: speakers, utterances and minutes per turn, the last turn being the target, plus
@@ -29,6 +30,7 @@ them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -279,19 +281,22 @@ def file_split(file: Path, split_names: dict[str, str] | None = None, default: s
     """A file's split from its stem: `train.jsonl` -> the train split; `eval`, `test`, `valid`, `validation`, `dev`
     -> the eval split (`split_names` maps "train"/"eval" to the recipe's split names); other stems: `default`."""
     names = {"train": "train", "eval": "eval", **(split_names or {})}
-    role = _SPLIT_ALIASES.get(file.stem.lower())
+    stem = re.sub(r"-\d+-of-\d+$", "", file.stem.lower())  # a hub shard: train-00000-of-00002
+    role = _SPLIT_ALIASES.get(stem)
     return names[role] if role else default
 
 
-def load_files(path: str | Path, layout: str | None = None, on_error: str = "raise",
+def load_files(path: str | Path | list[Path], layout: str | None = None, on_error: str = "raise",
                split_names: dict[str, str] | None = None) -> LoadResult[TimerDialog]:
-    """Every record of a file or folder (layout detected per record unless given). In a folder, a file's stem names
-    its split (see `file_split`); a single file, and folder files with other names, go to the train split."""
+    """Every record of a file or folder, or of a list of files (layout detected per record unless given). In a
+    folder or a list, a file's stem names its split (see `file_split`); a single file, and folder files with other
+    names, go to the train split."""
     names = {"train": "train", "eval": "eval", **(split_names or {})}
     result = LoadResult()
     check_on_error(on_error)
-    for file in data_files(Path(path)):
-        split = file_split(file, names, names["train"]) if Path(path).is_dir() else names["train"]
+    several = isinstance(path, list) or Path(path).is_dir()
+    for file in (path if isinstance(path, list) else data_files(Path(path))):
+        split = file_split(file, names, names["train"]) if several else names["train"]
         try:
             records = list(iter_records(file))
         except DialogFormatError as err:  # the file as a whole: skip mode rejects it and reads the others
@@ -311,14 +316,3 @@ def load_timelychat(path: str | Path, on_error: str = "raise",
 def load_dialogs(path: str | Path, on_error: str = "raise",
                  split_names: dict[str, str] | None = None) -> LoadResult[TimerDialog]:
     return load_files(path, "dialogs", on_error, split_names)
-
-
-def load_hub_dialogs(path: str, split: str, our_split: str, on_error: str = "raise") -> LoadResult[TimerDialog]:
-    """`datasets.load_dataset(path, split=split)` rows in either layout (needs network or a local dataset path)."""
-    from datasets import load_dataset
-
-    dataset = load_dataset(path, split=split)
-    result = LoadResult()
-    _collect(((i, dict(row), None) for i, row in enumerate(dataset)), f"{path}[{split}]", our_split, None,
-             on_error, result)
-    return result

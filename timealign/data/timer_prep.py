@@ -19,8 +19,10 @@ from collections import Counter
 from pathlib import Path
 
 from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
-from timealign.data.records import LoadResult
-from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_hub_dialogs, load_timelychat
+from timealign.config import RecipeError
+from timealign.config.disk import writing
+from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable, reject_count
+from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_timelychat
 from timealign.render.intervals import interval_bucket
 
 logger = logging.getLogger(__name__)
@@ -44,22 +46,16 @@ def load_timer_source(data, timer) -> LoadResult[TimerDialog]:
                            result=result)
         return result
     if not data.path:
-        raise ValueError(f"data.source={data.source} needs data.path (a file, folder or hub id)")
+        raise RecipeError(f"data.source={data.source} needs data.path (a file, folder or hub id)")
     if data.source == "timelychat":
         return load_timelychat(data.path, data.on_error, names)
     if data.source == "dialogs":
         return load_dialogs(data.path, data.on_error, names)
-    if data.source == "hub":
-        result = LoadResult()
-        for split in (data.train_split, data.eval_split):
-            try:
-                result.extend(load_hub_dialogs(data.path, split, split, data.on_error))
-            except ValueError as err:  # datasets raises ValueError for an unknown split
-                if split == data.train_split or "split" not in str(err).lower():
-                    raise
-                logger.warning("hub dataset %s has no %r split; no eval split", data.path, split)
-        return result
-    raise ValueError(f"unknown data.source {data.source!r} for SFT; known: {', '.join(SOURCES)}")
+    if data.source == "hub":  # the release as published (timealign.data.hub)
+        from timealign.data.hub import load_timelychat_release
+
+        return load_timelychat_release(data.path, data.on_error, names)
+    raise RecipeError(f"data.source={data.source!r} is not one of: {', '.join(SOURCES)} (task sft)")
 
 
 
@@ -80,7 +76,7 @@ def manifest(dialogs: list[TimerDialog], rejects: list[dict]) -> dict:
         "format": FORMAT,
         "dialogs": len(dialogs),
         "splits": splits,
-        "rejects": len(rejects),
+        "rejects": reject_count(rejects),
         "reject_reasons": dict(Counter(r["reason"].split(":")[0] for r in rejects)),
     }
 
@@ -97,8 +93,8 @@ def prepare_timer_data(data, timer, out_dir: str | Path, fingerprint: Fingerprin
     fingerprint = fingerprint or data_fingerprint("dialogs", data, timer)  # before reading: the sources as loaded
     loaded = load_timer_source(data, timer)
     if not loaded.dialogs:
-        raise ValueError(f"SFT data prep found no usable dialogs in {data.source} {data.path or ''}; "
-                         f"{len(loaded.rejects)} records were rejected")
+        where = f"data.path={data.path} (data.source={data.source})" if data.path else f"data.source={data.source}"
+        raise nothing_usable("dialogs", where, loaded.rejects)
     splits = {}
     for split in sorted({d.split for d in loaded.dialogs}):
         rows = [d for d in loaded.dialogs if d.split == split]
@@ -106,31 +102,32 @@ def prepare_timer_data(data, timer, out_dir: str | Path, fingerprint: Fingerprin
                    ("id", "speakers", "utterances", "minutes", "instant_response", "source", "split", "narrative")}
         splits[split] = Dataset.from_dict(columns)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    DatasetDict(splits).save_to_disk(str(out / "dataset"))
-    with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:
-        for reject in loaded.rejects:
-            fh.write(json.dumps(reject) + "\n")
     info = manifest(loaded.dialogs, loaded.rejects)
     info["data"] = {k: getattr(data, k) for k in data.__dataclass_fields__}
     info["timer"] = {k: getattr(timer, k) for k in timer.__dataclass_fields__}
     info["fingerprint"] = fingerprint.to_dict()
     info["seconds"] = round(time.perf_counter() - start, 3)
-    (out / "manifest.json").write_text(json.dumps(info, indent=2))
-    logger.info("wrote %d dialogs (%s) to %s; %d rejects", info["dialogs"],
-                ", ".join(f"{k}={v['dialogs']}" for k, v in info["splits"].items()), out, len(loaded.rejects))
+    with writing(out, "prepared dialogs"):  # a full disk: one line naming the folder
+        out.mkdir(parents=True, exist_ok=True)
+        DatasetDict(splits).save_to_disk(str(out / "dataset"))
+        with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:  # ASCII escapes: ids may hold bad bytes
+            fh.writelines(json.dumps(reject) + "\n" for reject in loaded.rejects)
+        (out / "manifest.json").write_text(json.dumps(info, indent=2))
+    logger.info("wrote %d dialogs (%s) to %s", info["dialogs"],
+                ", ".join(f"{k}={v['dialogs']}" for k, v in info["splits"].items()), out)
+    if loaded.rejects:  # data.on_error=skip: what was left out is worth a look
+        logger.warning("%d records rejected (data.on_error=skip), each with its reason in %s", info["rejects"],
+                       out / "rejects.jsonl")
     return info
 
 
 def load_timer_prepared(prepared_dir: str | Path):
     """The DatasetDict written by `prepare_timer_data` (refuses pairs, another data format version, a folder
     without a fingerprint)."""
-    from datasets import load_from_disk
-
     prepared = Path(prepared_dir)
     check_loadable(prepared, "dialogs")
     path = prepared / "dataset"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no prepared dialogs; run data prep first "
                                 "(python data_prep/timelychat.py recipe=NAME out=DIR)")
-    return load_from_disk(str(path))
+    return load_saved_datasets(prepared, "python data_prep/timelychat.py recipe=NAME")

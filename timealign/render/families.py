@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from timealign.config.options import RecipeError
+
 # tiny: timealign's own test models (ChatML with <tool_call>, see timealign/tiny.py); the others are the TicToc
 # paper's open-weight families (Llama 3.1/3.2, Qwen 2.5/3, Ministral, DeepSeek-R1-Distill Llama/Qwen).
 FAMILIES = ("deepseek_r1", "llama3", "mistral", "qwen", "tiny")
@@ -18,5 +20,5 @@ def detect_family(chat_template: str | None) -> str:
         return "llama3"
     if "<tool_call>" in template and "<|im_start|>" in template:
         return "tiny" if "# Tools" in template and "<tools>" not in template else "qwen"
-    raise ValueError("cannot tell the tool-call format of this chat template; set eval.family to one of: "
-                     + ", ".join(FAMILIES))
+    raise RecipeError("cannot tell the tool-call format of this model's chat template; name it with family=NAME "
+                      "(python eval/run.py ... family=NAME), one of: " + ", ".join(FAMILIES))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from timealign.config import RecipeError
 from timealign.config.cli import DATA_HINT, Command, run_command
+from timealign.config.disk import NoSpaceLeft
 
 logger = logging.getLogger("timealign.train.dpo")
 
@@ -86,9 +87,12 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.train.models import load_model, load_tokenizer, lora_config, resolve_base_model
     from timealign.train.odpo import OffsetDPOTrainer
     from timealign.train.output_dir import claim_output_dir
+    from timealign.data.hub import check_release
     from timealign.train.tracking import training_args
 
     launched = check_launch(recipe, DPOConfig)  # before data prep and the model: runs as the recipe asks?
+    args = training_args(recipe, DPOConfig)  # TRL's own checks of training.*, before any work
+    check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
     check_mode(recipe.data.overlength)
     if claim:
         claim_output_dir(recipe)  # before data prep: output_dir holds no other run (or it is overwritten on purpose)
@@ -100,7 +104,6 @@ def build_trainer(recipe, claim: bool = True):
     tokenizer = load_tokenizer(model_path, recipe.model)
     renderer = PromptRenderer.for_data(tokenizer, recipe.data, reasoning=recipe.eval.reasoning)
     scale = recipe.data.offset_scale
-    args = training_args(recipe, DPOConfig)
     fits = {}  # split -> PairFitter: pairs within args.max_length per data.overlength, counted
 
     def fitter(split: str) -> PairFitter:
@@ -143,6 +146,7 @@ def build_trainer(recipe, claim: bool = True):
 def run(recipe) -> Path:
     """Train and save; resumes per training.resume_from_checkpoint (auto|path|false). On SIGUSR1/SIGTERM (or the
     SLURM launcher's stop file) it checkpoints, stops and raises TrainingPreempted (exit code 75: requeue me)."""
+    from timealign.config.disk import writing
     from timealign.data.prepared import prepared_dir_for
     from timealign.train.output_dir import AlreadyTrained
     from timealign.train.resume import train_and_save
@@ -152,7 +156,8 @@ def run(recipe) -> Path:
     except AlreadyTrained as done:
         logger.warning("%s", done)
         return done.output_dir
-    return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
+    with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
+        return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     def train(invocation) -> None:
         logger.info("saved model to %s", run(invocation.recipe))
 
-    return run_command(COMMAND, argv, train, errors={TicTocFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT)
+    return run_command(COMMAND, argv, train, errors={NoSpaceLeft: 2, TicTocFormatError: 1, FileNotFoundError: 1},
+                       hint=DATA_HINT)
 
 
 if __name__ == "__main__":  # python -m timealign.train.dpo

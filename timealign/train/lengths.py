@@ -203,6 +203,12 @@ class PairFitter:
             gone = set(dropped)
             rendered = rendered.select([i for i in range(len(cols)) if i not in gone])
         self.report = self._report(cols, set(dropped))
+        if cols and self.report["kept"] == 0:  # TRL would fail on the empty set (StopIteration, num_samples=0)
+            t = self.report["tokens"]
+            raise RecipeError(
+                f"all {len(cols)} {self.split} pairs are left out by {limit} (data.overlength={self.mode}; prompt + "
+                f"completion p50 {t['p50']} / max {t['max']} tokens): nothing to train on: raise training.max_length "
+                f"({t['max']}: every pair fits)")
         logger.info(summary_line(self.report))
         return rendered.remove_columns([c for c in COLUMNS if c in rendered.column_names])
 

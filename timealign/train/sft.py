@@ -17,6 +17,7 @@ from pathlib import Path
 
 from timealign.config import RecipeError
 from timealign.config.cli import DATA_HINT, Command, run_command
+from timealign.config.disk import NoSpaceLeft
 from timealign.render.timer import LOSS_TURNS, TIMER_ORDERS
 
 logger = logging.getLogger("timealign.train.sft")
@@ -103,10 +104,13 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.render.timer import TimerRenderer
     from timealign.train.launch_check import check_launch, check_trainer
     from timealign.train.timer import TimerSFTTrainer, timer_lora_config
+    from timealign.data.hub import check_release
     from timealign.train.tracking import training_args
 
     check_timer_section(recipe.timer)
     launched = check_launch(recipe, SFTConfig)  # before data prep and the model: runs as the recipe asks?
+    args = training_args(recipe, SFTConfig)  # TRL's own checks of training.*, before any work
+    check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
     if claim:
         from timealign.train.output_dir import claim_output_dir
 
@@ -116,7 +120,6 @@ def build_trainer(recipe, claim: bool = True):
         raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
     model, tokenizer, token_ids = build_model_and_tokenizer(recipe)
     renderer = TimerRenderer.for_timer(tokenizer, recipe.timer)
-    args = training_args(recipe, SFTConfig)
     if recipe.timer.packing:
         # TimerSFTTrainer packs the rendered rows with their time-token mask (timealign.train.packing)
         args.packing = True
@@ -151,6 +154,7 @@ def build_trainer(recipe, claim: bool = True):
 
 def run(recipe) -> Path:
     """Train and save, with the same resume and preemption handling as DPO (timealign.train.resume)."""
+    from timealign.config.disk import writing
     from timealign.data.prepared import prepared_dir_for
     from timealign.train.output_dir import AlreadyTrained
     from timealign.train.resume import train_and_save
@@ -160,7 +164,8 @@ def run(recipe) -> Path:
     except AlreadyTrained as done:
         logger.warning("%s", done)
         return done.output_dir
-    return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
+    with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
+        return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     def train(invocation) -> None:
         logger.info("saved model to %s", run(invocation.recipe))
 
-    return run_command(COMMAND, argv, train, errors={DialogFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT)
+    return run_command(COMMAND, argv, train, errors={NoSpaceLeft: 2, DialogFormatError: 1, FileNotFoundError: 1},
+                       hint=DATA_HINT)
 
 
 if __name__ == "__main__":  # python -m timealign.train.sft

@@ -19,7 +19,7 @@ import secrets
 import subprocess
 from pathlib import Path
 
-from timealign.config import REPO_ROOT
+from timealign.config import REPO_ROOT, RecipeError
 from timealign.config.secrets import export_hub_token, redact, training_fields
 from timealign.config.tracking import (
     TRAINING_RUN_FILE,
@@ -154,4 +154,13 @@ def training_args(recipe, config_cls):
     training = training_fields(recipe)  # no hub_token: the Trainer pickles these args into training_args.bin
     export_hub_token(recipe)
     training.setdefault("run_name", run_name(recipe))
-    return config_cls(output_dir=recipe.resolved_output_dir(), **training)
+    try:
+        return config_cls(output_dir=recipe.resolved_output_dir(), **training)
+    except ValueError as err:  # transformers' own checks of the values (bf16 without a GPU, strategies, ...)
+        message = " ".join(str(err).split())
+        hint = ""
+        if "bf16" in message and "bf16" not in recipe.training:
+            hint = (" (training.bf16 is TRL's default true: set training.bf16=false, and on a machine without a GPU "
+                    "also training.use_cpu=true, as recipes/tiny.yaml does)")
+        raise RecipeError(f"training: {config_cls.__name__} refuses the recipe's training settings: {message}"
+                          f"{hint}") from None

@@ -1,0 +1,168 @@
+"""Released data sets from the Hugging Face hub, as published: `data.source=hub data.path=yizecheng/TicToc`.
+
+`release_folder(path)` is the release on this machine: `path` itself when it is a local folder (a copy made with
+`hf download ORG/NAME --repo-type dataset --local-dir DIR`), else the hub dataset's snapshot from
+`huggingface_hub.snapshot_download(repo_type="dataset")`. A snapshot already in the local cache (HF_HUB_CACHE,
+default ~/.cache/huggingface/hub: `datasets--ORG--NAME/snapshots/<revision>/<files>`, `refs/main` naming the
+revision) is used as it is; with HF_HUB_OFFLINE=1 only the cache is read. A release that cannot be had is a
+`RecipeError` (exit 2) saying how to download it and which key to point at the copy.
+
+The layout is read off the files present (.json, .jsonl, .parquet anywhere in the release, hidden folders left out;
+docs/hub_data.md):
+- TicToc v1 (`load_tictoc_release`): one folder of `prefer{Tool,NoTool}_elapse_{0,1,2}.json` files (`load_v1`;
+  a record's annotator scores, `score` or `scores`, become its S);
+- TicToc annotated: files whose records carry `score` (the annotators' mean S) and `elapse_level`
+  (`load_annotated`; parquet rows through `annotated_records`);
+- TimelyChat (`load_timelychat_release`): files of TimelyChat-layout (`speaker_list`, `context`, ...) or
+  dialogs-layout (`turns`) records; a file's name says its split (`train`, `eval`/`test`/`validation`, also as
+  hub shards `train-00000-of-00001`).
+Anything else is a `RecipeError` listing the files found and the layouts accepted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from timealign.config import RecipeError
+from timealign.data.records import LoadResult, RecordError, read_records
+from timealign.data.tictoc import V1_FILE, TicTocSample, annotated_records, load_annotated, load_v1
+from timealign.data.timelychat import TimerDialog, detect_layout, dialog_records, file_split, load_files
+
+DATA_SUFFIXES = (".json", ".jsonl", ".parquet")
+TICTOC_LAYOUTS = ("TicToc v1: one folder of prefer{Tool,NoTool}_elapse_{0,1,2}.json files (JSON lists of id, "
+                  "history, function; optional per-sample score/scores); TicToc annotated: .json/.jsonl/.parquet "
+                  "records with score (the annotators' mean S) and elapse_level")
+TIMELYCHAT_LAYOUTS = ("TimelyChat: .json/.jsonl/.parquet records with speaker_list and context (or turns), the "
+                      "file name naming the split (train, eval, test, validation)")
+
+
+def _download_hint(path: str) -> str:
+    return (f"download it where the hub is reachable: `hf download {path} --repo-type dataset --local-dir DIR`, "
+            f"copy DIR here and set data.path=DIR (or copy the hub cache's datasets--{path.replace('/', '--')} "
+            "folder into HF_HUB_CACHE here)")
+
+
+def release_folder(path: str) -> Path:
+    """The release's files on this machine: a local folder as given, else the hub dataset's snapshot (cache first;
+    HF_HUB_OFFLINE=1: the cache only). Raises RecipeError when it cannot be had."""
+    local = Path(path).expanduser()
+    if local.is_dir():
+        return local
+    if local.exists():
+        raise RecipeError(f"data.path={path} (data.source=hub): a file; give a hub dataset id (e.g. "
+                          "yizecheng/TicToc) or the folder of a downloaded release")
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        return Path(snapshot_download(repo_id=path, repo_type="dataset"))
+    except LocalEntryNotFoundError:
+        why = ("HF_HUB_OFFLINE=1 allows the cache only" if constants.HF_HUB_OFFLINE
+               else "the hub cannot be reached from here")
+        raise RecipeError(f"data.path={path} (data.source=hub): the hub dataset is not in the local cache "
+                          f"({constants.HF_HUB_CACHE}) and {why}; {_download_hint(path)}") from None
+    except GatedRepoError:
+        raise RecipeError(f"data.path={path} (data.source=hub): the dataset is gated: accept its terms on "
+                          f"https://huggingface.co/datasets/{path} and log in (`hf auth login` or HF_TOKEN)") from None
+    except (RepositoryNotFoundError, RevisionNotFoundError):
+        raise RecipeError(f"data.path={path} (data.source=hub): no such dataset on the hub (or it is private: log "
+                          "in with `hf auth login` or HF_TOKEN); a local release is a folder that exists here") from None
+    except HFValidationError as err:
+        raise RecipeError(f"data.path={path} (data.source=hub): neither a local folder nor a hub dataset id "
+                          f"(ORG/NAME): {' '.join(str(err).split())}") from None
+    except (HfHubHTTPError, OSError) as err:
+        raise RecipeError(f"data.path={path} (data.source=hub): {' '.join(str(err).split())[:300]}; "
+                          f"{_download_hint(path)}") from None
+
+
+def check_release(data) -> None:
+    """With data.source=hub, the release is on this machine (downloaded now, or in the cache): called before any
+    work, so that an offline machine stops with the download hint instead of after claiming output_dir."""
+    if data.source == "hub" and data.path:
+        release_folder(data.path)
+
+
+def data_files_in(folder: Path) -> list[Path]:
+    """The .json/.jsonl/.parquet files of a release, any depth, hidden folders (.cache, .git) left out."""
+    out = []
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        out += [Path(root, f) for f in sorted(files) if Path(f).suffix.lower() in DATA_SUFFIXES]
+    return out
+
+
+def _rows(file: Path) -> list[Any]:
+    """The records of one data file (parquet rows as dicts; JSON/JSONL records as parsed, bad lines left out)."""
+    if file.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.read_table(file).to_pylist()
+        except Exception as err:  # pyarrow's errors name no file
+            raise RecordError(str(file), None, f"not a readable parquet file: {err}") from None
+    return [record for _, record, error in read_records(file, RecordError) if error is None]
+
+
+def _first_record(file: Path) -> dict | None:
+    try:
+        rows = _rows(file)
+    except RecordError:
+        return None  # not records at all: not this layout (listed if no layout matches)
+    return next((r for r in rows if isinstance(r, dict)), None)
+
+
+def _no_layout(path: str, folder: Path, files: list[Path], layouts: str) -> RecipeError:
+    found = ", ".join(str(f.relative_to(folder)) for f in files[:10]) or "no .json, .jsonl or .parquet file"
+    more = f" and {len(files) - 10} more" if len(files) > 10 else ""
+    return RecipeError(f"data.path={path} (data.source=hub): the release at {folder} is in no layout timealign "
+                       f"reads (found: {found}{more}); accepted: {layouts}. A release in another layout: convert it "
+                       "to one of these and point data.path at the folder")
+
+
+def load_tictoc_release(path: str, *, orientation: str = "tool_high", on_error: str = "raise",
+                        unknown: str = "error", assume_timezone: str | None = None) -> LoadResult[TicTocSample]:
+    """A TicToc release (hub id or local folder) in the v1 or the annotated layout, detected from its files."""
+    folder = release_folder(path)
+    files = data_files_in(folder)
+    common = {"on_error": on_error, "unknown": unknown, "assume_timezone": assume_timezone}
+    v1_folders = sorted({f.parent for f in files if V1_FILE.match(f.name)})
+    if len(v1_folders) > 1:
+        raise RecipeError(f"data.path={path} (data.source=hub): TicToc v1 files in {len(v1_folders)} folders of "
+                          f"{folder} ({', '.join(str(d.relative_to(folder)) or '.' for d in v1_folders)}): set "
+                          "data.source=v1 data.path=<the one to read>")
+    if v1_folders:
+        return load_v1(v1_folders[0], orientation=orientation, **common)
+    annotated = [f for f in files if {"score", "elapse_level"} <= set(_first_record(f) or {})]
+    if not annotated:
+        raise _no_layout(path, folder, files, TICTOC_LAYOUTS)
+    result = load_annotated([f for f in annotated if f.suffix.lower() != ".parquet"], orientation=orientation,
+                            **common)
+    for file in (f for f in annotated if f.suffix.lower() == ".parquet"):
+        annotated_records(_rows(file), str(file), result, orientation=orientation, **common)
+    return result
+
+
+def load_timelychat_release(path: str, on_error: str = "raise",
+                            split_names: dict[str, str] | None = None) -> LoadResult[TimerDialog]:
+    """A TimelyChat release (hub id or local folder): its dialog files, the split named by each file's name."""
+    folder = release_folder(path)
+    files = data_files_in(folder)
+    dialogs = [f for f in files if detect_layout(_first_record(f)) is not None]
+    if not dialogs:
+        raise _no_layout(path, folder, files, TIMELYCHAT_LAYOUTS)
+    names = {"train": "train", "eval": "eval", **(split_names or {})}
+    result = load_files([f for f in dialogs if f.suffix.lower() != ".parquet"], on_error=on_error,
+                        split_names=names)
+    for file in (f for f in dialogs if f.suffix.lower() == ".parquet"):
+        dialog_records(_rows(file), str(file), file_split(file, names, names["train"]), on_error=on_error,
+                       result=result)
+    return result
