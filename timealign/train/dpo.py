@@ -81,6 +81,7 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.data.pairs import load_prepared
     from timealign.data.prepared import ensure_prepared
     from timealign.render.chat import PromptRenderer
+    from timealign.train.batch import log_plan, plan_batch, world_size
     from timealign.train.launch_check import check_launch, check_trainer
     from timealign.train.lengths import LengthReportCallback, PairFitter, check_against_trainer, check_mode, write_reports
     from timealign.train.models import load_model, load_tokenizer, lora_config, resolve_base_model
@@ -89,6 +90,7 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.train.tracking import training_args
 
     launched = check_launch(recipe, DPOConfig)  # before data prep and the model: runs as the recipe asks?
+    batch = plan_batch(recipe, DPOConfig, world_size(recipe, DPOConfig, launched))  # per device x accumulation
     check_mode(recipe.data.overlength)
     if claim:
         claim_output_dir(recipe)  # before data prep: output_dir holds no other run (or it is overwritten on purpose)
@@ -100,7 +102,7 @@ def build_trainer(recipe, claim: bool = True):
     tokenizer = load_tokenizer(model_path, recipe.model)
     renderer = PromptRenderer.for_data(tokenizer, recipe.data, reasoning=recipe.eval.reasoning)
     scale = recipe.data.offset_scale
-    args = training_args(recipe, DPOConfig)
+    args = training_args(recipe, DPOConfig, **batch.training_overrides())
     fits = {}  # split -> PairFitter: pairs within args.max_length per data.overlength, counted
 
     def fitter(split: str) -> PairFitter:
@@ -133,6 +135,8 @@ def build_trainer(recipe, claim: bool = True):
         write_reports(reports, args.output_dir)
     trainer.add_callback(LengthReportCallback(reports))
     check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
+    if trainer.is_world_process_zero():  # the arithmetic, and what the schedule cannot do with it
+        log_plan(batch, trainer.args, len(trainer.train_dataset))
     if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
         from timealign.train.live_eval import LiveEvalCallback
         trainer.add_callback(LiveEvalCallback(trainer, recipe, data))

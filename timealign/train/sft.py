@@ -101,12 +101,14 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.data.prepared import ensure_prepared
     from timealign.data.timer_prep import load_timer_prepared
     from timealign.render.timer import TimerRenderer
+    from timealign.train.batch import log_plan, plan_batch, world_size
     from timealign.train.launch_check import check_launch, check_trainer
     from timealign.train.timer import TimerSFTTrainer, timer_lora_config
     from timealign.train.tracking import training_args
 
     check_timer_section(recipe.timer)
     launched = check_launch(recipe, SFTConfig)  # before data prep and the model: runs as the recipe asks?
+    batch = plan_batch(recipe, SFTConfig, world_size(recipe, SFTConfig, launched))  # per device x accumulation
     if claim:
         from timealign.train.output_dir import claim_output_dir
 
@@ -116,7 +118,7 @@ def build_trainer(recipe, claim: bool = True):
         raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
     model, tokenizer, token_ids = build_model_and_tokenizer(recipe)
     renderer = TimerRenderer.for_timer(tokenizer, recipe.timer)
-    args = training_args(recipe, SFTConfig)
+    args = training_args(recipe, SFTConfig, **batch.training_overrides())
     if recipe.timer.packing:
         # TimerSFTTrainer packs the rendered rows with their time-token mask (timealign.train.packing)
         args.packing = True
@@ -143,6 +145,8 @@ def build_trainer(recipe, claim: bool = True):
         loss_normalization=recipe.timer.loss_normalization,
     )
     check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
+    if trainer.is_world_process_zero():  # the arithmetic, and what the schedule cannot do with it
+        log_plan(batch, trainer.args, len(trainer.train_dataset))
     if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
         from timealign.train.live_eval import LiveEvalCallback
         trainer.add_callback(LiveEvalCallback(trainer, recipe, data))
