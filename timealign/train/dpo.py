@@ -1,6 +1,6 @@
 """Offset-DPO training entry point (`train/dpo.py` is the thin script that calls `main`).
 
-    accelerate launch --config_file recipes/accelerate/fsdp_offload.yaml train/dpo.py recipe=llama8b [key=value ...]
+    accelerate launch --config_file recipes/accelerate/fsdp_offload.yaml --num_processes N train/dpo.py recipe=llama8b
     python train/dpo.py recipe=tiny
 
 Steps: data prep (once per job, by rank 0, unless the prepared folder holds this recipe's data fingerprint;

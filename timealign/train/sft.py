@@ -1,6 +1,6 @@
 """TIMER-style multi-task SFT entry point (`train/sft.py` is the thin script that calls `main`).
 
-    accelerate launch --config_file recipes/accelerate/zero3.yaml train/sft.py recipe=timer3b [key=value ...]
+    accelerate launch --config_file recipes/accelerate/zero3.yaml --num_processes N train/sft.py recipe=timer3b
     python train/sft.py recipe=tiny-timer
 
 Steps: data prep (once per job, by rank 0, unless the prepared folder holds this recipe's data fingerprint;
