@@ -171,6 +171,23 @@ class WandbSection:
 
 
 @dataclass
+class BatchSection:
+    """One global batch, whatever the process count (timealign.train.batch)."""
+
+    global_size: int | None = opt(None, "pairs (dpo) or rows (sft) per optimizer step over all processes: global "
+                                        "batch = per device x processes x gradient accumulation, solved at launch "
+                                        "for the process count and logged (\"global batch 16 = 1 per device x 4 "
+                                        "processes x 4 accumulation\"). The per-device batch is "
+                                        "training.per_device_train_batch_size when set (it must divide global_size / "
+                                        "processes), else the largest divisor up to TRL's default; "
+                                        "training.gradient_accumulation_steps follows (set as well, it must agree). "
+                                        "A global_size the processes cannot divide stops the run with the "
+                                        "arithmetic. null: training.per_device_train_batch_size and "
+                                        "gradient_accumulation_steps as given (the global batch then grows with the "
+                                        "process count)")
+
+
+@dataclass
 class LaunchSection:
     """Cluster launch defaults, read by `python -m timealign.cluster` and slurm/*.sbatch; every training run also
     checks at start that it runs as `accelerate_config` says (`check`)."""
@@ -207,6 +224,7 @@ class Recipe:
     live_eval: LiveEvalSection = section(LiveEvalSection, "evaluation while training (curves in the log and W&B)")
     wandb: WandbSection = section(WandbSection, "Weights & Biases run settings")
     timer: TimerSection = section(TimerSection, "TIMER-style SFT (task: sft)")
+    batch: BatchSection = section(BatchSection, "the global batch, independent of the process count")
     launch: LaunchSection = section(LaunchSection, "cluster launch (slurm/*.sbatch, timealign.cluster)")
     training: dict = field(default_factory=dict, metadata={
         "help": "any field of TRL's DPOConfig (task dpo) or SFTConfig (task sft), checked against the installed TRL"})

@@ -121,6 +121,7 @@ RULES: tuple[tuple[str, tuple, str], ...] = (
     ("timer.lambda_time", NON_NEGATIVE, "0 = the 'w/o time loss' ablation"),
     ("timer.synthetic_dialogs", NON_NEGATIVE, ""),
     ("timer.synthetic_eval_dialogs", NON_NEGATIVE, ""),
+    ("batch.global_size", AT_LEAST_1, "null: per device x processes x accumulation as training.* says"),
     ("launch.nodes", AT_LEAST_1, ""),
     ("launch.gpus_per_node", NON_NEGATIVE, "0: a CPU-only job"),
     ("launch.cpus_per_gpu", AT_LEAST_1, ""),

@@ -1,6 +1,6 @@
 """Offset-DPO training entry point (`train/dpo.py` is the thin script that calls `main`).
 
-    accelerate launch --config_file recipes/accelerate/fsdp_offload.yaml train/dpo.py recipe=llama8b [key=value ...]
+    accelerate launch --config_file recipes/accelerate/fsdp_offload.yaml --num_processes N train/dpo.py recipe=llama8b
     python train/dpo.py recipe=tiny
 
 Steps: data prep (once per job, by rank 0, unless the prepared folder holds this recipe's data fingerprint;
@@ -82,6 +82,7 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.data.pairs import load_prepared
     from timealign.data.prepared import ensure_prepared
     from timealign.render.chat import PromptRenderer
+    from timealign.train.batch import log_plan, plan_batch, world_size
     from timealign.train.launch_check import check_launch, check_trainer
     from timealign.train.lengths import LengthReportCallback, PairFitter, check_against_trainer, check_mode, write_reports
     from timealign.train.models import load_model, load_tokenizer, lora_config, resolve_base_model
@@ -91,7 +92,8 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.train.tracking import training_args
 
     launched = check_launch(recipe, DPOConfig)  # before data prep and the model: runs as the recipe asks?
-    args = training_args(recipe, DPOConfig)  # TRL's own checks of training.*, before any work
+    batch = plan_batch(recipe, DPOConfig, world_size(recipe, DPOConfig, launched))  # per device x accumulation
+    args = training_args(recipe, DPOConfig, **batch.training_overrides())  # TRL checks training.* before any work
     check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
     check_mode(recipe.data.overlength)
     if claim:
@@ -137,6 +139,8 @@ def build_trainer(recipe, claim: bool = True):
         write_reports(reports, args.output_dir)
     trainer.add_callback(LengthReportCallback(reports))
     check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
+    if trainer.is_world_process_zero():  # the arithmetic, and what the schedule cannot do with it
+        log_plan(batch, trainer.args, len(trainer.train_dataset))
     if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
         from timealign.train.live_eval import LiveEvalCallback
         trainer.add_callback(LiveEvalCallback(trainer, recipe, data))

@@ -1,6 +1,6 @@
 """TIMER-style multi-task SFT entry point (`train/sft.py` is the thin script that calls `main`).
 
-    accelerate launch --config_file recipes/accelerate/zero3.yaml train/sft.py recipe=timer3b [key=value ...]
+    accelerate launch --config_file recipes/accelerate/zero3.yaml --num_processes N train/sft.py recipe=timer3b
     python train/sft.py recipe=tiny-timer
 
 Steps: data prep (once per job, by rank 0, unless the prepared folder holds this recipe's data fingerprint;
@@ -102,6 +102,7 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.data.prepared import ensure_prepared
     from timealign.data.timer_prep import load_timer_prepared
     from timealign.render.timer import TimerRenderer
+    from timealign.train.batch import log_plan, plan_batch, world_size
     from timealign.train.launch_check import check_launch, check_trainer
     from timealign.train.timer import TimerSFTTrainer, timer_lora_config
     from timealign.data.hub import check_release
@@ -109,7 +110,8 @@ def build_trainer(recipe, claim: bool = True):
 
     check_timer_section(recipe.timer)
     launched = check_launch(recipe, SFTConfig)  # before data prep and the model: runs as the recipe asks?
-    args = training_args(recipe, SFTConfig)  # TRL's own checks of training.*, before any work
+    batch = plan_batch(recipe, SFTConfig, world_size(recipe, SFTConfig, launched))  # per device x accumulation
+    args = training_args(recipe, SFTConfig, **batch.training_overrides())  # TRL checks training.* before any work
     check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
     if claim:
         from timealign.train.output_dir import claim_output_dir
@@ -146,6 +148,8 @@ def build_trainer(recipe, claim: bool = True):
         loss_normalization=recipe.timer.loss_normalization,
     )
     check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
+    if trainer.is_world_process_zero():  # the arithmetic, and what the schedule cannot do with it
+        log_plan(batch, trainer.args, len(trainer.train_dataset))
     if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
         from timealign.train.live_eval import LiveEvalCallback
         trainer.add_callback(LiveEvalCallback(trainer, recipe, data))

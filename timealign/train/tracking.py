@@ -147,11 +147,13 @@ def finish_wandb(summary: dict | None = None) -> None:
     wandb.finish()
 
 
-def training_args(recipe, config_cls):
-    """TRL's config (DPOConfig / SFTConfig) from the recipe's `training` section, with the W&B run's name. The W&B
+def training_args(recipe, config_cls, **overrides):
+    """TRL's config (DPOConfig / SFTConfig) from the recipe's `training` section, with the W&B run's name, and
+    `overrides` on top (the per-device batch and accumulation of `timealign.train.batch.plan_batch`). The W&B
     project is set where the run is opened (`setup_wandb`), not in the environment: one process may train several
     recipes (timealign.experiment), and an exported WANDB_PROJECT must stay the user's."""
-    training = training_fields(recipe)  # no hub_token: the Trainer pickles these args into training_args.bin
+    # no hub_token: the Trainer pickles these args into training_args.bin
+    training = {**training_fields(recipe), **overrides}
     export_hub_token(recipe)
     training.setdefault("run_name", run_name(recipe))
     try:
