@@ -233,3 +233,34 @@ def test_suite_counts_empty_outputs_in_every_protocol(tiny_tokenizer, tictoc_row
     assert report["overall"]["n"] == scored
     assert sum(m["n"] for m in report["by_elapse_level"].values()) == scored
     assert f"| {expected_empty} |" in markdown_summary(report).split("empty outputs", 1)[1].splitlines()[0]
+
+
+def test_a_family_is_one_registry_entry(monkeypatch):
+    """Adding a model family is one ModelFamily in timealign/render/families.py: template detection, tool-call
+    detection under both protocols, the paper renderer and the shared-prompt model types all read that entry."""
+    from transformers import AutoConfig
+
+    from timealign.render import families
+    from timealign.render.paper import PaperRenderer
+    from timealign.train import shared_prompt
+
+    entry = families.ModelFamily(
+        "toy", (("<start_of_turn>",),), r"```tool_code", "none", ("```tool_code", "```"), r"<(?:start|end)_of_turn>",
+        "qwen", ("gemma3_text",))
+    monkeypatch.setitem(families.FAMILIES, "toy", entry)
+    assert detect_family("{{ '<start_of_turn>user' }}") == "toy"
+    assert "toy" in known_families()
+    assert is_tool_call('```tool_code\nget_weather(city="Oslo")\n```', "toy")
+    assert is_tool_call('```tool_code\nget_weather()\n```<end_of_turn>', "toy", protocol="paper")
+    assert not is_tool_call("It is sunny in Oslo.", "toy")
+    assert paper_visible_text("<end_of_turn>", "toy") == ""
+    prompt = PaperRenderer(None, family="toy").prompt([{"role": "user", "content": "hi", "time": "2024-01-01T00:00:00Z"}])
+    assert prompt.startswith("<|im_start|>")  # its paper_template: the Qwen renderer
+    config = AutoConfig.for_model("gemma3_text", vocab_size=32, hidden_size=16, num_hidden_layers=1,
+                                  num_attention_heads=2, num_key_value_heads=1, head_dim=8, intermediate_size=16)
+    config._attn_implementation = "sdpa"
+    config.sliding_window = None
+    shared_prompt.check_model(config)  # accepted: its model type is the new entry's
+    monkeypatch.delitem(families.FAMILIES, "toy")
+    with pytest.raises(ValueError, match="verified for model types"):
+        shared_prompt.check_model(config)

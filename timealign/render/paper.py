@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from timealign.render.families import detect_family
+from timealign.render.families import FAMILIES, detect_family
 
 # inference/sys_pmts.py of the authors' code: appended to the system message as is (leading space included).
 PAPER_REMINDER = " Note that the environment may be dynamic. Be aware of the time elapsed."
@@ -327,11 +327,11 @@ def _string(value: Any) -> str:
     return value
 
 
-# family -> (render function, the authors' template file it stands for)
+# a family's `paper_template` (timealign/render/families.py) -> (render function, the authors' template file it stands
+# for); the tiny test models speak ChatML with <tool_call> and use Qwen's
 TEMPLATES: dict[str, tuple[Callable[..., str], str]] = {
     "llama3": (_llama3, "templates/llama3_1.jinja"),
     "qwen": (_qwen, "templates/qwen3.jinja"),
-    "tiny": (_qwen, "templates/qwen3.jinja"),  # the tiny test models speak ChatML with <tool_call>, as Qwen does
     "mistral": (_ministral, "templates/ministral.jinja"),
     "deepseek_r1": (_deepseek_r1, "templates/deepseek_distill_llama.jinja"),
 }
@@ -374,10 +374,10 @@ class PaperRenderer:
                              "none: set data.elapsed=false or data.protocol=timealign")
         if self.family is None:
             self.family = detect_family(getattr(self.tokenizer, "chat_template", None))
-        if self.family not in TEMPLATES:
-            raise ValueError(f"no paper-protocol template for family {self.family!r}; known: {', '.join(TEMPLATES)}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"no paper-protocol template for family {self.family!r}; known: {', '.join(FAMILIES)}")
         if self.bos is None:
-            self.bos = deepseek_bos(self.tokenizer) if self.family == "deepseek_r1" else ""
+            self.bos = deepseek_bos(self.tokenizer) if FAMILIES[self.family].paper_template == "deepseek_r1" else ""
 
     protocol = "paper"
 
@@ -385,7 +385,7 @@ class PaperRenderer:
         prepared = paper_messages(messages, timestamps=self.timestamps, prompt_mode=self.prompt_mode)
         if not prepared:
             raise UnrenderableSample("no messages")
-        render, _ = TEMPLATES[self.family]
+        render, _ = TEMPLATES[FAMILIES[self.family].paper_template]
         date = str(messages[0].get("time") or "").split("T")[0]
         return render(prepared, _decode_tools(tools), add_generation_prompt=add_generation_prompt, date=date,
                       thinking=self.thinking, bos=self.bos)
@@ -397,11 +397,11 @@ class PaperRenderer:
     def completion(self, messages: list[dict], response: dict, tools: Any = None) -> str:
         """The reply's text after `prompt()` as the family's template writes it (for training in this protocol)."""
         reply = dict(response, time=messages[-1].get("time") if messages else None)
-        if self.family == "mistral":
+        if FAMILIES[self.family].paper_template == "mistral":
             # The template moves the system text into the *last* user turn, so the prompt is not a prefix of the
             # conversation with the reply added; the reply is rendered on its own, as the template writes it.
             return _ministral_turn(paper_messages([reply], timestamps=False)[0])
-        if self.family == "deepseek_r1":
+        if FAMILIES[self.family].paper_template == "deepseek_r1":
             raise ValueError("the authors' DeepSeek-R1 template opens a <think> block in the generation prompt that a "
                              "rendered reply never continues: training in the paper protocol is not defined for it; "
                              "use data.protocol=timealign")
@@ -416,7 +416,7 @@ class PaperRenderer:
     def _render_with_reply(self, messages: list[dict], reply: dict, tools: Any) -> str:
         prepared = paper_messages(messages, timestamps=self.timestamps, prompt_mode=self.prompt_mode)
         prepared += paper_messages([reply], timestamps=False)
-        render, _ = TEMPLATES[self.family]
+        render, _ = TEMPLATES[FAMILIES[self.family].paper_template]
         date = str(messages[0].get("time") or "").split("T")[0]
         return render(prepared, _decode_tools(tools), add_generation_prompt=False, date=date, thinking=self.thinking,
                       bos=self.bos)

@@ -50,6 +50,8 @@ from typing import Any
 import torch
 from transformers.data.data_collator import DataCollatorMixin
 
+from timealign.render.families import shared_prompt_model_types
+
 __all__ = ["BRANCH", "PairTree", "SharedPromptCollator", "check_model", "tree_attention_mask", "tree_block_mask"]
 
 PAD, PROMPT, CHOSEN, BRIDGE, REJECTED = -1, 0, 1, 2, 3
@@ -58,7 +60,8 @@ BRANCH = {"pad": PAD, "prompt": PROMPT, "chosen": CHOSEN, "bridge": BRIDGE, "rej
 # Architectures whose decoder takes positions only from `position_ids` (rotary) and its mask only through
 # `create_causal_mask` / `create_sliding_window_causal_mask` (a 4D mask passes untouched): checked in
 # tests/test_shared_prompt.py against TRL's unshared rows.
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "ministral", "qwen2", "qwen3")
+# The model types of the registered families (timealign/render/families.py: each entry's `model_types`).
+SUPPORTED_MODEL_TYPES = shared_prompt_model_types()
 SUPPORTED_ATTENTION = ("sdpa", "eager", "flex_attention")
 TREE_KEYS = ("pair_ids", "branch_ids", "position_ids")
 
@@ -246,9 +249,10 @@ def check_model(config, row_length: int | None = None) -> None:
             f"take; set model.attn_implementation to one of {', '.join(SUPPORTED_ATTENTION)}, or "
             "dpo.shared_prompt=false (TRL's unshared layout, any attention implementation)."
         )
-    if config.model_type not in SUPPORTED_MODEL_TYPES:
+    supported = shared_prompt_model_types()  # read at each check: a family registered later counts
+    if config.model_type not in supported:
         raise ValueError(
-            f"dpo.shared_prompt is verified for model types {', '.join(SUPPORTED_MODEL_TYPES)}; this model is "
+            f"dpo.shared_prompt is verified for model types {', '.join(supported)}; this model is "
             f"{config.model_type!r}. Set dpo.shared_prompt=false (TRL's unshared layout)."
         )
     if row_length is not None and _uses_sliding_window(config) and row_length > config.sliding_window:

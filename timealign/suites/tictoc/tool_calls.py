@@ -80,34 +80,18 @@ import re
 from typing import Callable
 
 from timealign.backends.chat import parse_reply
+from timealign.render.families import FAMILIES, ModelFamily
 
 PROTOCOLS = ("timealign", "paper")
 
-_HERMES = re.compile(r"<tool_call>")  # Qwen2.5/Qwen3 and the tiny template: <tool_call>{...}</tool_call>
-_MISTRAL = re.compile(r"\[TOOL_CALLS\]")
-_LLAMA_TAG = re.compile(r"<\|python_tag\|>")
-_DEEPSEEK = re.compile(r"<｜tool▁calls?▁begin｜>")
+# Each family's call syntax, attempt signature and dropped special tokens live in its registry entry
+# (timealign/render/families.py); `api` is eval.backend=chat's reply, not a template family.
+API_SIGNATURE = ("ChatCompletionMessageToolCall",)  # in the repr of the openai SDK of the paper's runs (paper_api_output)
 
-# The authors' attempt signatures (all must occur), per family; tiny speaks the Qwen (Hermes) format.
-PAPER_SIGNATURES: dict[str, tuple[str, ...]] = {
-    "tiny": ("<tool_call>", "</tool_call>"),
-    "qwen": ("<tool_call>", "</tool_call>"),
-    "llama3": ('"name"', '"parameters"'),
-    "mistral": ('"arguments"', '"name"'),
-    "deepseek_r1": ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
-    "api": ("ChatCompletionMessageToolCall",),  # in the repr of the openai SDK of the paper's runs (see paper_api_output)
-}
 
-# Tokens vLLM's default decoding drops in the authors' runs (special tokens of each tokenizer). With them removed
-# (and whitespace stripped) an output the authors would have seen as "" is empty. The tiny tokenizer's <tool_call>
-# is special too, but tiny is not a paper model: its tags are kept so the Qwen signature can apply.
-_SKIPPED_SPECIAL = {
-    "tiny": re.compile(r"<\|[a-z_]+\|>"),
-    "qwen": re.compile(r"<\|[a-z_]+\|>"),
-    "llama3": re.compile(r"<\|[a-z_0-9]+\|>"),
-    "mistral": re.compile(r"</?s>|\[/?(?:TOOL_CALLS|ARGS|CALL_ID|INST|TOOL_RESULTS|AVAILABLE_TOOLS)\]"),
-    "deepseek_r1": re.compile(r"<｜(?:end▁of▁sentence|begin▁of▁sentence|Assistant|User)｜>"),
-}
+def paper_signature(family: str) -> tuple[str, ...]:
+    """The authors' attempt signature (all must occur) of `family`; tiny speaks the Qwen (Hermes) format."""
+    return API_SIGNATURE if family == "api" else FAMILIES[family].paper_signature
 
 _JSON_KEY = re.compile(r'"([^"\\]*)"\s*:')
 
@@ -184,27 +168,22 @@ def has_call_json(text: str) -> bool:
     return False
 
 
-def _hermes(text: str) -> bool:
-    action = _action_part(text)
-    return bool(_HERMES.search(action)) or has_call_json(action)
+def family_detector(family: ModelFamily) -> Callable[[str], bool]:
+    """The family's call syntax (its registry entry's `call_markers`) or call-shaped JSON in the output's action part
+    (after any reasoning, as the entry's `reasoning` says)."""
+    markers = re.compile(family.call_markers)
+
+    def detect(text: str) -> bool:
+        action = text if family.reasoning == "none" else \
+            _action_part(text, prompt_opens_reasoning=family.reasoning == "prompt_opens")
+        return bool(markers.search(action)) or has_call_json(action)
+
+    return detect
 
 
-def _llama3(text: str) -> bool:
-    """Llama 3.x: custom tools as a JSON object {"name": ..., "parameters": ...}; builtins after <|python_tag|>."""
-    return bool(_LLAMA_TAG.search(text)) or has_call_json(text)
-
-
-def _mistral(text: str) -> bool:
-    return bool(_MISTRAL.search(text)) or has_call_json(text)
-
-
-def _deepseek_r1(text: str) -> bool:
-    action = _action_part(text, prompt_opens_reasoning=True)
-    return bool(_DEEPSEEK.search(action)) or has_call_json(action)
-
-
-# Any family's call markers, for a call an API server returned as text.
-_TEXT_CALL_MARKERS = re.compile(r"<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>|<｜tool▁calls?▁begin｜>")
+def _text_call_markers() -> re.Pattern:
+    """Any family's call markers, for a call an API server returned as text."""
+    return re.compile("|".join(dict.fromkeys(f.call_markers for f in FAMILIES.values())))
 
 
 def _api(text: str) -> bool:
@@ -213,7 +192,7 @@ def _api(text: str) -> bool:
     if reply.tool_calls:
         return True
     action = _action_part(reply.content or "")
-    return bool(_TEXT_CALL_MARKERS.search(action)) or has_call_json(action)
+    return bool(_text_call_markers().search(action)) or has_call_json(action)
 
 
 def paper_api_output(text: str) -> str:
@@ -234,22 +213,18 @@ def paper_api_output(text: str) -> str:
     return ""
 
 
-DETECTORS: dict[str, Callable[[str], bool]] = {
-    "tiny": _hermes,
-    "qwen": _hermes,
-    "llama3": _llama3,
-    "mistral": _mistral,
-    "deepseek_r1": _deepseek_r1,
-    "api": _api,
-}
+def detector(family: str) -> Callable[[str], bool]:
+    """Tool-call detection under `timealign` for a registered family or `api` (read from the registry each call,
+    so a family added to FAMILIES is detected without another change)."""
+    return _api if family == "api" else family_detector(FAMILIES[family])
 
 
 def known_families() -> list[str]:
-    return sorted(DETECTORS)
+    return sorted([*FAMILIES, "api"])
 
 
 def _check(family: str, protocol: str) -> None:
-    if family not in DETECTORS:
+    if family not in known_families():
         raise ValueError(f"unknown tool-call family {family!r}; known: {', '.join(known_families())}")
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown evaluation protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
@@ -260,7 +235,7 @@ def paper_visible_text(text: str, family: str) -> str:
     _check(family, "paper")
     if family == "api":  # a reply of eval.backend=chat: the string the authors' API handler returned
         return paper_api_output(text)
-    return _SKIPPED_SPECIAL[family].sub("", text).strip()
+    return re.sub(FAMILIES[family].paper_special_tokens, "", text).strip()
 
 
 def is_empty_output(text: str, family: str) -> bool:
@@ -276,5 +251,5 @@ def is_tool_call(text: str, family: str, protocol: str = "timealign") -> bool:
     _check(family, protocol)
     if protocol == "paper":
         visible = paper_visible_text(text, family)
-        return all(mark in visible for mark in PAPER_SIGNATURES[family])
-    return DETECTORS[family](text)
+        return all(mark in visible for mark in paper_signature(family))
+    return detector(family)(text)
