@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -127,7 +128,8 @@ def test_negatives_are_balanced_overall_and_per_task(tasks):
     by_pair = {}
     for it in items:
         by_pair.setdefault(it["pair_id"], []).append(it)
-    for pos, neg in by_pair.values():
+    for pair in by_pair.values():  # which of the two comes first is drawn with the seed (issue 23)
+        pos, neg = sorted(pair, key=lambda it: not it["label"])
         assert pos["label"] and not neg["label"]
         keys = ("event_a", "event_b") if pos["task"] == "allen" else ("params",)
         assert all(pos[k] == neg[k] for k in keys)
@@ -281,8 +283,11 @@ def test_few_shot_prompts_never_share_the_test_pair_repeat_a_shot_or_show_the_qu
 
 
 def test_a_relation_with_one_named_pair_gets_abstract_shots_instead_of_its_own_pair():
-    # Equals has a single named pair (World War II / its European theatre): every shot would be about it.
-    items = cs.generate(8, seed=1, setting="3-shot", named=True, tasks="Equals")
+    # Equals has a single named pair (World War II / its European theatre): every shot would be about it. One pair
+    # of years is one positive and one negative: a larger set would repeat them (issue 23), and says so.
+    items = cs.generate(2, seed=1, setting="3-shot", named=True, tasks="Equals")
+    with pytest.raises(ValueError, match="at most 2 distinct ChronoSense items for tasks=Equals"):
+        cs.generate(8, seed=1, setting="3-shot", named=True, tasks="Equals")
     assert {it["event_a"]["name"] for it in items} <= {"World War II", "European theatre of World War II"}
     for it in items:
         assert len(it["shots"]) == 3
@@ -367,3 +372,47 @@ def test_suite_runs_on_the_tiny_model_and_counts_garbage_as_unclear(tiny_model_d
     json.dumps(report)
     with pytest.raises(ValueError):
         suite.parse_options({"bogus": "1"})
+
+
+# ------------------------------------------------------------------------------------- clean named sets (issue 23)
+
+def _interval_pair(question: str) -> frozenset:
+    """The two year intervals a template-0 Allen question states (read off its text, not from `context_key`)."""
+    start_a, end_a, start_b, end_b = map(int, re.findall(r"\byear (\d+)", question.split(" Did ")[0]))
+    return frozenset({(start_a, end_a), (start_b, end_b)})
+
+
+def _test_years(item: dict) -> frozenset:
+    return frozenset({(item[k]["start"], item[k]["end"]) for k in ("event_a", "event_b")})
+
+
+@pytest.mark.parametrize("setting", ["1-shot", "3-shot"])
+@pytest.mark.parametrize("named", [True, False])
+def test_no_shot_is_on_the_test_years_and_no_item_repeats(setting, named):
+    # World War II and its European theatre are both 1939-1945: a shot about one showed the test's answer about the
+    # other (109 of 2,028 named 3-shot items), and pairs drawn with replacement repeated items.
+    items = cs.generate(1200, seed=3, setting=setting, named=named, tasks="allen")
+    for it in items:
+        shot_years = [_interval_pair(s["question"]) for s in it["shots"]]
+        assert _test_years(it) not in shot_years, it["id"]
+        assert len(set(shot_years)) == len(shot_years), it["id"]
+    questions = Counter((it["category"], it["hypothesis_relation"], it["event_a"]["start"], it["event_a"]["end"],
+                         it["event_b"]["start"], it["event_b"]["end"]) for it in items)
+    assert max(questions.values()) == 1
+
+
+def test_answer_order_is_drawn_with_the_seed_not_the_position():
+    for named, tasks in ((True, "allen"), (False, "all")):
+        items = cs.generate(400, seed=11, named=named, tasks=tasks)
+        firsts = [it["label"] for it in items[::2]]
+        assert 0.35 < sum(firsts) / len(firsts) < 0.65  # the positive comes first in about half of the pairs
+        assert [it["label"] for it in items] != [True, False] * 200
+        assert sum(it["label"] for it in items) == 200
+    assert [it["label"] for it in cs.generate(40, seed=1)] == [it["label"] for it in cs.generate(40, seed=1)]
+    assert [it["label"] for it in cs.generate(40, seed=1)] != [it["label"] for it in cs.generate(40, seed=2)]
+
+
+def test_a_named_set_larger_than_its_events_allow_says_how_large_it_can_be():
+    with pytest.raises(ValueError, match=r"at most 1862 distinct ChronoSense items for tasks=allen.*n<=1862"):
+        cs.generate(2000, seed=0, named=True, tasks="allen")
+    assert len(cs.generate(1862, seed=0, named=True, tasks="allen")) == 1862

@@ -274,3 +274,32 @@ def test_deepseek_distill_bos_comes_from_the_model_not_the_vocabulary(tmp_path):
     assert named.bos == ""
     with pytest.raises(ValueError, match="which DeepSeek-R1 distill"):
         PromptRenderer.for_data(_distill_tokenizer(tmp_path / "run-x", None), paper)
+
+
+def _shapes():
+    """Message shapes that v1 lacks but the layout allows: an empty `tool_calls`, mapping arguments, a call with no
+    id (issue 23)."""
+    import copy
+
+    empty = copy.deepcopy(HISTORY)
+    empty[4]["tool_calls"] = []
+    mapping = copy.deepcopy(HISTORY)
+    mapping[2]["tool_calls"][0]["function"]["arguments"] = {"package_id": "pkg_1"}
+    no_id = copy.deepcopy(HISTORY)
+    del no_id[2]["tool_calls"][0]["id"]
+    return {"empty_tool_calls": empty, "mapping_arguments": mapping, "call_without_id": no_id}
+
+
+@pytest.mark.parametrize("model", sorted(authors.HANDLERS))
+def test_unusual_message_shapes_render_as_the_authors_handlers_do(model):
+    """Given the messages as the data has them, the renderer equals (or refuses with) the authors' handler."""
+    repo = authors.authors_repo()
+    assert repo is not None, f"the authors' code is needed: {authors.SHARED_REFERENCE} or TIMEALIGN_TICTOC_REPO"
+    for name, history in _shapes().items():
+        try:
+            theirs = authors.render(repo, model, history, TOOLS, level=0, use_time_stamp=True)
+        except Exception:  # noqa: BLE001 - their code refused the shape: so must ours
+            with pytest.raises(UnrenderableSample):
+                _renderer(model).prompt(history, TOOLS)
+            continue
+        assert _renderer(model).prompt(history, TOOLS) == theirs, name

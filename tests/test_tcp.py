@@ -538,3 +538,34 @@ def test_suite_records_a_failed_generation_and_resumes_from_the_cache(tiny_model
     failing["prompt"] = None  # the engine recovers: only the failed sample is generated again
     again = get_suite("tcp").run(backend, ctx)
     assert again["errors"] == [] and again["generation"]["cached"] == 2 and again["generation"]["generated"] == 1
+
+
+# Issue 23: the prompt says nothing about the clock times a task may start at. With half-hour starts, the
+# "contiguous" reading of the rest rule lets a half-hour gap end a run of work, which can finish earlier.
+HALF_HOUR_PROBLEM = {
+    "kind": "short", "dependency_type": "A->C, B->C", "durations": [2, 2, 2], "start": "2025-04-22 00:00",
+    "conversation": "2025-04-20 14:00", "lead": 0, "dep_speakers": [0],
+    "agents": [{"tz": "SGT", "offset": 8, "work": [11, 19], "meal": [14, 15], "break_between": 2,
+                "max_consecutive": None, "min_rest": None},
+               {"tz": "PKT", "offset": 5, "work": [8, 16], "meal": [13, 15], "break_between": None,
+                "max_consecutive": 3, "min_rest": 1}]}
+
+
+def test_an_answer_that_hinges_on_half_hour_starts_is_rejected():
+    # Agent2 works 03:00-08:00 GMT (PKT 8:00-13:00). A (Agent1) and B (Agent2) both run 03:00-05:00; C by Agent2
+    # at 05:00 would make a 4-hour run (> 3): on the hour C starts at 06:00 and ends 08:00. Starting C at 05:30, a
+    # half-hour gap ends the 2-hour run, so under "contiguous" C ends 07:30.
+    p = tcp.problem_from_dict(HALF_HOUR_PROBLEM)
+    answers = tcp.answers_by_reading(p)
+    assert answers[("paper", "calendar", "contiguous", "whole", "hour")] == "2025-04-22 08:00 GMT"
+    assert answers[("paper", "calendar", "fatigue", "whole", "half_hour")] == "2025-04-22 08:00 GMT"
+    assert answers[("paper", "calendar", "contiguous", "whole", "half_hour")] == "2025-04-22 07:30 GMT"
+    assert tcp.make_item(p, item_id="x") is None
+    assert tcp.make_item(p, item_id="x", robust=False)["answer"] == "2025-04-22 08:00 GMT"
+
+
+def test_generated_short_items_do_not_hinge_on_the_start_grid():
+    for it in tcp.generate(450, seed=1, kind="short"):
+        p = tcp.problem_from_dict(it["problem"])
+        for mode in ("fatigue", "contiguous"):
+            assert tcp.solve(p, break_after_mode=mode, start_grid="half_hour").answer == it["answer"], it["id"]

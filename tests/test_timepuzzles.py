@@ -509,3 +509,24 @@ def test_suite_on_tiny_model(tiny_model_dir, tmp_path):
     json.dumps(report)
     with pytest.raises(ValueError, match="unknown key 'timepuzzles.bogus'"):
         suite.parse_options({"bogus": "1"})
+
+
+def test_span_events_state_that_their_first_and_last_days_count(cal):
+    """'The date falls during X' leaves open whether X's last day counts; the fact says it does (issue 23: 142 of
+    3,120 answers changed when span events excluded their end days)."""
+    for name, first, last, _ in kb.SPAN_EVENTS:
+        fact = KnowledgeBaseEventFact(name, "during")
+        assert fact.implicit() == f"The date falls during {name}, its first and last days included."
+        assert fact.explicit() == (f"The date falls during {name}, which lasted from {first} to {last}, both days "
+                                   "included.")
+        assert check(fact, cal, D(first)) and check(fact, cal, D(last))
+        assert not check(fact, cal, D(last) + timedelta(days=1))
+    on_a_last_day = 0
+    for variant in ("implicit", "explicit"):
+        for rec in tp.generate(120, seed=23, variant=variant):
+            spans = [f for f in rec["facts"] if f["params"].get("relation") == "during"]
+            for f in spans:
+                assert "days included" in f[variant] and f[variant] in rec["prompt"]
+                last = next(e[2] for e in kb.SPAN_EVENTS if e[0] == f["params"]["event"])
+                on_a_last_day += last in rec["gold"]
+    assert on_a_last_day  # the statement decides some answers here

@@ -432,3 +432,56 @@ def interval_bucket(minutes: float) -> str:
         if low <= m < high:
             return name
     return "full-day" if m == 1440.0 else "multi-day"
+
+
+# -- the TimelyChat authors' reading (`timelychat.interval_reading=paper`) ------------------------------------------
+# Restated from what their `utils/postprocess.py` `convert_to_minutes` (sb-jang/timelychat, f717753) computes, so
+# that RMSLE can be scored on the very numbers their script scored. It reads the *first* quantity only ("1 hour
+# 30 minutes" is 60), takes a word number only where a unit follows it ("twenty-five minutes" is 5), reads
+# "few"/"several" as 3, a digit range "2-3 hours" as its midpoint, knows no months or years, and returns 0 for
+# anything it cannot read (it never fails).
+# Text rewrites, in order, after lower-casing. Their "$\boxed{" is a plain (not raw) string whose "\b" is a
+# backspace, so it removes "$\x08oxed{" and a LaTeX "$\boxed{" stays (its "}" goes with the last-but-one rewrite).
+_PAPER_REWRITES = (("**", ""), ("few", "3"), ("several", "3"), ("$\x08oxed{", ""), ("}$", ""), ("\\sqrt{", ""),
+                   ("}", ""), ("half an", "0.5"), ("half a", "0.5"), ("a half", "0.5"))
+_PAPER_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+                       "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
+                       "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
+                       "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
+                       "ninety": 90, "hundred": 100, "thousand": 1000}
+_PAPER_UNIT_MINUTES = {"minute": 1, "hour": 60, "day": 1440, "week": 10080}  # seconds: divided by 60
+# No word boundaries, as theirs: "often minutes" holds "ten minutes".
+_PAPER_QUANTITY = re.compile(r"(\d*\.?\d+|" + "|".join(_PAPER_NUMBER_WORDS) + r")\s*(second|minute|hour|day|week)s?",
+                             re.IGNORECASE)
+_PAPER_RANGE = re.compile(r"(\d+)-(\d+)\s*(minute|hour)s?", re.IGNORECASE)
+# Every part optional: it matches at the first "p" of the text, and only digits right after that "p" count.
+_PAPER_ISO = re.compile(r"P(?:(\d+)D)?T?(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?", re.IGNORECASE)
+
+
+def _paper_in_minutes(value: float, unit: str) -> float:
+    return value / 60 if unit == "second" else value * _PAPER_UNIT_MINUTES[unit]
+
+
+def paper_interval_minutes(text: str) -> float:
+    """Minutes of a predicted interval as the TimelyChat authors' script reads it (0.0 where it reads none).
+
+        paper_interval_minutes("1 hour 30 minutes") == 60.0     paper_interval_minutes("2-3 hours") == 150.0
+        paper_interval_minutes("twenty-five minutes") == 5.0    paper_interval_minutes("several hours") == 180.0
+        paper_interval_minutes("2 to 3 hours") == 180.0         paper_interval_minutes("PT1H30M") == 90.0
+    """
+    text = text.strip().lower()
+    for old, new in _PAPER_REWRITES:
+        text = text.replace(old, new)
+    found = _PAPER_RANGE.search(text)  # a digit range anywhere wins over a quantity before it
+    if found:
+        return _paper_in_minutes((float(found[1]) + float(found[2])) / 2, found[3].lower())
+    found = _PAPER_QUANTITY.search(text)
+    if found:
+        number = found[1].lower()
+        value = float(_PAPER_NUMBER_WORDS[number]) if number in _PAPER_NUMBER_WORDS else float(found[1])
+        return _paper_in_minutes(value, found[2].lower())
+    found = _PAPER_ISO.search(text)
+    if found:
+        days, hours, minutes, seconds = (int(part) if part else 0 for part in found.groups())
+        return days * 1440 + hours * 60 + minutes + seconds / 60
+    return 0.0

@@ -14,8 +14,9 @@ Every item is a (Context, Hypothesis, Correctness) triple asked as a True/False 
 
 Each positive has its negative, so True is exactly half of an even-sized set, per task too. Prompt settings are
 the paper's 0-shot, 1-shot, 3-shot and CoT ("Let's think step by step." appended, Sec. 4); few-shot examples are
-of the same task, never about the test's two events (or context) and never repeated (`generate.context_key`; the
-paper does not say how it drew them); three wordings
+of the same task, never on the test's years (or context, whatever the events are called) and never repeated
+(`generate.context_key`; the paper does not say how it drew them); no item of a set repeats another
+(`generate.item_key`), and which of a positive and its negative comes first is drawn with the seed; three wordings
 (`template` 0-2) stand for its three prompt variants (App. A.3). The paper's Tables 3 and 10 are images that
 are not in the text we have; only the context sentence and the "Before" hypothesis are quoted in Sec. 3, so
 the other verbalisations here are ours, written in the same style. Answers are parsed to True / False / unclear

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Iterable, Sequence
 
@@ -11,6 +12,7 @@ from timealign.suites.chronosense.arithmetic import ARITHMETIC_TASKS, sample_ari
 from timealign.suites.chronosense.prompts import N_SHOTS, TEMPLATES, build_prompt, normalize_setting, render_question
 
 TASKS = ALLEN_RELATIONS + ARITHMETIC_TASKS
+logger = logging.getLogger(__name__)
 
 
 def select_tasks(tasks: str | Sequence[str] = "all") -> tuple[str, ...]:
@@ -57,33 +59,58 @@ def _finish(item: dict) -> dict:
     return item
 
 
+def _years(event: dict) -> tuple[int, int]:
+    return event["start"], event["end"]
+
+
 def context_key(item: dict) -> tuple:
-    """What the question is about, regardless of the hypothesis: the unordered pair of events (name and years) of an
-    Allen item, the task and parameters of an arithmetic one. Two items with one key share their facts."""
+    """What the question is about, regardless of the hypothesis and of the events' names: the unordered pair of year
+    intervals of an Allen item (the relation follows from the years alone: "World War II" and its European theatre,
+    both 1939-1945, are one context), the task and parameters of an arithmetic one. Items with one key share facts."""
     if item["task"] == "allen":
-        events = (tuple(item[k][f] for f in ("name", "start", "end")) for k in ("event_a", "event_b"))
-        return ("allen", frozenset(events))
+        return ("allen", frozenset((_years(item["event_a"]), _years(item["event_b"]))))
     return ("arithmetic", item["category"], tuple(sorted(item["params"].items())))
+
+
+def item_key(item: dict) -> tuple:
+    """What makes two pairs of a set the same question whatever the events are called: the task and the ordered
+    years (Allen) or parameters (arithmetic)."""
+    if item["task"] == "allen":
+        return ("allen", item["category"], _years(item["event_a"]), _years(item["event_b"]))
+    return context_key(item)
+
+
+def _named_pool(pairs: Sequence[tuple], rng: random.Random, key) -> list[tuple]:
+    """The named pairs, one per `key` (pairs with the same years are one), shuffled with `rng`."""
+    by_key: dict = {}
+    for pair in pairs:
+        by_key.setdefault(key(pair), pair)
+    pool = list(by_key.values())
+    rng.shuffle(pool)
+    return pool
+
+
+def _pair_context(pair: tuple) -> frozenset:
+    """`context_key`'s years of a named (A, B) pair of (name, start, end) events."""
+    return frozenset((tuple(pair[0][1:]), tuple(pair[1][1:])))
 
 
 def _draw_shots(item: dict, k: int, rng: random.Random, *, named: dict | None,
                 years: tuple[int, int]) -> list[dict]:
     """`k` solved examples of the item's task, labels alternating from a random start (T,F,T or F,T,F).
 
-    No shot shares a context with the test item or with another shot: a shot about the same two events would show
-    the test's answer (same relation) or give it away (another relation of the same pair). Named pairs are drawn
-    without replacement; when the task's named pairs run out (e.g. Equals has one pair), the remaining shots use
-    abstract events (Event A / Event B with random years), which never share a named pair.
+    No shot shares a context with the test item or with another shot (`context_key`: the two events' years, whatever
+    they are called): a shot on the test's years would show the test's answer (same relation) or give it away
+    (another relation of the same years). Named pairs are drawn without replacement; when the task's named pairs run
+    out (e.g. Equals has one pair of years), the remaining shots use abstract events (Event A / Event B with random
+    years), which never share the test's years either.
     """
     first_true = rng.random() < 0.5
     seen = {context_key(item)}
     named_pool: list = []
     if named is not None and item["task"] == "allen":
-        by_key = {}
-        for pair in named[item["category"]]:
-            by_key.setdefault(frozenset(pair), pair)  # (A, B) and (B, A) are one pair
-        named_pool = [pair for key, pair in by_key.items() if ("allen", key) not in seen]
-        rng.shuffle(named_pool)
+        named_pool = [pair for pair in _named_pool(named[item["category"]], rng, _pair_context)
+                      if ("allen", _pair_context(pair)) not in seen]
     shots: list[dict] = []
     while len(shots) < k:
         if named_pool:
@@ -98,15 +125,38 @@ def _draw_shots(item: dict, k: int, rng: random.Random, *, named: dict | None,
     return shots
 
 
+MAX_DRAWS = 1000  # fresh draws of an abstract task that may all repeat earlier items before it counts as used up
+
+
+def _new_pair(category: str, rng: random.Random, pools: dict | None, used: set,
+              years: tuple[int, int]) -> list[dict] | None:
+    """A positive and its negative whose question no earlier pair of the set asked; None when none is left."""
+    for _ in range(MAX_DRAWS):
+        if pools is not None and category in ALLEN_RELATIONS:
+            if not pools[category]:
+                return None
+            pair = _make_pair(category, rng, named={category: [pools[category].pop()]}, years=years)
+        else:
+            pair = _make_pair(category, rng, named=None, years=years)
+        if item_key(pair[0]) not in used:
+            used.add(item_key(pair[0]))
+            return pair
+    return None
+
+
 def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setting: str = "0-shot",
              template: int = 0, named: bool = False, events: Iterable[tuple[str, int, int]] | None = None,
              years: tuple[int, int] = (1500, 2020)) -> list[dict]:
-    """`n` items, round-robin over the tasks, each positive followed by its negative (n even: exactly balanced).
+    """`n` items, round-robin over the tasks, each positive next to its negative (n even: exactly balanced), which
+    of the two comes first drawn with the seed.
 
-    named=True (or `events` given) uses named events for the Allen tasks: pairs of `events` (default
-    `BUILTIN_EVENTS`) grouped by their true relation; tasks whose relation no pair has are skipped.
+    No item repeats another of the set (`item_key`: same task and years or parameters, whatever the events are
+    called). named=True (or `events` given) uses named events for the Allen tasks: pairs of `events` (default
+    `BUILTIN_EVENTS`) grouped by their true relation, drawn without replacement; tasks whose relation no pair has
+    are skipped, and a task whose pairs are used up leaves the rotation (the built-in events give Equals one pair);
+    when every task is used up before `n`, generation stops with an error that names the size the events allow.
     Few-shot examples come from a separate random stream, same task (see `_draw_shots`): a shot never shares the
-    test's event pair or context, so it never shows the test's question or answer, and no shot repeats another.
+    test's years (its context), so it never shows the test's question or answer, and no shot repeats another.
     """
     if n < 0:
         raise ValueError("n must be >= 0")
@@ -121,11 +171,35 @@ def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setti
     if not categories:
         raise ValueError("no task left to generate (named events realise none of the requested relations)")
     rng = random.Random(f"chronosense-{seed}")
+    order_rng = random.Random(f"chronosense-order-{seed}")  # a separate stream: the items stay those of older sets
+    pools = None
+    if named_pairs is not None:
+        pool_rng = random.Random(f"chronosense-named-{seed}")
+        pools = {c: _named_pool(named_pairs[c], pool_rng, lambda pair: (pair[0][1:], pair[1][1:]))
+                 for c in categories if c in named_pairs}
     items: list[dict] = []
-    pair_idx = 0
+    used: set = set()
+    exhausted: set = set()
+    pair_idx, cursor = 0, 0
     while len(items) < n:
-        category = categories[pair_idx % len(categories)]
-        for item in _make_pair(category, rng, named=named_pairs, years=years):
+        if len(exhausted) == len(categories):
+            raise ValueError(f"the events allow at most {len(items)} distinct ChronoSense items for "
+                             f"tasks={tasks if isinstance(tasks, str) else ','.join(tasks)} (no item repeats "
+                             f"another); ask for n<={len(items)}, or give more events (events=)")
+        category = categories[cursor % len(categories)]
+        cursor += 1
+        if category in exhausted:
+            continue
+        pair = _new_pair(category, rng, pools, used, years)
+        if pair is None:  # this task's distinct items are used up: the others go on
+            exhausted.add(category)
+            logger.warning("ChronoSense: %s has no new item after %d of its items; the other tasks fill the rest "
+                           "of the %d-item set (no item repeats)", category,
+                           sum(it["category"] == category for it in items), n)
+            continue
+        if order_rng.random() < 0.5:  # the answer order is the seed's, not the item's position
+            pair = pair[::-1]
+        for item in pair:
             item["pair_id"] = pair_idx
             items.append(_finish(item))
         pair_idx += 1

@@ -29,7 +29,9 @@ class ChronoSenseSet:
     variant: str | None = opt(None, "the same as setting (the name other suites use); setting wins when both are "
                                     "given")
     template: int = opt(0, f"prompt wording 0..{len(TEMPLATES) - 1} (the paper's three prompt variants)")
-    named: bool = opt(False, "named events (the built-in list) instead of Event A / Event B for the Allen tasks")
+    named: bool = opt(False, "named events (the built-in list) instead of Event A / Event B for the Allen tasks; "
+                             "each pair of years is asked once, so a task whose pairs run out leaves the rotation "
+                             "(built-in list: at most 1862 Allen items)")
     events: str | None = opt(None, "JSON file with a list of [name, start_year, end_year] to draw the named pairs "
                                    "from (implies named)")
 

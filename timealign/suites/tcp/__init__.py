@@ -29,6 +29,9 @@ Readings the paper leaves implicit (see `READINGS`), fixed here so the paper's w
 * "up to N consecutive units, then rest at least M": "fatigue" counts worked units since the last rest of at least
   M units (shorter gaps do not reset the count); "contiguous" limits each unbroken run of work to N units and
   requires M units of rest after a run of exactly N.
+* start times of short problems ("start_grid"): "hour" = tasks start on the hour, like every hour the prompt
+  states; "half_hour" = also at half past. Under "contiguous" a half-hour gap ends a run of work, so a task started
+  at half past can finish earlier (2 of 450 short items changed before the generator rejected them).
 
 By default (`robust=True`) the generator keeps only problems whose answer is the same under every combination of
 these readings, so no item hinges on a convention. Scoring: exact match of the parsed answer; the random baseline

@@ -28,7 +28,11 @@ READINGS = {
     "next_reading": ("calendar", "first_after", "sunday_week"),
     "break_after_mode": ("fatigue", "contiguous"),
     "task_pause": ("whole", "pause"),
+    # short problems: on which clock times a task may start ("hour": on the hour, as the prompt's hours are;
+    # "half_hour": also at half past, which a rest rule over runs of hours can turn into an earlier completion)
+    "start_grid": ("hour", "half_hour"),
 }
+SLOTS_PER_HOUR = {"hour": 1, "half_hour": 2}
 VARIANTS = ("direct", "cot")
 ANSWER_FORMAT = {"short": "YYYY-MM-DD HH:MM GMT", "long": "YYYY-MM-DD"}
 

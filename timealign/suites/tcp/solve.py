@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Iterable, Sequence
 
-from timealign.suites.tcp.problem import (AGENT_NAMES, LONG_HORIZON_DAYS, READINGS, SHORT_HORIZON_HOURS, TASKS,
-                                          LongAgent, Problem, ShortAgent, project_start, resolve_day)
+from timealign.suites.tcp.problem import (AGENT_NAMES, LONG_HORIZON_DAYS, READINGS, SHORT_HORIZON_HOURS, SLOTS_PER_HOUR,
+                                          TASKS, LongAgent, Problem, ShortAgent, project_start, resolve_day)
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,9 @@ def long_availability(agent: LongAgent, start: date, conversation: date, horizon
     return [(not agent.weekdays_only or d.weekday() < 5) and d not in off for d in days]
 
 
-def to_units(p: Problem, *, shift_rule: str = "paper", next_reading: str = "calendar") -> UnitProblem:
+def to_units(p: Problem, *, shift_rule: str = "paper", next_reading: str = "calendar",
+             start_grid: str = "hour") -> UnitProblem:
+    """The problem in units from the project start: hours (or half hours, `start_grid="half_hour"`) or days."""
     start = project_start(p, next_reading)
     if p.kind == "short":
         horizon = SHORT_HORIZON_HOURS
@@ -174,16 +176,35 @@ def to_units(p: Problem, *, shift_rule: str = "paper", next_reading: str = "cale
         conv = date.fromisoformat(p.conversation)
         avail = [long_availability(a, start.date(), conv, horizon, next_reading) for a in p.agents]
     idx = {t: i for i, t in enumerate(TASKS)}
-    return UnitProblem(
+    up = UnitProblem(
         durations=tuple(p.durations), deps=tuple((idx[a], idx[b]) for a, b in p.deps),
         available=tuple(tuple(a) for a in avail), break_between=tuple(a.break_between for a in p.agents),
         break_after=tuple((a.max_consecutive, a.min_rest) if a.max_consecutive else None for a in p.agents),
         horizon=horizon)
+    return _subdivide(up, _slots(p, start_grid))
 
 
-def format_answer(p: Problem, end_unit: int, start: datetime) -> str:
+def _slots(p: Problem, start_grid: str) -> int:
+    if start_grid not in SLOTS_PER_HOUR:
+        raise ValueError(f"unknown start_grid {start_grid!r}; known: {', '.join(SLOTS_PER_HOUR)}")
+    return SLOTS_PER_HOUR[start_grid] if p.kind == "short" else 1
+
+
+def _subdivide(up: UnitProblem, k: int) -> UnitProblem:
+    """The same problem in units k times shorter (every length times k; a unit's availability is its hour's)."""
+    if k == 1:
+        return up
+    scale = lambda v: None if v is None else v * k  # noqa: E731
+    return UnitProblem(durations=tuple(d * k for d in up.durations), deps=up.deps,
+                       available=tuple(tuple(a for a in row for _ in range(k)) for row in up.available),
+                       break_between=tuple(scale(b) for b in up.break_between),
+                       break_after=tuple(None if r is None else (r[0] * k, r[1] * k) for r in up.break_after),
+                       horizon=up.horizon * k)
+
+
+def format_answer(p: Problem, end_unit: int, start: datetime, slots_per_hour: int = 1) -> str:
     if p.kind == "short":
-        return (start + timedelta(hours=end_unit)).strftime("%Y-%m-%d %H:%M GMT")
+        return (start + timedelta(hours=end_unit / slots_per_hour)).strftime("%Y-%m-%d %H:%M GMT")
     return (start.date() + timedelta(days=end_unit - 1)).isoformat()
 
 
@@ -195,28 +216,29 @@ class Solution:
 
 
 def solve(p: Problem, *, shift_rule: str = "paper", next_reading: str = "calendar",
-          break_after_mode: str = "fatigue", task_pause: str = "whole") -> Solution:
+          break_after_mode: str = "fatigue", task_pause: str = "whole", start_grid: str = "hour") -> Solution:
     """Earliest completion (the answer string) and one optimal schedule; answer None if it does not fit."""
     start = project_start(p, next_reading)
-    up = to_units(p, shift_rule=shift_rule, next_reading=next_reading)
+    up = to_units(p, shift_rule=shift_rule, next_reading=next_reading, start_grid=start_grid)
+    k = _slots(p, start_grid)
     end, plan = solve_units(up, break_after_mode, task_pause)
     if end is None:
         return Solution(None, None, [])
     schedule = []
     for t, (g, s) in zip(TASKS, plan):
-        e = task_end(up.available[g], s, p.durations[TASKS.index(t)], task_pause)
+        e = task_end(up.available[g], s, up.durations[TASKS.index(t)], task_pause)
         if p.kind == "short":
-            span = (start + timedelta(hours=s)).strftime("%Y-%m-%d %H:%M"), \
-                (start + timedelta(hours=e)).strftime("%Y-%m-%d %H:%M")
+            span = (start + timedelta(hours=s / k)).strftime("%Y-%m-%d %H:%M"), \
+                (start + timedelta(hours=e / k)).strftime("%Y-%m-%d %H:%M")
         else:
             span = (start.date() + timedelta(days=s)).isoformat(), (start.date() + timedelta(days=e - 1)).isoformat()
         schedule.append({"task": f"Task {t}", "agent": AGENT_NAMES[g], "start": span[0], "end": span[1]})
-    return Solution(format_answer(p, end, start), end, schedule)
+    return Solution(format_answer(p, end, start, k), end, schedule)
 
 
-def answers_by_reading(p: Problem) -> dict[tuple[str, str, str, str], str | None]:
+def answers_by_reading(p: Problem) -> dict[tuple[str, str, str, str, str], str | None]:
     """The answer under every combination of the implicit readings (see READINGS), keyed (shift_rule,
-    next_reading, break_after_mode, task_pause)."""
+    next_reading, break_after_mode, task_pause, start_grid)."""
     out = {}
     shift_rules = READINGS["shift_rule"] if p.kind == "short" else ("paper",)
     next_readings = READINGS["next_reading"] if p.kind == "long" else ("calendar",)
@@ -224,7 +246,8 @@ def answers_by_reading(p: Problem) -> dict[tuple[str, str, str, str], str | None
     modes = READINGS["break_after_mode"] if has_rest else ("fatigue",)
     # Whether a multi-day task may pause over its assignee's days off (the prompt never says); hours: never.
     pauses = READINGS["task_pause"] if p.kind == "long" else ("whole",)
-    for sr, nr, mode, pause in itertools.product(shift_rules, next_readings, modes, pauses):
-        out[(sr, nr, mode, pause)] = solve(p, shift_rule=sr, next_reading=nr, break_after_mode=mode,
-                                           task_pause=pause).answer
+    grids = READINGS["start_grid"] if p.kind == "short" else ("hour",)
+    for sr, nr, mode, pause, grid in itertools.product(shift_rules, next_readings, modes, pauses, grids):
+        out[(sr, nr, mode, pause, grid)] = solve(p, shift_rule=sr, next_reading=nr, break_after_mode=mode,
+                                                 task_pause=pause, start_grid=grid).answer
     return out

@@ -59,7 +59,7 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from timealign.render.intervals import extract_interval
+from timealign.render.intervals import extract_interval, paper_interval_minutes
 from timealign.render.timer import TimerRenderer, TimerTurn
 from timealign.suites.timelychat.infer import TimerInference
 from timealign.suites.timelychat.judge import chat_model, parse_judge_score
@@ -188,7 +188,7 @@ class DialogTurn:
     source: str = "seed"  # "seed" (the dataset's first utterance) | "agent" | "partner"
     raw: str | None = None  # what the model or partner wrote, before reading and clean-up
     interval_text: str | None = None  # agent turns: what the model wrote for the interval
-    interval_read: str | None = None  # agent turns: "strict" | "extracted" | "unparsed"
+    interval_read: str | None = None  # agent turns: "strict" | "extracted" | "unparsed" | "paper"
     predicted_minutes: float | None = None  # agent turns: the interval read, before cutting to whole minutes
     structured: bool | None = None  # partner turns with partner_structured: the reply was the asked-for JSON
 
@@ -414,6 +414,8 @@ class _AgentGenerator:
 
 
 def _read_delay(text: str, minutes: float | None, interval_reading: str) -> tuple[str, float | None]:
+    if interval_reading == "paper":  # the authors' convert_to_minutes, which reads every text (0 where it finds none)
+        return "paper", paper_interval_minutes(text)
     if minutes is not None:
         return "strict", minutes
     if interval_reading == "extract":

@@ -52,12 +52,35 @@ from typing import Sequence
 
 import numpy as np
 
+from timealign.render.intervals import extract_interval, paper_interval_minutes
 from timealign.suites.units import SampleUnits, mean_metric, rate
 
 __all__ = ["UNPARSED_POLICIES", "is_delayed", "rmsle", "score_case", "timing_metrics", "bleu2", "bleu2_statistics",
            "bleu2_from_statistics", "sentence_bleu2", "rouge_l", "bertscore", "timelychat_units"]
 
 UNPARSED_POLICIES = ("instant", "wrong", "exclude")
+# How a predicted interval's text becomes minutes: strict (the whole text one interval, `parse_minutes`), extract
+# (also from prose and markdown, `extract_interval`), paper (the TimelyChat authors' `convert_to_minutes`, restated
+# as `paper_interval_minutes`: the first quantity only, 0 where none, so nothing is ever unparsed).
+INTERVAL_READINGS = ("extract", "strict", "paper")
+
+
+def read_intervals(predicted: Sequence[tuple[str, float | None]], interval_reading: str
+                   ) -> tuple[list[tuple[str, float | None]], set[int]]:
+    """(text, strict minutes or None) pairs read as `interval_reading` says; also the indices read from prose."""
+    if interval_reading not in INTERVAL_READINGS:
+        raise ValueError(f"interval_reading={interval_reading!r}; known: {', '.join(INTERVAL_READINGS)}")
+    if interval_reading == "paper":
+        return [(text, paper_interval_minutes(text)) for text, _ in predicted], set()
+    extracted: set[int] = set()
+    out = []
+    for k, (text, minutes) in enumerate(predicted):
+        if minutes is None and interval_reading == "extract":
+            minutes = extract_interval(text)
+            if minutes is not None:
+                extracted.add(k)
+        out.append((text, minutes))
+    return out, extracted
 
 
 # ================================================================================================ timing metrics

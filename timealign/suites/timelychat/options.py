@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from timealign.config.schema import opt
+from timealign.suites.timelychat.metrics import INTERVAL_READINGS
 
 
 @dataclass
@@ -21,9 +22,11 @@ class TimelyChatOptions:
                                    "protocol) or only before the target turn")
     unparsed: str = opt("instant", "instant | wrong | exclude: an unparseable predicted interval is scored as 0 "
                                    "minutes, counted as misclassified, or left out")
-    interval_reading: str = opt("extract", "extract | strict: read a predicted interval that is not a bare interval "
-                                           "from prose and markdown (timealign.render.intervals.extract_interval), "
-                                           "or count it as unparsed")
+    interval_reading: str = opt("extract", "extract | strict | paper: read a predicted interval that is not a bare "
+                                           "interval from prose and markdown (timealign.render.intervals."
+                                           "extract_interval), or count it as unparsed, or read every interval as "
+                                           "the TimelyChat authors' convert_to_minutes does (first quantity only: "
+                                           "\"1 hour 30 minutes\" is 60; 0 where it reads none)")
     postprocess: bool = opt(False, "true | false: clean generated replies the TimelyChat authors' way (first line, "
                                    "no speaker tag, cut at run-on markers) before BLEU-2 / ROUGE-L / BERTScore / "
                                    "the judge")
@@ -75,6 +78,9 @@ class TimelyChatOptions:
                                         "paper's judge answered freely")
 
     def __post_init__(self):
+        if self.interval_reading not in INTERVAL_READINGS:
+            raise ValueError(f"timelychat.interval_reading={self.interval_reading!r}; known: "
+                             f"{', '.join(INTERVAL_READINGS)}")
         levels = ("turn", "dialog", "both")
         if self.level not in levels:
             raise ValueError(f"timelychat.level={self.level!r}; known: {', '.join(levels)}")
