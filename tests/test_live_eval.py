@@ -186,7 +186,10 @@ def test_timer_run_logs_delay_f1_and_rmsle_curves(tmp_path):
     assert all(v == 3 for v in live_log(log, "eval_live/dialogs").values())
     last = next(e for e in reversed(log) if "eval_live/rmsle" in e)
 
-    rows = load_timer_prepared(prepared_dir_for(recipe))[recipe.data.eval_split].to_list()[:3]
+    from timealign.data.sampling import sample_dialogs
+
+    held_out = load_timer_prepared(prepared_dir_for(recipe))[recipe.data.eval_split].to_list()
+    rows = sample_dialogs(held_out, 3, recipe.data.seed)[0]  # the slice: live_eval.max_samples=3
     report = evaluate_timelychat(HFBackend(str(out)), [TimerDialog.from_row(r) for r in rows])
     o = report["overall"]
     assert o["rmsle_target"] == last["eval_live/rmsle"] and o["rmsle"] == last["eval_live/rmsle_all_turns"]

@@ -426,3 +426,65 @@ def test_prep_commands_write_the_fingerprint_that_training_checks(tmp_path, caps
     with pytest.raises(PreparedDataError, match=r"data.synthetic_trajectories: 4 \(prepared\) -> 6 \(this run\)"):
         ensure_prepared(recipe)
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+# -- the data written is what is used: data prep seals its files' hashes, every load checks them --------------------
+
+
+def _swap_first_pair(folder: Path) -> Path:
+    """One pair's chosen and rejected swapped, in the prepared Arrow file itself (a hand edit)."""
+    from datasets import load_from_disk
+
+    split = load_from_disk(str(folder / "dataset" / "train"))
+    rows = split.to_list()
+    rows[0]["chosen"], rows[0]["rejected"] = rows[0]["rejected"], rows[0]["chosen"]
+    edited = folder.parent / "edited"
+    split.from_list(rows, features=split.features).save_to_disk(str(edited))
+    target = folder / "dataset" / "train" / "data-00000-of-00001.arrow"
+    shutil.copyfile(edited / "data-00000-of-00001.arrow", target)
+    shutil.rmtree(edited)
+    return target
+
+
+def test_a_prepared_folder_edited_by_hand_is_refused_naming_the_file(tmp_path):
+    folder = tmp_path / "prepared"
+    recipe = load_recipe("tiny", {"data.prepared_dir": str(folder), "data.synthetic_trajectories": "8"})
+    ensure_prepared(recipe)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert "dataset/train/data-00000-of-00001.arrow" in manifest["content"] and "rejects.jsonl" in manifest["content"]
+    assert len(load_prepared(folder)["train"]) == manifest["splits"]["train"]["pairs"] == 24
+    load_prepared(folder)  # loading again (datasets may add its caches beside the data): still fine
+
+    pristine = (folder / "manifest.json").read_text()
+    manifest["splits"]["train"]["pairs"] = 25  # the manifest's count edited
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    with pytest.raises(PreparedDataError, match=f"{folder / 'manifest.json'} was edited after data prep wrote it"):
+        load_prepared(folder)
+    manifest["manifest_sha256"] = fp_module._manifest_digest(manifest)  # edited consistently: the rows still count
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    with pytest.raises(PreparedDataError, match=r"dataset/train holds 24 rows, its manifest.json says 25 pairs"):
+        load_prepared(folder)
+    (folder / "manifest.json").write_text(pristine)
+
+    target = _swap_first_pair(folder)
+    with pytest.raises(PreparedDataError) as err:
+        load_prepared(folder)
+    message = str(err.value)
+    assert message.startswith(f"{target} was changed after data prep wrote it (sha256 ") and "\n" not in message
+    assert "Re-run data prep (`python data_prep/tictoc.py recipe=NAME out=" in message
+    assert "or delete the folder (training prepares it again)" in message
+
+
+@pytest.mark.slow
+def test_training_on_an_edited_prepared_folder_stops_before_training(tmp_path):
+    folder = tmp_path / "prepared"
+    ensure_prepared(load_recipe("tiny", {"data.prepared_dir": str(folder), "data.synthetic_trajectories": "8"}))
+    target = _swap_first_pair(folder)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "train/dpo.py"), "recipe=tiny",
+                           "data.synthetic_trajectories=8", f"data.prepared_dir={folder}", "training.max_steps=1",
+                           f"output_dir={tmp_path / 'run'}"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"error: {target} was changed after data prep wrote it" in proc.stderr
+    assert not (tmp_path / "run" / "model.safetensors").exists()

@@ -188,3 +188,112 @@ def test_a_torn_recipe_snapshot_does_not_block_resume(trained, tmp_path, caplog)
     with caplog.at_level(logging.WARNING, logger="timealign.train.resume"):
         resume.check_resume_compatible(load_recipe("tiny"), ckpt)
     assert "does not parse" in caplog.text
+
+
+# -- a checkpoint must fit the recipe's model: architecture, parameter names and shapes, safe torch files -----------
+
+
+def _model(trained: Path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(trained)
+
+
+def _gpt2_checkpoint(trained: Path, folder: Path) -> Path:
+    """A complete GPT-2 checkpoint (its weights and config; the trainer files of the real run beside them)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64, n_positions=64)).save_pretrained(folder)
+    for name in ("trainer_state.json", "optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        shutil.copy2(trained / "checkpoint-2" / name, folder / name)
+    return folder
+
+
+def test_a_checkpoint_of_another_architecture_or_shape_does_not_fit(trained, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    model = _model(trained)
+    ckpt = tmp_path / "checkpoint-2"
+    shutil.copytree(trained / "checkpoint-2", ckpt)
+    assert resume.checkpoint_model_problem(model, ckpt) is None
+
+    gpt2 = _gpt2_checkpoint(trained, tmp_path / "gpt2")
+    assert resume.checkpoint_problem(gpt2) is None  # it loads completely: only the model check tells
+    assert resume.checkpoint_model_problem(model, gpt2).startswith("it holds a 'gpt2' model (GPT2LMHeadModel), this "
+                                                                   "recipe trains a 'llama' model")
+    tensors = load_file(str(ckpt / "model.safetensors"))
+    name = "model.layers.0.mlp.gate_proj.weight"
+    rows, cols = tensors[name].shape
+    wider = dict(tensors, **{name: torch_zeros(rows * 2, cols)})
+    save_file(wider, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
+    assert resume.checkpoint_model_problem(model, ckpt) == (
+        f"parameters of other shapes: {name} [{rows * 2}, {cols}] (checkpoint) vs [{rows}, {cols}] (model)")
+    save_file({k: v for k, v in tensors.items() if k != name}, str(ckpt / "model.safetensors"),
+              metadata={"format": "pt"})
+    assert resume.checkpoint_model_problem(model, ckpt) == f"it lacks parameters of this model: {name}"
+    save_file({**tensors, "model.extra.weight": tensors[name].clone()}, str(ckpt / "model.safetensors"),
+              metadata={"format": "pt"})
+    assert resume.checkpoint_model_problem(model, ckpt) == "it has parameters this model does not: model.extra.weight"
+
+
+def torch_zeros(*shape):
+    import torch
+
+    return torch.zeros(*shape)
+
+
+class _RunsCode:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_malicious_torch_file_is_refused_in_one_line_without_running_it(trained, tmp_path):
+    import torch
+
+    model = _model(trained)
+    ckpt = tmp_path / "checkpoint-2"
+    shutil.copytree(trained / "checkpoint-2", ckpt)
+    (ckpt / "model.safetensors").unlink()
+    marker = tmp_path / "ran"
+    torch.save({"model.embed_tokens.weight": _RunsCode(marker)}, ckpt / "pytorch_model.bin")
+    assert resume.checkpoint_problem(ckpt) is None  # a whole archive
+    problem = resume.checkpoint_model_problem(model, ckpt)
+    assert problem.startswith("pytorch_model.bin is not a plain tensor file: torch's weights-only loader refuses it")
+    assert "\n" not in problem and not marker.exists()
+
+
+def test_resuming_from_another_architectures_checkpoint_stops_with_one_line(trained, env, tmp_path):
+    """The issue's case: training.resume_from_checkpoint=a GPT-2 folder for the (Llama) tiny recipe: exit 2, one
+    line naming the checkpoint and why, instead of training on from the base weights."""
+    gpt2 = _gpt2_checkpoint(trained, tmp_path / "gpt2")
+    out = tmp_path / "run"
+    args = [*TRAIN[:-1], f"training.resume_from_checkpoint={gpt2}", f"output_dir={out}"]
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "train/dpo.py"), *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: training.resume_from_checkpoint={gpt2}: {gpt2} does not fit this recipe's model: it holds a 'gpt2' "
+        "model (GPT2LMHeadModel), this recipe trains a 'llama' model"), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and not (out / "model.safetensors").exists()
+
+
+def test_an_explicit_path_of_another_model_setup_is_refused(trained, tmp_path, caplog):
+    from timealign.config import load_recipe
+
+    model = _model(trained)
+    ckpt = trained / "checkpoint-2"
+    same = load_recipe("tiny", {k: v for k, v in (a.split("=", 1) for a in TRAIN[1:])})
+    same.training["resume_from_checkpoint"] = str(ckpt)
+    resume.check_checkpoint_fits(same, model, ckpt, explicit=True)
+    changed = load_recipe("tiny", {**{k: v for k, v in (a.split("=", 1) for a in TRAIN[1:])},
+                                   "training.learning_rate": "1e-6"})
+    with caplog.at_level(logging.WARNING, logger="timealign.train.resume"):
+        resume.check_checkpoint_fits(changed, model, ckpt, explicit=True)  # a hyperparameter: the user's call
+    assert "trained with other settings: training.learning_rate" in caplog.text
+    other = load_recipe("tiny", {**{k: v for k, v in (a.split("=", 1) for a in TRAIN[1:])}, "lora.enabled": "true"})
+    with pytest.raises(RecipeError, match="was trained with another model setup \\(lora.enabled: False -> True"):
+        resume.check_checkpoint_fits(other, model, ckpt, explicit=True)

@@ -12,7 +12,8 @@ compared) and the fields read `REDACTED`, so every saved recipe (timealign_recip
 W&B config (training and evaluation), model card and report shows `<redacted>`. The hub token reaches the hub
 through the environment (`HF_TOKEN`, `export_hub_token`), not through TrainingArguments, which the Trainer pickles
 into training_args.bin. A secret given on the command line is blanked in `sys.argv` too (`redact_argv`): W&B
-records the command line in every run's metadata. Writers apply `redact` again before saving: a recipe built another way is covered too.
+records the command line in every run's metadata. Writers apply `redact` again before saving: a recipe built
+another way is covered too.
 """
 
 from __future__ import annotations

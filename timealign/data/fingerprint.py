@@ -19,6 +19,11 @@ before any reuse. Two recipes with equal fingerprints get equal prepared data.
   prompt settings `PROMPT_SETTINGS` (render-only otherwise); the checkpoint's identity (a local folder's weight
   files: name, size, mtime) is a source, `direct_answer_model`. With any other strategy `GENERATE_ONLY` fields are
   not settings (they are not read).
+- content (not part of the fingerprint: what data prep wrote, not what it was asked for): `seal` records in
+  manifest.json the sha256 of every file data prep wrote (`"content"`) and of the manifest itself
+  (`"manifest_sha256"`); `check_loadable` (every load, for training and evaluation) re-hashes them and checks each
+  split's row count against the manifest's, so a folder edited by hand (a pair's chosen and rejected swapped, a
+  count changed) stops the run naming the file. A folder sealed by no one (an older timealign) loads with a warning.
 - format_version: `DATA_FORMAT_VERSION`. Bump it whenever data prep writes different rows for the same settings
   and sources (a loader, the pair builder, a generator, a column's layout): every older folder then stops
   matching.
@@ -28,14 +33,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from timealign.config import RecipeError
 
+logger = logging.getLogger(__name__)
+
 DATA_FORMAT_VERSION = 2  # 2: tool-call arguments stored as the source wrote them (the paper protocol renders them raw)
 
 MANIFEST = "manifest.json"
+CONTENT = "content"  # manifest key: {relative path: sha256} of every file data prep wrote
+MANIFEST_SHA = "manifest_sha256"  # manifest key: the hash of the manifest's other keys
+DATASETS_CACHE = re.compile(r"^(cache-[0-9a-f]+\.arrow|tmp[\w-]*)$")  # `Dataset.map` caches beside the data
+COUNT_KEYS = {"pairs": "pairs", "dialogs": "dialogs"}  # the manifest's row count per split, by kind
 DIRECT_ANSWER_SOURCE = "direct_answer_model"  # sources key: the checkpoint that wrote the direct answers
 KINDS = ("pairs", "dialogs")
 NOT_A_SETTING = "<not a setting then>"
@@ -234,8 +247,70 @@ def read_fingerprint(folder: str | Path, kind: str) -> Fingerprint | None:
     return Fingerprint.from_dict(raw)
 
 
+def _content(folder: Path) -> dict[str, str]:
+    """sha256 per file data prep wrote (less the manifest, and the `datasets` map caches training adds later)."""
+    return {rel: digest for rel, digest in source_files(folder).items()
+            if rel != MANIFEST and not DATASETS_CACHE.match(rel.rsplit("/", 1)[-1])}
+
+
+def _manifest_digest(manifest: dict) -> str:
+    rest = {k: v for k, v in manifest.items() if k != MANIFEST_SHA}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+
+
+def seal(folder: str | Path) -> None:
+    """Record in `folder`'s manifest.json the hash of every file data prep wrote and of the manifest itself
+    (`timealign.data.prepared.write_prepared`, before the folder is published)."""
+    path = Path(folder) / MANIFEST
+    manifest = json.loads(path.read_text())
+    manifest[CONTENT] = _content(Path(folder))
+    manifest[MANIFEST_SHA] = _manifest_digest(manifest)
+    path.write_text(json.dumps(manifest, indent=2))
+
+
+def _split_rows(split_dir: Path) -> int:
+    import pyarrow as pa
+
+    rows = 0
+    for arrow in sorted(split_dir.glob("data-*.arrow")):
+        with pa.memory_map(str(arrow)) as source:
+            rows += pa.ipc.open_stream(source).read_all().num_rows
+    return rows
+
+
+def content_problem(folder: str | Path, kind: str) -> str | None:
+    """What changed in `folder` since data prep wrote it (a file's content, a file added or removed, the manifest,
+    a split's row count), or None; also None for a folder no data prep sealed (`seal`)."""
+    folder = Path(folder)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    content = manifest.get(CONTENT)
+    if not isinstance(content, dict):
+        logger.warning("%s was prepared by an older timealign (no data hashes in its %s): its data cannot be "
+                       "checked. Delete the folder to prepare it anew", folder, MANIFEST)
+        return None
+    if manifest.get(MANIFEST_SHA) != _manifest_digest(manifest):
+        return f"{folder / MANIFEST} was edited after data prep wrote it"
+    now = _content(folder)
+    for rel in sorted(set(content) | set(now)):
+        if rel not in now:
+            return f"{folder / rel} was removed after data prep wrote it"
+        if rel not in content:
+            return f"{folder / rel} was added after data prep wrote the folder"
+        if now[rel] != content[rel]:
+            return (f"{folder / rel} was changed after data prep wrote it (sha256 {content[rel][:12]} -> "
+                    f"{now[rel][:12]})")
+    for split, counts in (manifest.get("splits") or {}).items():
+        expected = counts.get(COUNT_KEYS[kind]) if isinstance(counts, dict) else None
+        split_dir = folder / "dataset" / split
+        if expected is not None and split_dir.is_dir() and _split_rows(split_dir) != expected:
+            return (f"{split_dir} holds {_split_rows(split_dir)} rows, its {MANIFEST} says {expected} "
+                    f"{COUNT_KEYS[kind]}")
+    return None
+
+
 def check_loadable(folder: str | Path, kind: str) -> None:
-    """Refuse to load a folder of another kind or data format version, or from before fingerprints."""
+    """Refuse to load a folder of another kind or data format version, from before fingerprints, or changed since
+    data prep wrote it (`content_problem`)."""
     found = read_fingerprint(folder, kind)
     if found is None:
         return  # the loader reports the missing dataset
@@ -246,3 +321,8 @@ def check_loadable(folder: str | Path, kind: str) -> None:
         raise PreparedDataError(f"{folder} was written in data format version {found.format_version}; this code "
                                 f"reads version {DATA_FORMAT_VERSION}. Prepare it again: delete the folder, or run "
                                 f"`{PREP_COMMANDS[kind]} out={folder}` with this run's recipe and data.* overrides")
+    problem = content_problem(folder, kind)
+    if problem:
+        raise PreparedDataError(f"{problem}: the prepared data is not what data prep wrote, and it is not used. "
+                                f"Re-run data prep (`{PREP_COMMANDS[kind]} recipe=NAME out={folder}` with this run's "
+                                "data.* overrides) or delete the folder (training prepares it again)")

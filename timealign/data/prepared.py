@@ -47,6 +47,7 @@ from timealign.data.fingerprint import (
     PreparedDataError,
     data_fingerprint,
     read_fingerprint,
+    seal,
 )
 
 logger = logging.getLogger(__name__)
@@ -202,6 +203,7 @@ def write_prepared(kind: str, data, timer, folder: str | Path, *, fingerprint: F
                     data.source, folder, fingerprint.sha256[:12])
         try:
             info = _prepare_into(tmp, kind, data, timer, fingerprint, generation)
+            seal(tmp)  # the hashes of what was written: a later load finds any change (check_loadable)
             if not _publish(tmp, folder, replace):
                 if not _ready(folder, fingerprint, recipe_name):  # other data raises in _ready
                     raise PreparedDataError(f"{folder} was filled by another process (without the lock "

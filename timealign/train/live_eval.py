@@ -71,6 +71,11 @@ TIMELYCHAT_METRICS = {"target_f1": "delay_f1", "target_precision": "delay_precis
                       "fpr": "delay_fpr_all_turns", "rmsle": "rmsle_all_turns", "timing_unparsed": "timing_unparsed",
                       "bleu2": "bleu2", "rouge_l": "rouge_l", "dialogs": "dialogs"}
 
+# Why a TimelyChat metric is None on a slice (the classes: delayed = positive).
+TIMELYCHAT_UNDEFINED = {"precision": "no case was predicted delayed (precision has no denominator)",
+                        "recall": "no case has a delayed gold interval", "fpr": "no case has an instant gold interval",
+                        "f1": "precision or recall is undefined", "rmsle": "no predicted interval could be read",
+                        "bleu2": "no reply was generated", "rouge_l": "no reply was generated"}
 
 # ------------------------------------------------------------------------------------------------ the scorers
 
@@ -141,9 +146,10 @@ def undefined_reasons(suite: str, report: dict) -> dict[str, str]:
         undefined = undefined_tictoc_metrics(report["overall"], labels)
         return {PREFIX + TICTOC_METRICS[k]: why for k, why in undefined.items()}
     overall = report.get("overall") or {}
-    notes = "; ".join(report.get("notes") or []) or "see the report's notes"
-    return {PREFIX + name: f"undefined on the slice ({notes})" for key, name in TIMELYCHAT_METRICS.items()
-            if key in overall and overall[key] is None and key not in ("bertscore",)}
+    return {PREFIX + name: TIMELYCHAT_UNDEFINED.get(key.removeprefix("target_").removesuffix("_target"),
+                                                    "undefined on the slice (see the report's notes)")
+            + (" (target turns)" if "target" in key else "")
+            for key, name in TIMELYCHAT_METRICS.items() if key in overall and overall[key] is None}
 
 
 def heldout_slice(recipe, data) -> list[dict]:

@@ -38,7 +38,7 @@ from timealign.config.options import RecipeError
 from timealign.config.schema import opt
 from timealign.config.tracking import TRAINING_RUN_FILE
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
-from timealign.train.written import card_may_replace, foreign_card_message
+from timealign.train.written import card_may_replace, foreign_card_message, note_written
 
 logger = logging.getLogger("timealign.train.model_card")
 
@@ -517,6 +517,7 @@ def write_model_card(folder: str | Path, recipe=None, *, data_dir=None, wandb_ur
     tmp = path.with_name(f".{CARD_FILE}.tmp")  # whole or absent: a hub upload may read it meanwhile
     build_card(facts, extra_tags).save(tmp)
     tmp.replace(path)
+    note_written(path)  # the run's record lists it: a later card may replace it, overwrite_output_dir delete it
     return path
 
 

@@ -11,7 +11,11 @@ scheduler and RNG states whole), warning about each newer one it skips and why, 
 that checkpoint (refused, with the reason, when it does not load completely);
 `false`/unset starts fresh. transformers restores the model, optimizer, scheduler, RNG states and the data position,
 so the resumed run repeats the uninterrupted run's steps exactly. With `auto`, a checkpoint written under a different
-recipe (model, data settings, learning rate, ...) is refused instead of silently continued.
+recipe (model, data settings, learning rate, ...) is refused instead of silently continued. Either way the checkpoint
+must fit the recipe's model (`check_checkpoint_fits`): its config.json's model_type, adapter or full model, every
+parameter's name and shape (read from the safetensors headers), and every torch file the Trainer loads must pass
+torch's weights-only loader; a path whose saved recipe names another model, LoRA setup or task is refused too (its
+other differences, a learning rate say, are logged: resuming with them is the user's call).
 
 Preemption: `PreemptionCallback` turns SIGUSR1 (the sbatch `--signal=B:USR1@120` warning, forwarded by
 slurm/launch.sh as a stop file) and SIGTERM into "save a checkpoint at the end of this step and stop". The request
@@ -337,6 +341,144 @@ def check_resume_compatible(recipe, checkpoint: str | Path) -> None:
                           f"training.resume_from_checkpoint={checkpoint} to resume from it anyway.")
 
 
+# Recipe keys that decide what a checkpoint's weights are: an explicit resume path must agree on them.
+MODEL_KEYS = ("task", "model", "lora")
+
+
+def unsafe_torch_file(path: Path) -> str | None:
+    """Why torch's weights-only loader refuses `path` (a pickle that would run code or build other objects), or
+    None. transformers loads a checkpoint's torch files the same way; this says so in one line, before it."""
+    import torch
+    from transformers.trainer_pt_utils import safe_globals  # numpy's RNG state types, as the Trainer allows them
+
+    try:
+        with safe_globals():
+            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # noqa: BLE001 (UnpicklingError, RuntimeError, ...: any refusal is the answer)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return f"{path.name} is not a plain tensor file: torch's weights-only loader refuses it ({first[:200]})"
+    return None
+
+
+def _safetensors_shapes(path: Path) -> dict[str, tuple]:
+    with open(path, "rb") as fh:
+        header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+    return {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
+
+
+def saved_shapes(folder: Path) -> dict[str, tuple] | None:
+    """{parameter name: shape} of a checkpoint's weights (safetensors headers; torch files loaded weights-only,
+    memory-mapped), or None when they are in a format read elsewhere (FSDP shards, DeepSpeed)."""
+    import torch
+
+    files = []
+    for name in WEIGHT_INDEXES:
+        if (folder / name).is_file():
+            files = sorted({folder / f for f in json.loads((folder / name).read_text())["weight_map"].values()})
+            break
+    else:
+        files = [folder / n for n in WEIGHT_FILES[:4] if (folder / n).is_file()][:1]
+    if not files:
+        return None
+    shapes = {}
+    for file in files:
+        if file.suffix == ".safetensors":
+            shapes.update(_safetensors_shapes(file))
+        else:
+            state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+            shapes.update({k: tuple(v.shape) for k, v in state.items() if hasattr(v, "shape")})
+    return shapes
+
+
+def _model_shapes(model, adapter: bool) -> tuple[dict[str, tuple], list[set[str]]]:
+    """The shapes a checkpoint of `model` holds, and the groups of names that share one tensor (tied weights)."""
+    if adapter:
+        from peft import get_peft_model_state_dict
+
+        state = get_peft_model_state_dict(model)
+    else:
+        state = model.state_dict()
+    groups: dict[int, set[str]] = {}
+    for name, tensor in state.items():
+        groups.setdefault(tensor.data_ptr(), set()).add(name)
+    return {k: tuple(v.shape) for k, v in state.items()}, [g for g in groups.values() if len(g) > 1]
+
+
+def _show_names(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f", ... ({len(names)} in all)" if len(names) > 3 else "")
+
+
+def checkpoint_model_problem(model, checkpoint: str | Path) -> str | None:
+    """Why `checkpoint` cannot resume training of `model` (the recipe's model, built): another architecture
+    (config.json's model_type), an adapter for a full fine-tune or the reverse, parameters the model lacks, lacks
+    itself, or of other shapes; a torch file the weights-only loader refuses. None when it fits."""
+    folder = Path(checkpoint)
+    for file in sorted([*folder.glob("*.bin"), *folder.glob("*.pt"), *folder.glob("*.pth")]):
+        if file.name == "training_args.bin":  # the Trainer pickles its arguments there and never loads them back
+            continue
+        problem = unsafe_torch_file(file)
+        if problem:
+            return problem
+    is_adapter = hasattr(model, "peft_config")
+    config = getattr(model.get_base_model() if is_adapter else model, "config", None)
+    if (folder / "adapter_config.json").is_file() != is_adapter:
+        return ("it holds a LoRA adapter, and this recipe trains the full model (lora.enabled=false)" if not
+                is_adapter else "it holds a full model, and this recipe trains a LoRA adapter (lora.enabled=true)")
+    if (folder / "config.json").is_file() and config is not None:
+        saved = json.loads((folder / "config.json").read_text())
+        if saved.get("model_type") != getattr(config, "model_type", None):
+            return (f"it holds a {saved.get('model_type')!r} model ({', '.join(saved.get('architectures') or [])}), "
+                    f"this recipe trains a {config.model_type!r} model ({getattr(config, '_name_or_path', '')})")
+    shapes = saved_shapes(folder)
+    if shapes is None:
+        return None
+    wanted, tied = _model_shapes(model, is_adapter)
+    unknown = sorted(k for k in shapes if k not in wanted)
+    if unknown:
+        return f"it has parameters this model does not: {_show_names(unknown)}"
+    other = sorted(k for k in shapes if shapes[k] != wanted[k])
+    if other:
+        shown = ", ".join(f"{k} {list(shapes[k])} (checkpoint) vs {list(wanted[k])} (model)" for k in other[:3])
+        return f"parameters of other shapes: {shown}" + (f" ... ({len(other)} in all)" if len(other) > 3 else "")
+    missing = sorted(k for k in wanted if k not in shapes and not any(k in g and g & shapes.keys() for g in tied))
+    if missing:
+        return f"it lacks parameters of this model: {_show_names(missing)}"
+    return None
+
+
+def check_checkpoint_fits(recipe, model, checkpoint: str | Path, explicit: bool) -> None:
+    """Refuse (RecipeError, one line) a checkpoint whose weights do not fit the recipe's model, or, given as a path,
+    one trained with another model, LoRA setup or task; other recipe differences of a path are the user's call."""
+    value = f"training.resume_from_checkpoint={recipe.training.get('resume_from_checkpoint')}"
+    ways = ("Resume from a checkpoint of this recipe's model (training.resume_from_checkpoint=auto: the newest in "
+            "output_dir), or start over: training.resume_from_checkpoint=false")
+    problem = checkpoint_model_problem(model, checkpoint)
+    if problem:
+        raise RecipeError(f"{value}: {checkpoint} does not fit this recipe's model: {problem}. {ways}")
+    path = Path(checkpoint) / CHECKPOINT_RECIPE
+    saved = _read_snapshot(path) if explicit and path.is_file() else None
+    if saved is None:
+        return
+    now = recipe.to_dict()
+    diffs = recipe_differences(saved, now)
+    before, after = _flatten(saved), _flatten(now)
+    shown = [f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in diffs]
+    decisive = [line for k, line in zip(diffs, shown) if k.split(".", 1)[0] in MODEL_KEYS]
+    if decisive:
+        raise RecipeError(f"{value}: {checkpoint} was trained with another model setup ({', '.join(decisive[:4])}). "
+                          f"{ways}")
+    if shown:
+        logger.warning("resuming from %s, trained with other settings: %s", checkpoint, ", ".join(shown[:6]))
+
+
+def _read_snapshot(path: Path) -> dict | None:
+    try:
+        saved = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return saved if isinstance(saved, dict) else None
+
+
 # ---------------------------------------------------------------------------------------------- preemption
 
 
@@ -445,8 +587,10 @@ class TrainingSession:
         value = recipe.training.get("resume_from_checkpoint")
         resume_from = resolve_resume(value, trainer.args.output_dir)
         if resume_from is not None:
-            if str(value).strip().lower() in AUTO_WORDS:
-                check_resume_compatible(recipe, resume_from)  # an explicit path is the user's call
+            explicit = str(value).strip().lower() not in AUTO_WORDS
+            if not explicit:
+                check_resume_compatible(recipe, resume_from)
+            check_checkpoint_fits(recipe, trainer.model, resume_from, explicit)
             logger.info("resuming from %s", resume_from)
         callback = PreemptionCallback()
         callback.install()  # now, not at on_train_begin: a warning during model/data loading must not kill us

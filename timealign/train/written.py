@@ -108,31 +108,48 @@ class WrittenFiles:
         self.seen = now
 
 
-def wrote(path: str | Path, root: str | Path) -> bool:
-    """Whether the run of `root` recorded writing `path` as it is now (same size and modification time)."""
-    path = Path(path)
-    written = written_files(root) or {}
-    if not path.is_file():
-        return False
+def _run_roots(path: Path) -> list[Path]:
+    """The run folders whose record may list `path`: its folder, and the output_dir around a checkpoint-N."""
+    return [root for root in (path.parent, path.parent.parent) if (root / RUN_FILE).is_file()]
+
+
+def _listed_as_is(path: Path) -> bool | None:
+    """Whether the runs that record their files here list `path` as it is now; None when no run records them."""
     stat = path.stat()
-    return written.get(path.relative_to(root).as_posix()) == [stat.st_size, stat.st_mtime_ns]
+    records = [(root, written_files(root)) for root in _run_roots(path)]
+    records = [(root, written) for root, written in records if written is not None]
+    if not records:
+        return None
+    return any(written.get(path.relative_to(root).as_posix()) == [stat.st_size, stat.st_mtime_ns]
+               for root, written in records)
+
+
+def note_written(path: str | Path) -> None:
+    """Record a file timealign just wrote (a model card) in the record of the run folder it is in, if any."""
+    path = Path(path)
+    roots = _run_roots(path)
+    if roots and path.is_file():
+        record_files(roots[0], [path])
 
 
 def card_may_replace(path: str | Path) -> bool:
-    """A model card may be written at `path` (a README.md): none is there, or timealign wrote the one there (it
-    carries the card's `timealign:` metadata block, or the run of the folder or the one around it recorded it)."""
+    """A model card may be written at `path` (a README.md): none is there, or timealign wrote the one there: the
+    record of the run folder it is in lists it as it is now, or, where no run records its files (an export, a
+    folder of an older timealign), it carries the card's `timealign:` metadata block. A card edited since, or left
+    by a run that overwrite_output_dir replaced, is the user's."""
     path = Path(path)
     if not path.exists():
         return True
     if not path.is_file() or path.is_symlink():
         return False
+    as_written = _listed_as_is(path)
+    if as_written is not None:
+        return as_written
     try:
         head = path.read_text(errors="replace")[:20000]
     except OSError:
         return False
-    if head.startswith("---") and CARD_BLOCK.search(head.split("\n---", 1)[0]):
-        return True
-    return any(wrote(path, root) for root in (path.parent, path.parent.parent) if (root / RUN_FILE).is_file())
+    return head.startswith("---") and bool(CARD_BLOCK.search(head.split("\n---", 1)[0]))
 
 
 def foreign_card_message(path: str | Path) -> str:
