@@ -28,7 +28,8 @@ def history(tag: str, final_time) -> list[dict]:
     return [
         {"role": "user", "content": f"Price of ACME? ({tag})", "time": "2024-05-01T09:00:00Z"},
         {"role": "assistant", "content": None, "time": "2024-05-01T09:00:03Z", "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'}}]},
+            {"id": "call_a", "type": "function",
+             "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'}}]},
         {"role": "tool", "tool_call_id": "call_a", "name": "get_price", "content": '{"price": 10}',
          "time": "2024-05-01T09:00:04Z"},
         {"role": "assistant", "content": "ACME is at 10.", "time": "2024-05-01T09:00:08Z"},
@@ -115,8 +116,9 @@ def test_v1_files_with_annotator_scores_keep_S_and_the_margin(cache, tmp_path):
 
 def test_a_score_that_contradicts_the_file_label_names_the_record(cache):
     hub_cache(cache, "yizecheng/TicToc", {"preferTool_elapse_0.json": json.dumps([v1_record(1, score=0.5)]).encode()})
-    with pytest.raises(TicTocFormatError, match=r"record 'stock_market_order_book_1': score S=0.5 means prefer_no_tool with "
-                                          r"data.score_orientation=tool_high, but the file says prefer_tool"):
+    with pytest.raises(TicTocFormatError, match=r"record 'stock_market_order_book_1': score S=0.5 means "
+                                                r"prefer_no_tool with data.score_orientation=tool_high, but the "
+                                                r"file says prefer_tool"):
         load_tictoc_release("yizecheng/TicToc")
     tool_low = load_tictoc_release("yizecheng/TicToc", orientation="tool_low").samples
     assert [s.score for s in tool_low] == [0.5]

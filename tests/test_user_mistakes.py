@@ -24,7 +24,8 @@ from timealign.config import RecipeError, load_recipe
 
 MAINS = {"train/dpo.py": "timealign.train.dpo:main", "train/sft.py": "timealign.train.sft:main",
          "data_prep/tictoc.py": "timealign.data.commands:pairs_main",
-         "data_prep/timelychat.py": "timealign.data.commands:dialogs_main", "eval/run.py": "timealign.eval.runner:main"}
+         "data_prep/timelychat.py": "timealign.data.commands:dialogs_main",
+         "eval/run.py": "timealign.eval.runner:main"}
 
 TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Latest price of a stock.",
                                            "parameters": {"type": "object",
@@ -35,7 +36,8 @@ def v1_record(rid: str, **changes) -> dict:
     history = [
         {"role": "user", "content": "Price of ACME?", "time": "2024-05-01T09:00:00Z"},
         {"role": "assistant", "content": None, "time": "2024-05-01T09:00:03Z", "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'}}]},
+            {"id": "call_a", "type": "function",
+             "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'}}]},
         {"role": "tool", "tool_call_id": "call_a", "name": "get_price", "content": '{"price": 10}',
          "time": "2024-05-01T09:00:04Z"},
         {"role": "assistant", "content": "ACME is at 10.", "time": "2024-05-01T09:00:08Z"},
@@ -259,8 +261,8 @@ def test_empty_recipe_file_is_refused_or_trains_by_the_machine(tmp_path, monkeyp
         assert training_args(recipe, DPOConfig).bf16
         return
     code, err = run_main(["train/dpo.py", "--config", "empty.yaml"], tmp_path, capsys)
-    assert_one_line(code, err, "training: DPOConfig refuses the recipe's training settings: Your setup doesn't support "
-                               "bf16/gpu.")
+    assert_one_line(code, err, "training: DPOConfig refuses the recipe's training settings: Your setup doesn't "
+                               "support bf16/gpu.")
     assert "set training.bf16=false, and on a machine without a GPU also training.use_cpu=true" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.yaml"]  # no prepared data, no output_dir
 
