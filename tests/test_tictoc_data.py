@@ -304,7 +304,7 @@ def test_annotated_records_from_memory_share_the_loader_contract():
     kept = annotated_records([bad, _record()], "memory", result, on_error="skip")
     assert kept is result and len(result.samples) == len(records) + 1
     assert result.rejects == [{"source": "memory", "id": "stock_market_order_book_9", "reason": err.value.reason}]
-    with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip'"):
+    with pytest.raises(ValueError, match="data.on_error='ignore' is not one of: raise, skip"):
         annotated_records(records, "memory", on_error="ignore")
 
 

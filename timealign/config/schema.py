@@ -56,7 +56,7 @@ class LoraSection:
 
 @dataclass
 class DataSection:
-    source: str = opt("synthetic", "synthetic: embedded generator (no download) | v1: TicToc v1 release folder | annotated: JSON/JSONL with per-sample mean score S | hub: a release as published, data.path = a hub dataset id (yizecheng/TicToc; the local hub cache first, HF_HUB_OFFLINE=1 honoured) or its downloaded folder, in the v1 or the annotated layout (detected from its files; see docs/hub_data.md) | timelychat, dialogs (task sft): TimelyChat / dialog-turns JSON(L) files (hub: a TimelyChat release)", choices=SOURCES)
+    source: str = opt("synthetic", "task dpo: synthetic (embedded generator, no download) | v1 (TicToc v1 release folder) | annotated (JSON/JSONL with per-sample mean score S) | hub; task sft: synthetic | timelychat (TimelyChat-layout JSON/JSONL) | dialogs (dialog-turns JSON/JSONL) | hub. hub: a release as published, data.path = a hub dataset id (e.g. yizecheng/TicToc; the local hub cache first, HF_HUB_OFFLINE=1 honoured) or its downloaded folder, its layout detected from its files (docs/hub_data.md)", choices=SOURCES)
     path: str | None = opt(None, "the source's folder, file or hub id (not used by source=synthetic)")
     prepared_dir: str | None = opt(None, "where data prep writes (and training reads) the prepared data; None: <output_dir>/data/<pairs|dialogs>-<fingerprint>. A folder holding data of other settings is refused, never reused")
     prep_timeout: float = opt(3600.0, "seconds a process waits for data prep by another (its job's rank 0, or another job holding the folder's lock)")

@@ -47,6 +47,25 @@ DIRECT_ANSWER_BACKENDS = ("hf", "vllm", "openai")
 HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 
 
+def field_choices(cls: type | None = None, prefix: str = "") -> dict[str, tuple[str, ...]]:
+    """Every enumerated recipe field (`opt(..., choices=...)`) as {dotted key: its choices}."""
+    import dataclasses
+
+    from timealign.config.options import field_types, strip_optional
+    from timealign.config.schema import Recipe
+
+    cls = cls or Recipe
+    out: dict[str, tuple[str, ...]] = {}
+    types_ = field_types(cls)
+    for f in dataclasses.fields(cls):
+        tp = strip_optional(types_[f.name])
+        if dataclasses.is_dataclass(tp):
+            out.update(field_choices(tp, f"{prefix}{f.name}."))
+        elif f.metadata.get("choices"):
+            out[f"{prefix}{f.name}"] = f.metadata["choices"]
+    return out
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

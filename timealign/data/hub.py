@@ -74,8 +74,9 @@ def release_folder(path: str) -> Path:
         raise RecipeError(f"data.path={path} (data.source=hub): the dataset is gated: accept its terms on "
                           f"https://huggingface.co/datasets/{path} and log in (`hf auth login` or HF_TOKEN)") from None
     except (RepositoryNotFoundError, RevisionNotFoundError):
-        raise RecipeError(f"data.path={path} (data.source=hub): no such dataset on the hub (or it is private: log "
-                          "in with `hf auth login` or HF_TOKEN); a local release is a folder that exists here") from None
+        raise RecipeError(f"data.path={path} (data.source=hub): no such dataset on the hub (or it is private: "
+                          "log in with `hf auth login` or HF_TOKEN); a local release is a folder that exists here") \
+            from None
     except HFValidationError as err:
         raise RecipeError(f"data.path={path} (data.source=hub): neither a local folder nor a hub dataset id "
                           f"(ORG/NAME): {' '.join(str(err).split())}") from None
