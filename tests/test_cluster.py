@@ -616,3 +616,41 @@ def test_fsdp_two_processes(baseline, train_env, prepared, tmp_path):
     _run(args, env)
     info = json.loads((out / "run_info.json").read_text())
     assert info["distributed_type"] == "DistributedType.FSDP" and info["model_wrapper"].startswith("FSDP")
+
+
+# ---------------------------------------------------------------------------------------------- failed launches
+
+
+def _one_core():
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+
+def test_launch_refuses_more_processes_than_cores_before_spawning(tmp_path):
+    """A CPU job step with one core asked for 2 processes per node: one line, exit 2, no accelerate launch."""
+    slurm = {"SLURM_JOB_ID": "812", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_NNODES": "1", "SLURM_NODEID": "0"}
+    proc = subprocess.run([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "recipe=tiny",
+                           "processes_per_node=2", f"output_dir={tmp_path / 'run'}"], cwd=REPO_ROOT,
+                          env=launcher_env(**slurm), capture_output=True, text=True, timeout=300, preexec_fn=_one_core)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [
+        "error: 2 processes per node but this node has 1 CPU cores (this step's affinity): pass processes_per_node=1 "
+        "or fewer (batch.global_size keeps the global batch), or ask Slurm for more (--cpus-per-task / --gres=gpu:N)"]
+
+
+@pytest.mark.slow
+def test_failed_child_launch_ends_with_the_childs_error(tmp_path):
+    """Issue 21/22: the cluster launcher's accelerate launch whose training stops (here the launch check: 2 "GPUs" on
+    a CPU machine without use_cpu) ends with the child's one error, exit 2: no CalledProcessError / ChildFailedError
+    traceback, no torchrun failure table, one message for two ranks."""
+    slurm = {"SLURM_JOB_ID": "813", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_NNODES": "1", "SLURM_NODEID": "0",
+             "SLURM_GPUS_ON_NODE": "2"}
+    proc = subprocess.run([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "recipe=tiny",
+                           "training.use_cpu=false", "data.synthetic_trajectories=8", f"output_dir={tmp_path / 'run'}"],
+                          cwd=REPO_ROOT, env=launcher_env(**slurm), capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, text[-4000:]
+    for noise in ("Traceback", "CalledProcessError", "ChildFailedError", "failed (exitcode"):
+        assert noise not in text, (noise, text[-4000:])
+    assert text.count("error: launch check (before loading the model)") == 1
+    assert proc.stderr.strip().splitlines()[-1] == \
+        "To go on anyway: launch.check=warn (log this and train) or launch.check=off."

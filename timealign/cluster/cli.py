@@ -4,7 +4,7 @@ Inside a SLURM job (slurm/dpo.sbatch and slurm/sft.sbatch run this once per node
 
     python -m timealign.cluster launch task=dpo recipe=llama8b [key=value ...] [accelerate_config=fsdp] [dry_run=true]
 
-builds and runs (execs) this node's `accelerate launch --config_file recipes/accelerate/<config>.yaml
+builds and runs (accelerate's launcher, in this process) this node's `accelerate launch --config_file recipes/accelerate/<config>.yaml
 --num_machines N --num_processes N*P --machine_rank R --main_process_ip A --main_process_port PORT
 train/<task>.py recipe=... training.resume_from_checkpoint=auto`, where N and R come from SLURM_JOB_NODELIST
 (`scontrol show hostnames`, else a built-in parser), SLURM_NNODES and SLURM_NODEID (SLURM_PROCID); P is one process
@@ -46,7 +46,8 @@ from timealign.cluster.jobs import (
     training_commands,
     vllm_missing,
 )
-from timealign.cluster.slurm import gpus_on_node, node_address, plan_placement_env
+from timealign.cluster.accelerate import run_accelerate
+from timealign.cluster.slurm import check_devices, gpus_on_node, node_address, plan_placement_env
 from timealign.config import REPO_ROOT, RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
@@ -121,14 +122,14 @@ def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str
         sys.stdout.flush()
         return 0
     where, cmd, extra = commands[0]
+    check_devices(where)  # before spawning: accelerate would start them all, each failing on its own
     kind = f"{where.gpus_per_node} GPU(s)" if where.gpus_per_node else "CPU only"
     logger.info("node %d/%d (%s, %d process(es), main %s:%d): %s%s", where.machine_rank, where.num_machines, kind,
                 where.processes_per_node, where.main_process_ip, where.port, _print_env(extra) + " " if extra else "",
                 shlex.join(cmd))
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execvpe(cmd[0], cmd, {**env, **extra})
-    return 0  # not reached
+    return run_accelerate(cmd, {**env, **extra})  # a failed child ends with its own error line, no traceback
 
 
 def _submit(opts: ClusterOptions, args: list[str]) -> int:
