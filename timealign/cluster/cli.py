@@ -19,8 +19,8 @@ then it is a CPU launch (DDP over gloo) with processes_per_node processes per no
     python -m timealign.cluster submit task=dpo recipe=tiny processes_per_node=2   # CPU-only (gpus_per_node 0)
     python -m timealign.cluster eval recipe=llama8b checkpoint=outputs/llama8b [serve=true] [dry_run=true]
 
-`submit` turns the recipe's `launch` section (nodes, gpus_per_node, gpu_type, cpus_per_gpu, partition, account,
-time, requeue, signal_seconds) into an `sbatch` command line for slurm/<task>.sbatch (`--gres=gpu[:TYPE]:N`, or
+`submit` turns the recipe's `launch` section (nodes, gpus_per_node, gpu_type, cpus_per_gpu, mem_per_gpu, partition,
+account, time, requeue, signal_seconds) into an `sbatch` command line for slurm/<task>.sbatch (`--gres=gpu[:TYPE]:N`, or
 `--gres=none` for 0 GPUs), after checking with `sinfo` that nodes of the partition can hold it: Slurm would accept a
 job larger than any node and leave it PENDING forever. `eval` runs eval/run.py on vLLM with tensor parallelism over
 the node's GPUs: the offline engine (eval.backend=vllm), or with `serve=true` a `vllm serve` process plus the
@@ -67,8 +67,8 @@ class ClusterOptions:
                                           "launch.gpus_per_node); 0: a CPU-only job (submit: --gres=none)")
     processes_per_node: int | None = opt(None, "launch/plan/submit: processes per node (default: one per GPU; "
                                                "on a CPU-only job 1)")
-    mem: str | None = opt(None, "submit: --mem per node, e.g. 200G (default: the cluster's), checked against "
-                                "the partition's nodes")
+    mem: str | None = opt(None, "submit: --mem per node, e.g. 200G (default: processes per node x the recipe's "
+                                "launch.mem_per_gpu), checked against the partition's nodes")
     nodes: int | None = opt(None, "plan/submit: node count (default: the job's, else launch.nodes)")
     nodelist: str | None = opt(None, "plan: hostlist for the printout, e.g. gpu[01-02] (default: the job's, "
                                      "else node0..nodeN-1)")
