@@ -306,6 +306,16 @@ def test_distributed_environment_without_a_launcher_stops_in_seconds(launch_env,
     assert "Traceback" not in proc.stderr and not (out / "data").exists()
 
 
+def test_rank_without_master_addr_is_one_line():
+    """WORLD_SIZE and RANK set by hand without MASTER_ADDR: accelerate's traceback before; now one RecipeError."""
+    env = {"WORLD_SIZE": "2", "RANK": "1"}
+    with pytest.raises(RecipeError, match=r"^WORLD_SIZE=2 and RANK=1 are set but MASTER_ADDR is not: torch cannot "
+                                          r"find rank 0\. .*accelerate launch --config_file recipes/accelerate/ddp.yaml "
+                                          r"--num_processes 2 train/dpo.py recipe=tiny$"):
+        launch_check.check_launcher_present(load_recipe("tiny"), env)
+    launch_check.check_launcher_present(load_recipe("tiny"), {**env, "MASTER_ADDR": "127.0.0.1"})  # a launch by hand
+
+
 def test_launcher_mixed_precision_over_an_fp32_recipe(launch_env, tmp_path):
     """A launcher config with mixed_precision bf16 would turn autocast on for tiny (bf16: false)."""
     out = tmp_path / "run"

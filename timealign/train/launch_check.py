@@ -415,7 +415,13 @@ def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
     """WORLD_SIZE > 1 with no rank: a distributed environment left in the shell, one plain process. torch would wait
     for the other ranks forever (or fail in accelerate without MASTER_ADDR): stop now, whatever launch.check says."""
     world = env.get("WORLD_SIZE", "").strip()
-    if not world.isdigit() or int(world) <= 1 or any(env.get(key, "").strip() for key in RANK_KEYS):
+    if not world.isdigit() or int(world) <= 1:
+        return
+    if env.get("RANK", "").strip() and not env.get("MASTER_ADDR", "").strip():  # set by hand, half of it
+        raise RecipeError(f"WORLD_SIZE={world} and RANK={env['RANK']} are set but MASTER_ADDR is not: torch cannot "
+                          "find rank 0. Set MASTER_ADDR and MASTER_PORT in every process, or let a launcher set all "
+                          f"of them: {_script_command(recipe, int(world))}")
+    if any(env.get(key, "").strip() for key in RANK_KEYS):
         return
     left = ", ".join(k for k in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if env.get(k))
     raise RecipeError(f"WORLD_SIZE={world} is set but no launcher started this process (RANK and LOCAL_RANK are "
