@@ -18,7 +18,7 @@
 # samples are cached in <out>/generations/ and the requeued job skips them.
 #
 # Environment (all optional):
-#   TIMEALIGN_ROOT          repo checkout (default: $SLURM_SUBMIT_DIR: submit from the repo root)
+#   TIMEALIGN_ROOT          repo checkout (default: found by the sbatch script from its own path, any submit dir)
 #   TIMEALIGN_SETUP         shell line run first on the batch node, e.g. "module load cuda/12.4; source env/bin/activate"
 #   TIMEALIGN_PYTHON        interpreter (default: python on PATH after TIMEALIGN_SETUP, else $ROOT/.venv/bin/python)
 #   TIMEALIGN_DRY_RUN=1     print the exact per-node commands (srun still runs one task per node), train nothing
@@ -33,7 +33,7 @@ ta_log() { echo "[timealign $(date +%H:%M:%S)] $*"; }
 ta_setup() {
   TIMEALIGN_ROOT=${TIMEALIGN_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
   if [[ ! -f $TIMEALIGN_ROOT/timealign/cluster/cli.py ]]; then
-    echo "error: $TIMEALIGN_ROOT is not the timealign checkout: submit from the repo root or set TIMEALIGN_ROOT" >&2
+    echo "error: TIMEALIGN_ROOT=$TIMEALIGN_ROOT is not the timealign checkout: set it to the checkout's path" >&2
     exit 2
   fi
   cd "$TIMEALIGN_ROOT" || exit 2
@@ -51,9 +51,25 @@ ta_setup() {
   export TIMEALIGN_PYTHON
   TA_LOG_DIR=${TIMEALIGN_LOG_DIR:-$TIMEALIGN_ROOT/slurm/logs}
   mkdir -p "$TA_LOG_DIR"
+  ta_log_to_repo
   ta_log "job ${SLURM_JOB_ID:-none} (${SLURM_JOB_NAME:-}) on ${SLURM_JOB_NODELIST:-$(hostname)}:" \
     "${SLURM_NNODES:-1} node(s), GPUs/node ${SLURM_GPUS_ON_NODE:-none}, CPUs/task ${SLURM_CPUS_PER_TASK:-1}," \
     "restart ${SLURM_RESTART_COUNT:-0}"
+}
+
+# A plain `sbatch` without --output writes to Slurm's default slurm-JOBID.out in the submit directory (a relative
+# #SBATCH --output would resolve against whatever directory the user submitted from, and a missing folder there
+# loses the log): continue in $TA_LOG_DIR/JOBNAME-JOBID.out, an absolute path in the checkout, and leave its name in
+# Slurm's file. An --output the user chose (or `submit`'s, already in $TA_LOG_DIR) is left alone.
+ta_log_to_repo() {
+  [[ -n ${SLURM_JOB_ID:-} ]] || return 0
+  local default current target
+  default=$(readlink -f "${SLURM_SUBMIT_DIR:-$PWD}/slurm-${SLURM_JOB_ID}.out")
+  current=$(readlink -f "/proc/$$/fd/1" 2>/dev/null) || return 0
+  [[ $current == "$default" ]] || return 0
+  target=$TA_LOG_DIR/${SLURM_JOB_NAME:-timealign}-${SLURM_JOB_ID}.out
+  ta_log "log: $target"
+  exec >>"$target" 2>&1
 }
 
 # Run "$@" in the background and wait for it, also across trapped signals; sets TA_RC.

@@ -204,8 +204,15 @@ def test_submit_builds_sbatch_from_the_recipe(capsys):
     line = out.strip().splitlines()[-1]
     for piece in ("sbatch ", "--nodes=2", "--ntasks-per-node=1", "--gres=gpu:l40s:4", "--partition=gpu",
                   "--time=2-00:00:00", "--requeue", "--signal=B:USR1@120", "--cpus-per-task=32",
+                  "--mem=256G",  # 4 processes x llama8b's launch.mem_per_gpu 64G
                   f"{REPO_ROOT}/slurm/dpo.sbatch recipe=llama8b launch.nodes=2", "TIMEALIGN_REQUEUE=1"):
         assert piece in line, piece
+    rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=tiny", "processes_per_node=2"], {}, capsys)
+    assert rc == 0 and "--gres=none --cpus-per-task=2 " in out and "--mem=4G " in out  # 2 x tiny's 2G
+    rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=tiny", "mem=3000M"], {}, capsys)
+    assert rc == 0 and "--mem=3000M " in out  # the option wins
+    rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=tiny", "launch.mem_per_gpu=null"], {}, capsys)
+    assert rc == 0 and "--mem" not in out  # the cluster's default
     rc, out, _ = _cli(["submit", "dry_run=true", "task=eval", "recipe=llama8b", "checkpoint=outputs/x",
                        "eval.tensor_parallel_size=2", "suites=tictoc"], {}, capsys)
     assert rc == 0 and "--nodes=1" in out and "--gres=gpu:2" in out and "slurm/eval.sbatch recipe=llama8b" in out
@@ -243,10 +250,12 @@ def test_scripts_parse(script):
 def test_sbatch_headers():
     for task in ("dpo", "sft", "eval"):
         text = (REPO_ROOT / f"slurm/{task}.sbatch").read_text()
-        for line in ("#SBATCH --requeue", "#SBATCH --signal=B:USR1@120", "#SBATCH --output=slurm/logs/%x-%j.out",
+        for line in ("#SBATCH --requeue", "#SBATCH --signal=B:USR1@120", "#SBATCH --open-mode=append",
                      "#SBATCH --ntasks-per-node=1"):
             assert line in text, (task, line)
-        for option in ("--gres", "--gpus", "--cpus-per-task", "--time"):  # sizes come from the command line
+        # sizes come from the command line; --output would be relative to the submit directory (launch.sh moves the
+        # log into the checkout's slurm/logs instead)
+        for option in ("--gres", "--gpus", "--cpus-per-task", "--time", "--mem", "--output"):
             assert f"#SBATCH {option}" not in text, (task, option)
         assert (f"ta_train {task}" if task != "eval" else "ta_eval") in text
     assert (REPO_ROOT / "slurm/logs/.gitignore").is_file()  # sbatch needs the folder to exist
@@ -311,6 +320,50 @@ def test_sbatch_dry_run_prints_the_per_node_commands(fake_slurm):
         assert _flag(cmd, "--main_process_ip") == "10.1.2.7" and _flag(cmd, "--main_process_port") == "24242"
         assert _flag(cmd, "--config_file").endswith("recipes/accelerate/zero3_offload.yaml")
     assert "requeue" not in (tmp / "scontrol.args").read_text()
+
+
+SPOOL_SCONTROL = """#!/bin/bash
+echo "$*" >> "$FAKE_DIR/scontrol.args"
+if [[ $1 == show && $2 == job ]]; then   # as Slurm 22.05 prints it: the submitted script's own path
+  echo "JobId=$3 JobName=timealign-dpo"
+  echo "   Command=$FAKE_COMMAND"
+  echo "   WorkDir=$SLURM_SUBMIT_DIR"
+  exit 0
+fi
+[[ $1 == requeue ]] || exit 1
+"""
+
+
+def test_sbatch_from_another_directory_finds_the_checkout_and_logs_there(fake_slurm, tmp_path):
+    """sbatch runs a spooled copy of the script in the submit directory: the checkout comes from the script's path
+    as Slurm recorded it (scontrol show job: Command=), and Slurm's default slurm-JOBID.out there only names the log,
+    which goes to the checkout's log folder (an absolute path)."""
+    tmp, env = fake_slurm
+    (tmp / "bin" / "scontrol").write_text(SPOOL_SCONTROL)
+    elsewhere = tmp_path / "home" / "somewhere"
+    spool = tmp_path / "spool" / "job4242"
+    elsewhere.mkdir(parents=True)
+    spool.mkdir(parents=True)
+    (spool / "slurm_script").write_text((REPO_ROOT / "slurm/dpo.sbatch").read_text())
+    default_log = elsewhere / "slurm-4242.out"
+    env = {**env, "SLURM_SUBMIT_DIR": str(elsewhere), "TIMEALIGN_DRY_RUN": "1", "SLURM_JOB_NAME": "timealign-dpo",
+           "FAKE_COMMAND": str(REPO_ROOT / "slurm/dpo.sbatch")}
+    with open(default_log, "w") as out:
+        proc = subprocess.run(["bash", str(spool / "slurm_script"), "recipe=llama8b"], cwd=elsewhere, env=env,
+                              stdout=out, stderr=subprocess.STDOUT, timeout=300)
+    log = Path(env["TIMEALIGN_LOG_DIR"]) / "timealign-dpo-4242.out"
+    pointer = default_log.read_text()
+    assert proc.returncode == 0, pointer + (log.read_text() if log.exists() else "")
+    assert pointer.count("\n") == 1 and pointer.rstrip().endswith(f"] log: {log}")
+    text = log.read_text()
+    assert "--num_processes 8" in text and f"--config_file {REPO_ROOT}/recipes/accelerate/fsdp_offload.yaml" in text
+    # Without a checkout anywhere in sight: one line naming the fix.
+    (tmp / "bin" / "scontrol").write_text(FAKE_SCONTROL)
+    proc = subprocess.run(["bash", str(spool / "slurm_script"), "recipe=llama8b"], cwd=elsewhere, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"error: cannot find the timealign checkout (tried the script's path and {elsewhere}): set "
+        "TIMEALIGN_ROOT=/path/to/timealign"]
 
 
 def _run_batch(env, send=None, group=False):
@@ -616,3 +669,41 @@ def test_fsdp_two_processes(baseline, train_env, prepared, tmp_path):
     _run(args, env)
     info = json.loads((out / "run_info.json").read_text())
     assert info["distributed_type"] == "DistributedType.FSDP" and info["model_wrapper"].startswith("FSDP")
+
+
+# ---------------------------------------------------------------------------------------------- failed launches
+
+
+def _one_core():
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+
+def test_launch_refuses_more_processes_than_cores_before_spawning(tmp_path):
+    """A CPU job step with one core asked for 2 processes per node: one line, exit 2, no accelerate launch."""
+    slurm = {"SLURM_JOB_ID": "812", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_NNODES": "1", "SLURM_NODEID": "0"}
+    proc = subprocess.run([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "recipe=tiny",
+                           "processes_per_node=2", f"output_dir={tmp_path / 'run'}"], cwd=REPO_ROOT,
+                          env=launcher_env(**slurm), capture_output=True, text=True, timeout=300, preexec_fn=_one_core)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [
+        "error: 2 processes per node but this node has 1 CPU cores (this step's affinity): pass processes_per_node=1 "
+        "or fewer (batch.global_size keeps the global batch), or ask Slurm for more (--cpus-per-task / --gres=gpu:N)"]
+
+
+@pytest.mark.slow
+def test_failed_child_launch_ends_with_the_childs_error(tmp_path):
+    """Issue 21/22: the cluster launcher's accelerate launch whose training stops (here the launch check: 2 "GPUs" on
+    a CPU machine without use_cpu) ends with the child's one error, exit 2: no CalledProcessError / ChildFailedError
+    traceback, no torchrun failure table, one message for two ranks."""
+    slurm = {"SLURM_JOB_ID": "813", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_NNODES": "1", "SLURM_NODEID": "0",
+             "SLURM_GPUS_ON_NODE": "2"}
+    proc = subprocess.run([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "recipe=tiny",
+                           "training.use_cpu=false", "data.synthetic_trajectories=8", f"output_dir={tmp_path / 'run'}"],
+                          cwd=REPO_ROOT, env=launcher_env(**slurm), capture_output=True, text=True, timeout=600)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, text[-4000:]
+    for noise in ("Traceback", "CalledProcessError", "ChildFailedError", "failed (exitcode"):
+        assert noise not in text, (noise, text[-4000:])
+    assert text.count("error: launch check (before loading the model)") == 1
+    assert proc.stderr.strip().splitlines()[-1] == \
+        "To go on anyway: launch.check=warn (log this and train) or launch.check=off."

@@ -165,11 +165,12 @@ def _launch(cmd: list[str], env: dict, timeout: int = 600) -> subprocess.Complet
     return subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def _refused(proc: subprocess.CompletedProcess, out: Path, *expected: str, ranks: int = 1) -> str:
-    """The run stopped with the recipe error (exit 2 in each rank), before data prep, saying `expected`."""
+def _refused(proc: subprocess.CompletedProcess, out: Path, *expected: str) -> str:
+    """The run stopped with the recipe error (exit 2 in each rank), before data prep, saying `expected` once (rank 0
+    says it; the other ranks find the same and exit quietly)."""
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0, f"the run was not stopped:\n{text[-4000:]}"
-    assert text.count("error: launch check (before loading the model)") == ranks, text[-4000:]
+    assert text.count("error: launch check (before loading the model)") == 1, text[-4000:]
     for line in expected:
         assert line in text, f"{line!r} not in:\n{text[-4000:]}"
     assert "To go on anyway: launch.check=warn (log this and train) or launch.check=off." in text
@@ -190,7 +191,7 @@ def test_default_accelerate_config_is_ddp_while_the_recipe_asks_fsdp(launch_env,
              "reshard_after_forward true), running DDP over 2 processes (DistributedType.MULTI_CPU)",
              "accelerate launch --config_file recipes/accelerate/fsdp.yaml --num_processes 2 train/dpo.py "
              "recipe=tiny launch.accelerate_config=fsdp",
-             "python -m timealign.cluster launch task=dpo recipe=tiny launch.accelerate_config=fsdp", ranks=2)
+             "python -m timealign.cluster launch task=dpo recipe=tiny launch.accelerate_config=fsdp")
 
 
 def test_accelerate_cpu_launch_starts_one_process_when_two_were_asked(launch_env, tmp_path):
@@ -212,7 +213,7 @@ def test_every_rank_alone_without_a_cpu_process_group(launch_env, tmp_path, laun
     name = "torchrun" if launcher == "torchrun" else "accelerate launch"
     _refused(proc, out, f"processes: asked 2 by {name} (WORLD_SIZE=2), running 2 separate trainings of 1 process "
                         "(DistributedType.NO on every rank: no shared process group) (no GPU in use and no use_cpu: "
-                        "accelerate forms no process group on CPU)", ranks=2)
+                        "accelerate forms no process group on CPU)")
 
 
 def test_fsdp_config_ignored_on_cpu(launch_env, tmp_path):
@@ -223,7 +224,7 @@ def test_fsdp_config_ignored_on_cpu(launch_env, tmp_path):
                    {**launch_env, "ACCELERATE_USE_CPU": "true"})
     _refused(proc, out, "running DDP over 2 processes (DistributedType.MULTI_CPU) (accelerate ignores FSDP under "
                         "DistributedType.MULTI_CPU (FSDP runs on GPUs only))",
-             "(no GPU here: accelerate runs FSDP on GPUs only; on CPU use launch.accelerate_config=ddp)", ranks=2)
+             "(no GPU here: accelerate runs FSDP on GPUs only; on CPU use launch.accelerate_config=ddp)")
 
 
 def test_deepspeed_dropped_by_use_cpu(launch_env, tmp_path):
@@ -234,7 +235,85 @@ def test_deepspeed_dropped_by_use_cpu(launch_env, tmp_path):
                    {**launch_env, "ACCELERATE_USE_CPU": "true"})
     _refused(proc, out, "distributed: asked DeepSpeed (recipes/accelerate/zero2.yaml: zero_stage 2",
              "running DDP over 2 processes (DistributedType.MULTI_CPU) (ACCELERATE_USE_CPU=true makes accelerate "
-             "drop DeepSpeed)", ranks=2)
+             "drop DeepSpeed)")
+
+
+def test_fsdp_launcher_config_on_cpu_is_said_for_a_ddp_recipe(launch_env, tmp_path):
+    """Issue 22: `accelerate launch --config_file fsdp.yaml` on CPU for tiny (which asks DDP): accelerate silently runs
+    DDP. What runs is what the recipe asks, but the launcher's config was dropped: say so, once."""
+    out = tmp_path / "run"
+    proc = _launch([ACCELERATE, "launch", "--config_file", "recipes/accelerate/fsdp.yaml", "--num_processes", "2", DPO,
+                    "recipe=tiny", f"output_dir={out}", *QUICK], {**launch_env, "ACCELERATE_USE_CPU": "true"})
+    text = _refused(proc, out, "  launcher: FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) is "
+                               "ignored by accelerate under DistributedType.MULTI_CPU: FSDP runs on GPUs only; running "
+                               "DDP over 2 processes (DistributedType.MULTI_CPU) (launch with the recipe's "
+                               "recipes/accelerate/ddp.yaml, or on CPU without that config)")
+    assert "Traceback" not in text.split("error: launch check", 1)[0]
+
+
+def test_ignored_launcher_config_warns_once_in_warn_mode(caplog, monkeypatch):
+    """launch.check=warn: the same text as one warning, from rank 0 only."""
+    ignored = "FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) is ignored by accelerate"
+    run = Running("ddp", "DistributedType.MULTI_CPU", 2, "accelerate launch (WORLD_SIZE=2)", 2, True,
+                  ignored=[ignored])
+    assert mismatches(_asked("ddp"), run) == [
+        f"launcher: {ignored}; running DDP over 2 processes (DistributedType.MULTI_CPU) (launch with the recipe's "
+        "recipes/accelerate/ddp.yaml, or on CPU without that config)"]
+    recipe = load_recipe("tiny", {"launch.check": "warn"})
+    asked = asked_launch(recipe, ("no", "training.bf16=false"))
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        with caplog.at_level(logging.WARNING, logger="timealign.train.launch_check"):
+            launch_check._decide(recipe, asked, run)
+    assert caplog.text.count("launcher: FSDP") == 1 and "launch.check=warn: going on" in caplog.text
+
+
+def _one_core():
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+
+def test_more_processes_than_cores_stop_once_before_the_process_group(launch_env, tmp_path):
+    """Plain `accelerate launch --num_processes 2` on a machine (here: an affinity) of one core: rank 0 says it in one
+    line, rank 1 exits quietly, nothing is prepared."""
+    out = tmp_path / "run"
+    proc = subprocess.run([ACCELERATE, "launch", "--config_file", "recipes/accelerate/ddp.yaml", "--num_processes", "2",
+                           DPO, "recipe=tiny", f"output_dir={out}", *QUICK], cwd=REPO_ROOT,
+                          env={**launch_env, "ACCELERATE_USE_CPU": "true"}, capture_output=True, text=True,
+                          timeout=300, preexec_fn=_one_core)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    line = ("error: launch check: 2 processes on this machine but it has 1 CPU cores: start at most 1 (--num_processes "
+            "1, or processes_per_node= with python -m timealign.cluster); batch.global_size keeps the global batch "
+            "whatever the count\n")
+    assert text.count(line) == 1 and text.count("error:") == 1, text[-4000:]
+    assert not (out / "data").exists()
+
+
+@pytest.mark.parametrize("master", [True, False])
+def test_distributed_environment_without_a_launcher_stops_in_seconds(launch_env, tmp_path, master):
+    """Issue 22: WORLD_SIZE=2 (and MASTER_ADDR) left in the shell, one plain python process: it used to wait for the
+    second rank forever (or end in accelerate's traceback without MASTER_ADDR). One line, exit 2, the command to use."""
+    env = {**launch_env, "WORLD_SIZE": "2", **({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29591"} if master else {})}
+    out = tmp_path / "run"
+    proc = _launch([sys.executable, DPO, "recipe=tiny", f"output_dir={out}"], env, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    unset = "WORLD_SIZE, MASTER_ADDR, MASTER_PORT" if master else "WORLD_SIZE"
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: WORLD_SIZE=2 is set but no launcher started this process (RANK and LOCAL_RANK are unset): it would "
+        f"wait for 1 more process(es) that nobody starts. Unset {unset} to train in one process, or start all 2: "
+        f"ACCELERATE_USE_CPU=true accelerate launch --config_file recipes/accelerate/ddp.yaml --num_processes 2 "
+        f"train/dpo.py recipe=tiny output_dir={out}")
+    assert "Traceback" not in proc.stderr and not (out / "data").exists()
+
+
+def test_rank_without_master_addr_is_one_line():
+    """WORLD_SIZE and RANK set by hand without MASTER_ADDR: accelerate's traceback before; now one RecipeError."""
+    env = {"WORLD_SIZE": "2", "RANK": "1"}
+    with pytest.raises(RecipeError, match=r"^WORLD_SIZE=2 and RANK=1 are set but MASTER_ADDR is not: torch cannot "
+                                          r"find rank 0\. .*accelerate launch --config_file recipes/accelerate/ddp.yaml "
+                                          r"--num_processes 2 train/dpo.py recipe=tiny$"):
+        launch_check.check_launcher_present(load_recipe("tiny"), env)
+    launch_check.check_launcher_present(load_recipe("tiny"), {**env, "MASTER_ADDR": "127.0.0.1"})  # a launch by hand
 
 
 def test_launcher_mixed_precision_over_an_fp32_recipe(launch_env, tmp_path):

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from timealign.config.accelerate import ACCELERATE_DIR, accelerate_config_path, accelerate_configs
 
 if TYPE_CHECKING:
     from timealign.cluster.slurm import Placement
 
-__all__ = ["ACCELERATE_DIR", "accelerate_command", "accelerate_config_path", "accelerate_configs", "venv_tool",
-           "with_accelerate_config", "with_auto_resume"]
+__all__ = ["ACCELERATE_DIR", "accelerate_command", "accelerate_config_path", "accelerate_configs", "run_accelerate",
+           "venv_tool", "with_accelerate_config", "with_auto_resume"]
 
 
 def venv_tool(name: str) -> str:
@@ -54,3 +58,41 @@ def accelerate_command(script: str | Path, script_args: list[str], *, config: st
             "--main_process_ip", where.main_process_ip,
             "--main_process_port", str(where.port),
             str(script), *script_args]
+
+
+def run_accelerate(cmd: list[str], env: Mapping[str, str]) -> int:
+    """Run `cmd` (an `accelerate launch ...` command of `accelerate_command`) in this process with `env`, and return
+    its exit code. The same launcher as the `accelerate` executable (accelerate's own parser and launch_command, in
+    this interpreter), but a failed child ends the launch with the child's own last words (the one-line `error: ...`
+    of a timealign entry point) and its exit code, not with accelerate's CalledProcessError or torchrun's
+    ChildFailedError traceback appended."""
+    from accelerate.commands.launch import launch_command, launch_command_parser
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    if env is not os.environ:
+        os.environ.clear()
+        os.environ.update(env)
+    args = launch_command_parser().parse_args(cmd[2:])
+    # torchrun's agent would add "failed (exitcode: 2) local_rank: 0 ..." after the child's own error line
+    logging.getLogger("torch.distributed.elastic.multiprocessing.api").setLevel(logging.CRITICAL)
+    try:
+        launch_command(args)
+    except subprocess.CalledProcessError as failed:  # the one-process launcher
+        return _exit_code(failed.returncode, "the training process")
+    except ChildFailedError as failed:  # torchrun's agent (multi-process and DeepSpeed launchers)
+        rank, first = failed.get_first_failure()
+        return _exit_code(first.exitcode, f"rank {rank} (pid {first.pid})")
+    return 0
+
+
+def _exit_code(code: int, who: str) -> int:
+    """A child's exit code as a shell reports it; a child killed by a signal said nothing itself: say it here."""
+    if code >= 0:
+        return code or 1
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    print(f"error: {who} was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else ""),
+          file=sys.stderr)
+    return 128 - code

@@ -4,7 +4,7 @@ Inside a SLURM job (slurm/dpo.sbatch and slurm/sft.sbatch run this once per node
 
     python -m timealign.cluster launch task=dpo recipe=llama8b [key=value ...] [accelerate_config=fsdp] [dry_run=true]
 
-builds and runs (execs) this node's `accelerate launch --config_file recipes/accelerate/<config>.yaml
+builds and runs (accelerate's launcher, in this process) this node's `accelerate launch --config_file recipes/accelerate/<config>.yaml
 --num_machines N --num_processes N*P --machine_rank R --main_process_ip A --main_process_port PORT
 train/<task>.py recipe=... training.resume_from_checkpoint=auto`, where N and R come from SLURM_JOB_NODELIST
 (`scontrol show hostnames`, else a built-in parser), SLURM_NNODES and SLURM_NODEID (SLURM_PROCID); P is one process
@@ -19,8 +19,8 @@ then it is a CPU launch (DDP over gloo) with processes_per_node processes per no
     python -m timealign.cluster submit task=dpo recipe=tiny processes_per_node=2   # CPU-only (gpus_per_node 0)
     python -m timealign.cluster eval recipe=llama8b checkpoint=outputs/llama8b [serve=true] [dry_run=true]
 
-`submit` turns the recipe's `launch` section (nodes, gpus_per_node, gpu_type, cpus_per_gpu, partition, account,
-time, requeue, signal_seconds) into an `sbatch` command line for slurm/<task>.sbatch (`--gres=gpu[:TYPE]:N`, or
+`submit` turns the recipe's `launch` section (nodes, gpus_per_node, gpu_type, cpus_per_gpu, mem_per_gpu, partition,
+account, time, requeue, signal_seconds) into an `sbatch` command line for slurm/<task>.sbatch (`--gres=gpu[:TYPE]:N`, or
 `--gres=none` for 0 GPUs), after checking with `sinfo` that nodes of the partition can hold it: Slurm would accept a
 job larger than any node and leave it PENDING forever. `eval` runs eval/run.py on vLLM with tensor parallelism over
 the node's GPUs: the offline engine (eval.backend=vllm), or with `serve=true` a `vllm serve` process plus the
@@ -46,7 +46,8 @@ from timealign.cluster.jobs import (
     training_commands,
     vllm_missing,
 )
-from timealign.cluster.slurm import gpus_on_node, node_address, plan_placement_env
+from timealign.cluster.accelerate import run_accelerate
+from timealign.cluster.slurm import check_devices, gpus_on_node, node_address, plan_placement_env
 from timealign.config import REPO_ROOT, RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
@@ -66,8 +67,8 @@ class ClusterOptions:
                                           "launch.gpus_per_node); 0: a CPU-only job (submit: --gres=none)")
     processes_per_node: int | None = opt(None, "launch/plan/submit: processes per node (default: one per GPU; "
                                                "on a CPU-only job 1)")
-    mem: str | None = opt(None, "submit: --mem per node, e.g. 200G (default: the cluster's), checked against "
-                                "the partition's nodes")
+    mem: str | None = opt(None, "submit: --mem per node, e.g. 200G (default: processes per node x the recipe's "
+                                "launch.mem_per_gpu), checked against the partition's nodes")
     nodes: int | None = opt(None, "plan/submit: node count (default: the job's, else launch.nodes)")
     nodelist: str | None = opt(None, "plan: hostlist for the printout, e.g. gpu[01-02] (default: the job's, "
                                      "else node0..nodeN-1)")
@@ -121,14 +122,14 @@ def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str
         sys.stdout.flush()
         return 0
     where, cmd, extra = commands[0]
+    check_devices(where)  # before spawning: accelerate would start them all, each failing on its own
     kind = f"{where.gpus_per_node} GPU(s)" if where.gpus_per_node else "CPU only"
     logger.info("node %d/%d (%s, %d process(es), main %s:%d): %s%s", where.machine_rank, where.num_machines, kind,
                 where.processes_per_node, where.main_process_ip, where.port, _print_env(extra) + " " if extra else "",
                 shlex.join(cmd))
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execvpe(cmd[0], cmd, {**env, **extra})
-    return 0  # not reached
+    return run_accelerate(cmd, {**env, **extra})  # a failed child ends with its own error line, no traceback
 
 
 def _submit(opts: ClusterOptions, args: list[str]) -> int:

@@ -30,7 +30,14 @@ from timealign.cluster.accelerate import (
     with_accelerate_config,
     with_auto_resume,
 )
-from timealign.cluster.slurm import Placement, SlurmQueryError, check_request, partition_info, placement
+from timealign.cluster.slurm import (
+    Placement,
+    SlurmQueryError,
+    check_request,
+    memory_mb,
+    partition_info,
+    placement,
+)
 from timealign.config import REPO_ROOT, Recipe, RecipeError, load_recipe
 from timealign.config.cli import split_argv
 
@@ -95,7 +102,8 @@ def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes
     """(extra environment, sbatch argv) for slurm/<task>.sbatch from the recipe's launch section.
 
     GPUs per node: `gpus`, else launch.gpus_per_node (eval: eval.tensor_parallel_size), as `--gres=gpu[:TYPE]:N`;
-    0 is a CPU-only job (`--gres=none`, processes_per_node CPU processes per node). With `check` and `sinfo` on PATH,
+    0 is a CPU-only job (`--gres=none`, processes_per_node CPU processes per node). Memory: `mem`, else processes
+    per node x launch.mem_per_gpu (`--mem` per node). With `check` and `sinfo` on PATH,
     a request no node of the partition can hold fails here instead of pending forever.
     """
     if task not in SBATCH_SCRIPTS:
@@ -117,6 +125,8 @@ def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes
         gres = "none"  # `--gres=` (empty) is refused by sbatch
     processes = processes_per_node or gpus or 1
     cpus = processes * launch.cpus_per_gpu
+    if mem is None and launch.mem_per_gpu:  # every process holds its own copy of the weights while loading
+        mem = node_memory(launch.mem_per_gpu, processes)
     if check and shutil.which("sinfo"):
         try:
             info = partition_info(launch.partition)
@@ -149,6 +159,12 @@ def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes
     if launch.setup:
         extra["TIMEALIGN_SETUP"] = launch.setup
     return extra, cmd
+
+
+def node_memory(per_process: str, processes: int) -> str:
+    """`processes` x a `--mem`-style size, as a `--mem` value (in G when whole gigabytes, else M)."""
+    total = memory_mb(per_process) * processes
+    return f"{total // 1024}G" if total % 1024 == 0 else f"{total}M"
 
 
 def arg_value(argv: list[str], key: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import shutil
 import socket
@@ -92,6 +93,30 @@ def gpus_on_node(env: Mapping[str, str]) -> int | None:
         if count:
             return count
     return None
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity: what Slurm's --cpus-per-task gave it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_devices(where: Placement) -> None:
+    """Before spawning: no more processes on this node than it has GPUs (a GPU launch on a machine where torch sees
+    some) or CPU cores (a CPU launch, or no CUDA here). One RuntimeError line; accelerate would start them all."""
+    import torch
+
+    if where.use_cpu or not torch.cuda.is_available():
+        devices, what = usable_cores(), "CPU cores (this step's affinity)"
+    else:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        devices, what = torch.cuda.device_count(), "GPUs" + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible else "")
+    if where.processes_per_node > devices:
+        raise RuntimeError(f"{where.processes_per_node} processes per node but this node has {devices} {what}: pass "
+                           f"processes_per_node={devices} or fewer (batch.global_size keeps the global batch), or "
+                           "ask Slurm for more (--cpus-per-task / --gres=gpu:N)")
 
 
 def default_port(job_id: str | None) -> int:

@@ -200,6 +200,8 @@ def run_command(command: Command, argv: list[str] | None, fn: Callable[[Invocati
         code = fn(invocation)
     except tuple(handled) as err:
         code = next(c for t, c in handled.items() if isinstance(err, t))
+        if getattr(err, "rank_zero_only", False) and launcher_rank() != 0:
+            return code  # every rank found the same problem (a launch check): rank 0 says it, once
         suffix = f"\n{hint}" if hint and code != 2 else ""
         print(f"error: {err}{suffix}", file=sys.stderr)
         return code

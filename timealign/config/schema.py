@@ -202,6 +202,11 @@ class LaunchSection:
     account: str | None = opt(None, "SLURM account (None: your default)")
     time: str = opt("24:00:00", "SLURM time limit (HH:MM:SS or D-HH:MM:SS)")
     cpus_per_gpu: int = opt(8, "SLURM CPUs per GPU (a CPU-only job: per process)")
+    mem_per_gpu: str | None = opt("32G", "host RAM per GPU (a CPU-only job: per process), e.g. 64G or 4000M: "
+                                         "`submit` asks --mem=<processes per node x this> per node, checked against "
+                                         "the partition's nodes (every process loads the weights itself: 8B bf16 "
+                                         "policy + reference is ~32 GB before sharding; FSDP/ZeRO CPU offload holds "
+                                         "shards in RAM too). null: the cluster's default memory")
     requeue: bool = opt(True, "checkpoint on the warning signal, requeue, resume from the newest checkpoint")
     signal_seconds: int = opt(120, "the warning signal comes this long before the time limit (--signal=B:USR1@N)")
     max_requeues: int = opt(20, "give up after this many requeues")

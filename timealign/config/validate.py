@@ -185,6 +185,9 @@ def value_problems(recipe) -> list[str]:
         recipe.output_dir.format(name=name)
     except (KeyError, IndexError, ValueError) as err:
         problems.append(f"output_dir={recipe.output_dir!r}: only {{name}} may appear in braces ({err!r})")
+    mem = recipe.launch.mem_per_gpu
+    if mem is not None and not re.fullmatch(r"[1-9]\d*[KMGT]?B?", str(mem).strip().upper()):
+        problems.append(f"launch.mem_per_gpu={mem!r} must be a size like 64G or 4000M (null: the cluster's default)")
     if recipe.dpo.padding_free and not recipe.dpo.shared_prompt:
         problems.append("dpo.padding_free=true packs shared-prompt rows: it needs dpo.shared_prompt=true")
     data = recipe.data

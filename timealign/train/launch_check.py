@@ -20,7 +20,15 @@ accelerate decides from the launcher, not from the recipe, and these launches go
 - an accelerate config with mixed_precision bf16 turns autocast on for a recipe with bf16 and fp16 off.
 
 A mismatch raises RecipeError naming each difference (asked vs running) and the command that launches the recipe as
-it asks. `launch.check=warn` logs the same and goes on; `launch.check=off` skips the check.
+it asks. `launch.check=warn` logs the same and goes on; `launch.check=off` skips the check. Every rank finds the same
+difference, and only rank 0 says it (a LaunchError: `run_command` prints it on rank 0, the other ranks exit 2
+quietly), so 8 processes print one message, not 8.
+
+Two launches are stopped before accelerate's process state is even created, so in seconds:
+- a distributed environment without a launcher (WORLD_SIZE > 1 in the shell, one plain `python` process, no RANK):
+  torch would wait forever for ranks nobody starts (or, without MASTER_ADDR, fail with accelerate's traceback);
+  refused whatever launch.check says, with the command to use;
+- more processes on this machine than it has GPUs (or CPU cores, without a GPU): one line, per launch.check.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from timealign.config.accelerate import display_path, read_accelerate_config
 logger = logging.getLogger("timealign.train.launch_check")
 
 CHECK_MODES = ("error", "warn", "off")
+RANK_KEYS = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 TASK_SCRIPTS = {"dpo": "train/dpo.py", "sft": "train/sft.py"}
 FAMILY_LABEL = {"single": "one process", "ddp": "DDP", "fsdp": "FSDP", "deepspeed": "DeepSpeed"}
 # accelerate's defaults for keys a config may leave out (accelerate/utils/dataclasses.py, FSDP and DeepSpeed plugins)
@@ -52,6 +61,20 @@ DEEPSPEED_KEYS = {"zero_stage": ("zero_stage", "ACCELERATE_DEEPSPEED_ZERO_STAGE"
                                                "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none"),
                   "offload_param_device": ("offload_param_device", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none")}
 HALF_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
+
+
+class LaunchError(RecipeError):
+    """The launch is not what the recipe asks. Every rank raises it; only rank 0 prints it (`run_command`)."""
+
+    rank_zero_only = True
+
+
+def _rank(env: Mapping[str, str]) -> int:
+    for key in RANK_KEYS:
+        value = env.get(key, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 def _flag(env: Mapping[str, str], key: str) -> bool:
@@ -103,6 +126,7 @@ class Running:
     mixed_precision: str = "no"
     precision_source: str = ""
     notes: list[str] = field(default_factory=list)  # why accelerate runs something else than it was given
+    ignored: list[str] = field(default_factory=list)  # what the launcher asked and accelerate dropped (FSDP on CPU)
     where: str = "before loading the model"
 
 
@@ -224,11 +248,13 @@ def running_before_model(recipe, config_cls, env: Mapping[str, str] | None = Non
     launcher, asked_n, started, many = launcher_request(env)
     state = process_state(training, config_cls, env)
     kind = state.distributed_type.value
-    family, notes = family_of(kind), []
+    family, notes, ignored = family_of(kind), [], []
     cpu_env = _flag(env, "ACCELERATE_USE_CPU")
     if _flag(env, "ACCELERATE_USE_DEEPSPEED") or training.get("deepspeed"):
         if cpu_env:  # AcceleratorState: DeepSpeed only `and not cpu`
             notes.append("ACCELERATE_USE_CPU=true makes accelerate drop DeepSpeed")
+            ignored.append("DeepSpeed (ACCELERATE_USE_DEEPSPEED=true from the launcher's accelerate config) is "
+                           "dropped by ACCELERATE_USE_CPU=true")
         else:
             family = "deepspeed"
     elif _flag(env, "ACCELERATE_USE_FSDP") or training.get("fsdp"):
@@ -236,6 +262,8 @@ def running_before_model(recipe, config_cls, env: Mapping[str, str] | None = Non
             family = "fsdp"
         else:  # AcceleratorState turns FSDP on only over GPU-type process groups
             notes.append(f"accelerate ignores FSDP under DistributedType.{kind} (FSDP runs on GPUs only)")
+            ignored.append(f"FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) is ignored by "
+                           f"accelerate under DistributedType.{kind}: FSDP runs on GPUs only")
     if family == "single" and started and (asked_n or 0) > 1 and not (training.get("use_cpu") or cpu_env):
         notes.append("no GPU in use and no use_cpu: accelerate forms no process group on CPU")
     precision, source = asked_precision(training, config_cls)
@@ -245,7 +273,7 @@ def running_before_model(recipe, config_cls, env: Mapping[str, str] | None = Non
             precision, source = launched, (f"ACCELERATE_MIXED_PRECISION={launched}, set by the launcher from its "
                                            "accelerate config's mixed_precision")
     return Running(family, f"DistributedType.{kind}", state.num_processes, launcher, asked_n, started, many,
-                   _env_settings(family, env), precision, source, notes)
+                   _env_settings(family, env), precision, source, notes, ignored)
 
 
 def running_in_trainer(trainer, launched: Running | None) -> Running:
@@ -300,6 +328,9 @@ def mismatches(asked: Asked, run: Running) -> list[str]:
                    "(with --cpu, or without a multi-process config, accelerate's launcher starts one process; for "
                    "several CPU processes use a DDP config with ACCELERATE_USE_CPU=true, as below)")
     compatible = run.family == asked.family or (asked.family == "ddp" and run.family == "single")
+    if compatible:  # what the recipe asks runs, but not what the launcher was told: its config was dropped
+        out += [f"launcher: {what}; running {_describe_running(run)} (launch with the recipe's "
+                f"{display_path(asked.path)}, or on CPU without that config)" for what in run.ignored]
     if not compatible:
         config = f"{FAMILY_LABEL.get(asked.family, asked.family)} ({display_path(asked.path)}"
         config += f": {_settings_text(asked.settings)})" if asked.settings else ")"
@@ -355,9 +386,10 @@ def _decide(recipe, asked: Asked, run: Running) -> None:
                f"(launch.accelerate_config={asked.config}):\n" + "\n".join(f"  {m}" for m in found) + "\n"
                + right_command(recipe, asked, run))
     if recipe.launch.check == "warn":
-        logger.warning("%s\n(launch.check=warn: going on)", message)
+        if _rank(os.environ) == 0:  # every rank finds it; one says it
+            logger.warning("%s\n(launch.check=warn: going on)", message)
         return
-    raise RecipeError(message)
+    raise LaunchError(message)
 
 
 def _mode(recipe) -> str:
@@ -367,11 +399,81 @@ def _mode(recipe) -> str:
     return mode
 
 
+def _script_command(recipe, processes: int) -> str:
+    source = getattr(recipe, "source", None) or f"recipe={recipe.name}"
+    args = [*shlex.split(source), *(f"{k}={v}" for k, v in (getattr(recipe, "overrides", None) or {}).items())]
+    path, _ = read_accelerate_config(recipe.launch.accelerate_config)
+    script = TASK_SCRIPTS.get(recipe.task, f"train/{recipe.task}.py")
+    import torch
+
+    prefix = "" if torch.cuda.is_available() else "ACCELERATE_USE_CPU=true "  # one gloo group, not N lone runs
+    return prefix + shlex.join(["accelerate", "launch", "--config_file", display_path(path), "--num_processes",
+                                str(processes), script, *args])
+
+
+def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
+    """WORLD_SIZE > 1 with no rank: a distributed environment left in the shell, one plain process. torch would wait
+    for the other ranks forever (or fail in accelerate without MASTER_ADDR): stop now, whatever launch.check says."""
+    world = env.get("WORLD_SIZE", "").strip()
+    if not world.isdigit() or int(world) <= 1:
+        return
+    if env.get("RANK", "").strip() and not env.get("MASTER_ADDR", "").strip():  # set by hand, half of it
+        raise RecipeError(f"WORLD_SIZE={world} and RANK={env['RANK']} are set but MASTER_ADDR is not: torch cannot "
+                          "find rank 0. Set MASTER_ADDR and MASTER_PORT in every process, or let a launcher set all "
+                          f"of them: {_script_command(recipe, int(world))}")
+    if any(env.get(key, "").strip() for key in RANK_KEYS):
+        return
+    left = ", ".join(k for k in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if env.get(k))
+    raise RecipeError(f"WORLD_SIZE={world} is set but no launcher started this process (RANK and LOCAL_RANK are "
+                      f"unset): it would wait for {int(world) - 1} more process(es) that nobody starts. Unset "
+                      f"{left} to train in one process, or start all {world}: {_script_command(recipe, int(world))}")
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def local_devices(training: Mapping[str, Any], env: Mapping[str, str]) -> tuple[int, str]:
+    """(devices of this machine the processes can each take, what they are in words): the GPUs torch sees, or the
+    CPU cores (usable by this process) when the run is on CPU."""
+    import torch
+
+    cpu = bool(training.get("use_cpu")) or _flag(env, "ACCELERATE_USE_CPU") or not torch.cuda.is_available()
+    if cpu:
+        return usable_cores(), "CPU cores"
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    return torch.cuda.device_count(), "GPUs" + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible else "")
+
+
+def check_device_count(recipe, env: Mapping[str, str]) -> None:
+    """More processes on this machine than it has GPUs (or cores, on CPU): one line, per launch.check."""
+    local = env.get("LOCAL_WORLD_SIZE", "").strip() or env.get("WORLD_SIZE", "").strip()
+    if not local.isdigit() or int(local) <= 1:
+        return
+    devices, what = local_devices(recipe.training, env)
+    if int(local) <= devices:
+        return
+    message = (f"launch check: {local} processes on this machine but it has {devices} {what}: start at most "
+               f"{devices} (--num_processes {devices}, or processes_per_node= with python -m timealign.cluster); "
+               f"batch.global_size keeps the global batch whatever the count")
+    if recipe.launch.check == "warn":
+        if _rank(env) == 0:
+            logger.warning("%s (launch.check=warn: going on)", message)
+        return
+    raise LaunchError(message)
+
+
 def check_launch(recipe, config_cls, env: Mapping[str, str] | None = None) -> Running | None:
     """Before data prep and the model: stop (RecipeError) when what runs is not what the recipe asks.
     Returns what runs (for `check_trainer`), None with launch.check=off."""
-    if _mode(recipe) == "off":
+    mode = _mode(recipe)
+    check_launcher_present(recipe, os.environ if env is None else env)
+    if mode == "off":
         return None
+    check_device_count(recipe, os.environ if env is None else env)
     run = running_before_model(recipe, config_cls, env)
     _decide(recipe, asked_launch(recipe, asked_precision(recipe.training, config_cls)), run)
     return run
