@@ -118,60 +118,78 @@ def run_label(before: dict, after: dict) -> str:
     return "run"
 
 
+# The panels of the comparison chart: NAR (the headline) and the two attempt rates it averages (TicToc Fig. 7 shows
+# NAR; a user judging a checkpoint also needs to see which label moved).
+CHART_METRICS = (("nar", "NAR (%)", True), ("attempt_rate_prefer_tool", "attempt rate, prefer-Tool (%)\n(want 100)",
+                                            False),
+                 ("attempt_rate_prefer_no_tool", "attempt rate, prefer-noTool (%)\n(want 0)", False))
+
+
 def nar_chart(pairs: list[tuple[str, dict, dict]], path: str | Path, names=("before", "after"),
-              title: str = "TicToc NAR before and after offset-DPO", paired: list[dict | None] | None = None) -> Path:
-    """Grouped bars (Fig. 7 style): one group per (label, before, after), NAR in %, each report's bootstrap interval
-    as an error bar, 50% chance line; a `*` over a pair whose paired NAR difference is outside the noise. PNG."""
+              title: str = "TicToc before and after offset-DPO", paired: list[dict | None] | None = None) -> Path:
+    """Grouped bars, one panel per metric (NAR with its 50% chance line, then the attempt rates on prefer-Tool and
+    prefer-noTool pairs): one group per (label, before, after), in %, each report's bootstrap interval as an error bar;
+    a `*` over a pair whose paired difference is outside the noise. PNG."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # Agg: no display, no pyplot global state
         from matplotlib.figure import Figure
     except ImportError:
         raise SystemExit("--png needs matplotlib: pip install matplotlib (or pip install -e '.[dev]')") from None
 
-    def nar(report):
-        value = report["overall"].get("nar")
-        interval = ((report.get("intervals") or {}).get("metrics") or {}).get("nar")
+    def metric(report, key):
+        value = report["overall"].get(key)
+        interval = ((report.get("intervals") or {}).get("metrics") or {}).get(key)
         return (None if value is None else 100 * value), (None if interval is None else [100 * x for x in interval])
 
     labels = [p[0] for p in pairs]
-    values = [[nar(r) for r in p[1:]] for p in pairs]
     width = 0.38
-    fig = Figure(figsize=(max(4.5, 1.6 * len(pairs) + 2), 4.4), dpi=120)
+    fig = Figure(figsize=(max(9.0, 3.2 * len(CHART_METRICS) * max(1.0, 0.45 * len(pairs))), 4.6), dpi=120)
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot(111)
     colors = ("#9aa5b1", "#2f6db5")
     any_bars = False
-    for k, (name, color) in enumerate(zip(names, colors)):
-        xs = [i + (k - 0.5) * width for i in range(len(pairs))]
-        heights = [v[k][0] if v[k][0] is not None else 0.0 for v in values]
-        bars = ax.bar(xs, heights, width, label=name, color=color, edgecolor="black", linewidth=0.6)
-        for x, bar, v in zip(xs, bars, values):
-            value, interval = v[k]
-            top = bar.get_height()
-            if value is not None and interval is not None:
-                ax.errorbar([x], [value], yerr=[[value - interval[0]], [interval[1] - value]], fmt="none",
-                            ecolor="black", elinewidth=0.9, capsize=3)
-                top, any_bars = max(top, interval[1]), True
-            ax.annotate("n/a" if value is None else f"{value:.1f}", (x, top), xytext=(0, 3),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
-    for i, result in enumerate(paired or []):
-        row = ((result or {}).get("metrics") or {}).get("nar")
-        if row and row["outside_noise"]:
-            tops = [max(v[0] or 0, (v[1] or [0, 0])[1]) for v in values[i]]
-            ax.annotate("*", (i, max(tops)), xytext=(0, 12), textcoords="offset points", ha="center", fontsize=12)
-    ax.axhline(50, color="#c0392b", linestyle="--", linewidth=1, label="chance (50%)")
-    ax.set_xticks(range(len(pairs)))
-    ax.set_xticklabels(labels, rotation=15 if len(pairs) > 3 else 0, ha="right" if len(pairs) > 3 else "center")
-    ax.set_ylim(0, 118)  # room for the legend above 100%
-    ax.set_yticks(range(0, 101, 20))
-    ax.set_ylabel("normalized alignment rate (%)")
-    ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=8, frameon=False, ncol=3)
+    for panel, (key, ylabel, chance) in enumerate(CHART_METRICS):
+        ax = fig.add_subplot(1, len(CHART_METRICS), panel + 1)
+        values = [[metric(r, key) for r in p[1:]] for p in pairs]
+        for k, (name, color) in enumerate(zip(names, colors)):
+            xs = [i + (k - 0.5) * width for i in range(len(pairs))]
+            heights = [v[k][0] if v[k][0] is not None else 0.0 for v in values]
+            bars = ax.bar(xs, heights, width, label=name, color=color, edgecolor="black", linewidth=0.6)
+            for x, bar, v in zip(xs, bars, values):
+                value, interval = v[k]
+                top = bar.get_height()
+                if value is not None and interval is not None:
+                    ax.errorbar([x], [value], yerr=[[value - interval[0]], [interval[1] - value]], fmt="none",
+                                ecolor="black", elinewidth=0.9, capsize=3)
+                    top, any_bars = max(top, interval[1]), True
+                ax.annotate("n/a" if value is None else f"{value:.1f}", (x, top), xytext=(0, 3),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=7)
+        for i, result in enumerate(paired or []):
+            row = ((result or {}).get("metrics") or {}).get(key)
+            if row and row["outside_noise"]:
+                tops = [max(v[0] or 0, (v[1] or [0, 0])[1]) for v in values[i]]
+                ax.annotate("*", (i, max(tops)), xytext=(0, 12), textcoords="offset points", ha="center",
+                            fontsize=12)
+        if chance:
+            ax.axhline(50, color="#c0392b", linestyle="--", linewidth=1, label="chance (50%)")
+        ax.set_xticks(range(len(pairs)))
+        ax.set_xticklabels(labels, rotation=15 if len(pairs) > 2 else 0, ha="right" if len(pairs) > 2 else "center",
+                           fontsize=8)
+        ax.set_ylim(0, 118)  # room for the value labels and stars above 100%
+        ax.set_yticks(range(0, 101, 20))
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.spines[["top", "right"]].set_visible(False)
+    handles, names_ = [], []
+    for ax in fig.axes:  # one legend for the figure: before, after, chance
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in names_:
+                handles.append(h)
+                names_.append(n)
+    fig.legend(handles, names_, loc="upper right", fontsize=8, frameon=False, ncol=len(names_))
+    fig.suptitle(title, x=0.01, ha="left", fontsize=11)
     if any_bars or paired:
-        fig.text(0.01, 0.01, "error bars: each run's bootstrap interval; *: paired difference outside noise",
-                 fontsize=7, color="#555555")
-    ax.spines[["top", "right"]].set_visible(False)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+        fig.text(0.01, 0.015, "error bars: each run's bootstrap interval; *: paired difference outside noise",
+                 fontsize=7, color="#555555", ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.93))  # the footnote below and the legend above stay inside the figure
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, format="png")
