@@ -201,3 +201,21 @@ def test_timer_sample_train_evaluate_compare_card(timelychat_sample, tmp_path):
     explicit = json.loads((tmp_path / "explicit" / "timelychat.json").read_text())
     assert explicit["data"]["source"] == "timelychat.data" and explicit["data"]["samples"] == 3
     assert explicit["data"]["from_recipe"] is False
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+
+
+def test_eval_without_recipe_needs_a_checkpoint_that_carries_one(tmp_path, capsys):
+    """No recipe=: the checkpoint's saved recipe, refused in one line (exit 2) when the folder has none."""
+    from timealign.eval.runner import main
+
+    assert main([f"checkpoint={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert f"checkpoint={tmp_path} holds no timealign_recipe.yaml" in err and "recipe=NAME" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["eval.max_samples=8"]) == 2  # neither a checkpoint nor a recipe
+    assert "recipe= needs a name" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    assert "Without recipe=, checkpoint=DIR is scored with the recipe it was trained with" in \
+        " ".join(capsys.readouterr().out.split())

@@ -322,7 +322,8 @@ def test_model_card_of_a_run_then_after_evaluation(dpo_lora, rows):
     nar = reports["tictoc"]["overall"]["nar"]
     line = next(l for l in card.text.splitlines() if l.startswith("| tictoc | nar |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[2] == (f"{nar:.4g}" if nar is not None else "n/a") and cells[5] == "this model"
+    assert cells[2] == (f"{nar:.4g}" if nar is not None else "n/a") and cells[6] == "this model"
+    assert cells[5].startswith(reports["tictoc"]["data"]["label"])  # the row names its data
     interval = ((reports["tictoc"].get("intervals") or {}).get("metrics") or {}).get("nar")  # eval.bootstrap's
     assert cells[3] == (f"[{interval[0]:.4g}, {interval[1]:.4g}]" if interval else "n/a")
     assert card.data.to_dict()["timealign"]["overrides"]["lora.enabled"] == "true"  # kept through the rewrite

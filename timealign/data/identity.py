@@ -93,10 +93,6 @@ def generated_identity(source: str, settings: dict, rows: list[dict], split: str
     return finish(identity, rows)
 
 
-# Keys that say which data (not how much of it was drawn): what "the same data" compares.
-DATA_KEYS = ("source", "path", "split", "fingerprint")
-
-
 def same_data(a: dict | None, b: dict | None) -> bool:
     """Two identities name the same data set and split (the sample drawn from it may differ)."""
     if not a or not b:

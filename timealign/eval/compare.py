@@ -24,6 +24,7 @@ from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
 from timealign.eval.bootstrap import (SEED, UNIT_SUITES, SampleSetMismatch, fmt_interval, paired_differences,
                                       suite_units, verdict)
+from timealign.data.identity import same_data
 from timealign.eval.runs import report_path
 
 ROWS = (("NAR", "nar"), ("attempt rate, prefer-Tool", "attempt_rate_prefer_tool"),
@@ -104,7 +105,7 @@ def data_line(before: dict, after: dict) -> str:
     b, a = before.get("data") or {}, after.get("data") or {}
     unknown = "unknown (the report names no data)"
     line = f"data: {b.get('label', unknown)} -> {a.get('label', unknown)}"
-    if b and a and (b.get("fingerprint"), b.get("split")) != (a.get("fingerprint"), a.get("split")):
+    if b and a and not same_data(b, a):
         line += " (DIFFERENT DATA: the deltas mix the model change with a data change)"
     return line
 

@@ -26,7 +26,7 @@ from timealign.experiment.spec import CONTROL_MAX_NAR, DPO_RECIPE, TARGETS, TIME
 logger = logging.getLogger("timealign.experiment")
 
 # Held-out synthetic dialogs (timealign.data.synthetic, split "heldout"), every turn scored.
-TIMELYCHAT_OPTIONS = {"n": "60", "timing_turns": "all", "response_max_new_tokens": "24"}
+TIMELYCHAT_OPTIONS = {"data": "synthetic", "n": "60", "timing_turns": "all", "response_max_new_tokens": "24"}
 
 
 @dataclass
