@@ -116,6 +116,8 @@ CLI_CASES = [
      "model.name_or_path={tmp}/empty.yaml: a file, not a model folder", _setup_empty_recipe, False),
     ("hub-offline", ["train/dpo.py", "recipe=tiny", "data.source=hub", "data.path=yizecheng/TicToc"],
      "data.path=yizecheng/TicToc (data.source=hub): the hub dataset is not in the local cache", None, True),
+    ("model-not-cached-offline", ["train/sft.py", "recipe=tiny-timer", "model.name_or_path=someone/NoModel"],
+     "model.name_or_path=someone/NoModel: not in the local hub cache", None, True),
     ("push-to-hub-offline", ["train/dpo.py", "recipe=tiny", "training.push_to_hub=true"],
      "training.push_to_hub=true but HF_HUB_OFFLINE=1 forbids every hub request", None, True),
     ("nothing-usable-empty-files", ["data_prep/tictoc.py", "recipe=tiny", "data.source=v1",

@@ -79,22 +79,29 @@ def build_trainer(recipe, claim: bool = True):
     """
     from trl import DPOConfig
 
+    from timealign.data.hub import check_release
     from timealign.data.pairs import load_prepared
     from timealign.data.prepared import ensure_prepared
     from timealign.render.chat import PromptRenderer
     from timealign.train.batch import log_plan, plan_batch, world_size
     from timealign.train.launch_check import check_launch, check_trainer
     from timealign.train.lengths import LengthReportCallback, PairFitter, check_against_trainer, check_mode, write_reports
-    from timealign.train.models import load_model, load_tokenizer, lora_config, resolve_base_model
+    from timealign.train.models import (
+        check_model_available,
+        load_model,
+        load_tokenizer,
+        lora_config,
+        resolve_base_model,
+    )
     from timealign.train.odpo import OffsetDPOTrainer
     from timealign.train.output_dir import claim_output_dir
-    from timealign.data.hub import check_release
     from timealign.train.tracking import training_args
 
     launched = check_launch(recipe, DPOConfig)  # before data prep and the model: runs as the recipe asks?
     batch = plan_batch(recipe, DPOConfig, world_size(recipe, DPOConfig, launched))  # per device x accumulation
     args = training_args(recipe, DPOConfig, **batch.training_overrides())  # TRL checks training.* before any work
     check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
+    check_model_available(recipe.model.name_or_path)  # offline: in the hub cache, before any work
     check_mode(recipe.data.overlength)
     if claim:
         claim_output_dir(recipe)  # before data prep: output_dir holds no other run (or it is overwritten on purpose)

@@ -6,7 +6,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from timealign.config import RecipeError
 from timealign.config.dtypes import torch_dtype
+
+def check_model_available(name_or_path: str, key: str = "model.name_or_path") -> None:
+    """With HF_HUB_OFFLINE=1, a hub id must be in the local hub cache: refused before any work (data prep, claiming
+    output_dir) instead of transformers' OSError after them. Local folders and the tiny names pass."""
+    from pathlib import Path
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    from timealign.tiny import TINY_AGENT_NAME, TINY_BLIND_AGENT_NAME, TINY_NAME
+
+    if name_or_path in (TINY_NAME, TINY_AGENT_NAME, TINY_BLIND_AGENT_NAME) or Path(name_or_path).expanduser().exists():
+        return
+    if not constants.HF_HUB_OFFLINE:
+        return  # transformers downloads it (or says why not)
+    try:
+        cached = [try_to_load_from_cache(name_or_path, name) for name in ("config.json", "adapter_config.json")]
+    except ValueError:  # not a repo id at all: check_model_reference has said so for local-looking paths
+        return
+    if not any(isinstance(path, str) for path in cached):
+        raise RecipeError(
+            f"{key}={name_or_path}: not in the local hub cache ({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE=1 allows "
+            f"the cache only: download it where the hub is reachable (`hf download {name_or_path} --local-dir DIR`, "
+            f"then {key}=DIR), or unset HF_HUB_OFFLINE")
+
 
 def resolve_base_model(name_or_path: str) -> str:
     """The folder or hub id to load; `tiny`/`tiny-agent` are built once, by the main process, while the others wait."""

@@ -99,13 +99,14 @@ def build_trainer(recipe, claim: bool = True):
     `timealign.train.dpo.build_trainer` (output_dir must hold no other run)."""
     from trl import SFTConfig
 
+    from timealign.data.hub import check_release
     from timealign.data.prepared import ensure_prepared
     from timealign.data.timer_prep import load_timer_prepared
     from timealign.render.timer import TimerRenderer
     from timealign.train.batch import log_plan, plan_batch, world_size
     from timealign.train.launch_check import check_launch, check_trainer
+    from timealign.train.models import check_model_available
     from timealign.train.timer import TimerSFTTrainer, timer_lora_config
-    from timealign.data.hub import check_release
     from timealign.train.tracking import training_args
 
     check_timer_section(recipe.timer)
@@ -113,6 +114,7 @@ def build_trainer(recipe, claim: bool = True):
     batch = plan_batch(recipe, SFTConfig, world_size(recipe, SFTConfig, launched))  # per device x accumulation
     args = training_args(recipe, SFTConfig, **batch.training_overrides())  # TRL checks training.* before any work
     check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
+    check_model_available(recipe.model.name_or_path)  # offline: in the hub cache, before any work
     if claim:
         from timealign.train.output_dir import claim_output_dir
 
