@@ -44,6 +44,10 @@ SUBPROCESS_CASES = [
                          "name=x/../../y"], "name='x/../../y' is not safe as a file and job name"),
 ]
 IN_PROCESS_CASES = [
+    ("max-new-tokens-0-local", ["eval/run.py", "recipe=tiny", "checkpoint=tiny", "eval.max_new_tokens=0",
+                                "out={tmp}/eval"], "eval.max_new_tokens=0 (no limit) is for eval.backend=chat"),
+    ("weight-without-shared-prompt", ["train/dpo.py", "recipe=tiny", "dpo.margin_mode=weight",
+                                      "dpo.shared_prompt=false"], "dpo.margin_mode=weight weights each pair's loss"),
     ("beta-negative", ["train/dpo.py", "recipe=tiny", "training.beta=-0.1"], "training.beta=-0.1 must be > 0"),
     ("margin-negative", ["train/dpo.py", "recipe=tiny", "data.margin_prefer_tool=-0.5"],
      "data.margin_prefer_tool=-0.5 must be >= 0"),

@@ -122,7 +122,7 @@ RULES: tuple[tuple[str, tuple, str], ...] = (
     ("lora.r", AT_LEAST_1, ""),
     ("lora.alpha", POSITIVE, ""),
     ("lora.dropout", HALF_OPEN, ""),
-    ("eval.max_new_tokens", AT_LEAST_1, ""),
+    ("eval.max_new_tokens", NON_NEGATIVE, "0: no limit, eval.backend=chat only"),
     ("eval.batch_size", AT_LEAST_1, ""),
     ("eval.max_samples", AT_LEAST_1, "null: all"),
     ("eval.tensor_parallel_size", AT_LEAST_1, ""),
@@ -188,6 +188,12 @@ def value_problems(recipe) -> list[str]:
     mem = recipe.launch.mem_per_gpu
     if mem is not None and not re.fullmatch(r"[1-9]\d*[KMGT]?B?", str(mem).strip().upper()):
         problems.append(f"launch.mem_per_gpu={mem!r} must be a size like 64G or 4000M (null: the cluster's default)")
+    if recipe.eval.max_new_tokens == 0 and recipe.eval.backend != "chat":  # an API's own limit; a local engine has none
+        problems.append(f"eval.max_new_tokens=0 (no limit) is for eval.backend=chat (API models); "
+                        f"eval.backend={recipe.eval.backend} needs a number of tokens >= 1")
+    if recipe.dpo.margin_mode == "weight" and not recipe.dpo.shared_prompt:
+        problems.append("dpo.margin_mode=weight weights each pair's loss, which TRL's own loss path cannot do: it "
+                        "needs dpo.shared_prompt=true")
     if recipe.dpo.padding_free and not recipe.dpo.shared_prompt:
         problems.append("dpo.padding_free=true packs shared-prompt rows: it needs dpo.shared_prompt=true")
     data = recipe.data
