@@ -10,7 +10,8 @@ before any reuse. Two recipes with equal fingerprints get equal prepared data.
   added there: the safe side (a needless re-prepare, never a silent reuse).
 - sources: the content of `data.path` (sha256 per file; a folder's files sorted by relative path), not its name,
   so moving a data set does not invalidate its prepared data. A hub dataset id (`data.source=hub` with no local
-  folder of that name) is recorded by id only: the hub's revision is not pinned. `data.source=synthetic` reads no
+  folder of that name) is recorded by id and by the hashes of its snapshot's files, so a new revision of the release
+  is new data. `data.source=synthetic` reads no
   files; its generator is covered by the format version.
 - `data.direct_answer=generate` (pairs): the direct answers are a model's generations, so what decides them counts
   too (`timealign.data.generated_answers.AnswerGeneration.settings`): `data.direct_answer_model` (resolved:
@@ -97,7 +98,10 @@ def _sources(data) -> dict:
     if data.source == "synthetic" or not data.path:
         return {}  # synthetic reads no files; a missing path is the loader's error to report
     if data.source == "hub" and not Path(data.path).exists():
-        return {"data.path": {"hub": data.path}}
+        from timealign.data.hub import release_folder
+
+        # the snapshot's files, not only the id: a new revision of the release is new data
+        return {"data.path": {"hub": data.path, "files": source_files(release_folder(data.path))}}
     return {"data.path": {"files": source_files(data.path)}}
 
 
