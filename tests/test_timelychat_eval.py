@@ -405,6 +405,12 @@ def test_intervals_in_prose_are_extracted_unless_strict(timer_tokenizer):
     assert strict["timing"]["extracted"] == 0 and strict["timing"]["unparsed"] == 4
     with pytest.raises(ValueError, match="interval_reading"):
         evaluate_timelychat(scripted(timer_tokenizer), DIALOGS, interval_reading="loose")
+    # paper: the TimelyChat authors' convert_to_minutes (render/intervals.py's paper_interval_minutes, checked against
+    # their function in test_timelychat_paper_reading.py): every text gets minutes, an unreadable one 0
+    paper = evaluate_timelychat(scripted(timer_tokenizer, intervals=PROSE_INTERVALS), DIALOGS, interval_reading="paper")
+    cases = [c for s in paper["samples"] for c in s["timing"]]
+    assert [c["pred_minutes"] for c in cases] == [0.0, 30.0, 60.0, 0.0, 120.0]
+    assert paper["timing"]["unparsed"] == 0 and paper["settings"]["interval_reading"] == "paper"
 
 
 @pytest.mark.parametrize("raw,clean", [

@@ -20,7 +20,7 @@ from timealign.render.checkpoint import trained_prompt_protocol
 from timealign.render.families import detect_family
 from timealign.render.paper import PaperRenderer, UnrenderableSample
 from timealign.suites.registry import EvalContext, Suite, suite_cache_dir
-from timealign.suites.tictoc.metrics import tictoc_report
+from timealign.suites.tictoc.metrics import paper_dropped, tictoc_report
 from timealign.suites.tictoc.requests import ChatRequestRenderer
 from timealign.suites.tictoc.tool_calls import PROTOCOLS, is_empty_output, is_tool_call
 
@@ -74,7 +74,9 @@ def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None =
                            max_new_tokens=max_new_tokens, desc=desc)
     outputs = gens.outputs
     attempted = [is_tool_call(text, family, protocol) if text is not None else None for text in outputs]
-    empty = [is_empty_output(text, family) if text is not None else None for text in outputs]
+    # paper: empty or [ERROR] outputs leave the denominator, as the authors' get_metric.py drops them
+    left_out = paper_dropped if protocol == "paper" else is_empty_output
+    empty = [left_out(text, family) if text is not None else None for text in outputs]
     scored = [i for i, text in enumerate(outputs) if text is not None]
     report = tictoc_report([rows[i] for i in scored], [attempted[i] for i in scored], [empty[i] for i in scored],
                            protocol)

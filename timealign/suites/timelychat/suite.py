@@ -57,15 +57,17 @@ from typing import Any, Sequence
 
 from timealign.config import RecipeError
 from timealign.render.checkpoint import CHECKPOINT_RECIPE, timer_renderer_for_checkpoint
-from timealign.render.intervals import extract_interval, render_minutes
+from timealign.render.intervals import render_minutes
 from timealign.render.timer import TimerRenderer, TimerTurn
 from timealign.suites.registry import EvalContext, Suite
 from timealign.suites.timelychat.judge import JUDGE_METRICS, chat_model, judge_responses
 from timealign.suites.timelychat.metrics import (
+    INTERVAL_READINGS,
     UNPARSED_POLICIES,
     bertscore,
     bleu2,
     is_delayed,
+    read_intervals,
     rouge_l,
     sentence_bleu2,
     timing_metrics,
@@ -92,7 +94,6 @@ __all__ = [
 
 TIMING_TURNS = ("all", "target")
 SYNTHETIC = "synthetic"  # timelychat.data=synthetic: n held-out synthetic dialogs (never the training stream)
-INTERVAL_READINGS = ("extract", "strict")
 
 
 # ================================================================================================= the cases
@@ -212,19 +213,6 @@ class _Replies:
     judged: dict | None = None
 
 
-def _read_leniently(predicted: list[tuple[str, float | None]]) -> tuple[list[tuple[str, float | None]], set[int]]:
-    """Strictly unreadable intervals read again from prose / markdown; returns the readings and which were."""
-    extracted: set[int] = set()
-    out = []
-    for k, (text, minutes) in enumerate(predicted):
-        if minutes is None:
-            minutes = extract_interval(text)
-            if minutes is not None:
-                extracted.add(k)
-        out.append((text, minutes))
-    return out, extracted
-
-
 def _predict_timing(infer, gen: _CachedGenerator, dialogs: Sequence, notes: list[str], *, timing_turns: str,
                     unparsed: str, instant_max_minutes: float, interval_reading: str = "extract") -> _Timing:
     """Subtask 1: the interval before each case's turn, scored against the gold interval."""
@@ -232,10 +220,8 @@ def _predict_timing(infer, gen: _CachedGenerator, dialogs: Sequence, notes: list
     start = len(gen.calls)
     predicted = infer.predict_intervals([list(c.context) for c in cases], [c.speaker for c in cases])
     failed = gen.failed_since(start)
-    extracted: set[int] = set()
-    if interval_reading == "extract":
-        predicted, extracted = _read_leniently(predicted)
-        extracted -= set(failed)
+    predicted, extracted = read_intervals(predicted, interval_reading)  # extract | strict | paper (metrics.py)
+    extracted -= set(failed)
     scored = [i for i in range(len(cases)) if i not in failed]
     metrics = timing_metrics([cases[i].gold_minutes for i in scored], [predicted[i][1] for i in scored],
                              unparsed=unparsed, instant_max_minutes=instant_max_minutes,
