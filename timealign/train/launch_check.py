@@ -450,7 +450,7 @@ def local_devices(training: Mapping[str, Any], env: Mapping[str, str]) -> tuple[
 
 def check_device_count(recipe, env: Mapping[str, str]) -> None:
     """More processes on this machine than it has GPUs (or cores, on CPU): one line, per launch.check."""
-    local = env.get("LOCAL_WORLD_SIZE", "").strip() or env.get("WORLD_SIZE", "").strip()
+    local = env.get("LOCAL_WORLD_SIZE", "").strip()  # torchrun's (accelerate's multi-process launchers run it)
     if not local.isdigit() or int(local) <= 1:
         return
     devices, what = local_devices(recipe.training, env)
