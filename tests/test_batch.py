@@ -76,7 +76,8 @@ def test_impossible_or_conflicting_batches_are_refused_with_the_arithmetic():
                                           r"on 4 processes: 1 per device x 4 x 8 = 32, not 16"):
         plan_batch(load_recipe("llama8b", {"training.gradient_accumulation_steps": "8"}), _dpo(), 4)
     # agreeing values are fine
-    assert plan_batch(load_recipe("llama8b", {"training.gradient_accumulation_steps": "4"}), _dpo(), 4).accumulation == 4
+    agreeing = load_recipe("llama8b", {"training.gradient_accumulation_steps": "4"})
+    assert plan_batch(agreeing, _dpo(), 4).accumulation == 4
     with pytest.raises(RecipeError, match=r"batch.global_size=0 must be >= 1"):
         load_recipe("llama8b", {"batch.global_size": "0"})
 

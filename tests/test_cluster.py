@@ -697,8 +697,8 @@ def test_failed_child_launch_ends_with_the_childs_error(tmp_path):
     traceback, no torchrun failure table, one message for two ranks."""
     slurm = {"SLURM_JOB_ID": "813", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_NNODES": "1", "SLURM_NODEID": "0",
              "SLURM_GPUS_ON_NODE": "2"}
-    proc = subprocess.run([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "recipe=tiny",
-                           "training.use_cpu=false", "data.synthetic_trajectories=8", f"output_dir={tmp_path / 'run'}"],
+    args = ["recipe=tiny", "training.use_cpu=false", "data.synthetic_trajectories=8", f"output_dir={tmp_path / 'run'}"]
+    proc = subprocess.run([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", *args],
                           cwd=REPO_ROOT, env=launcher_env(**slurm), capture_output=True, text=True, timeout=600)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 2, text[-4000:]

@@ -244,9 +244,9 @@ def test_fsdp_launcher_config_on_cpu_is_said_for_a_ddp_recipe(launch_env, tmp_pa
     out = tmp_path / "run"
     proc = _launch([ACCELERATE, "launch", "--config_file", "recipes/accelerate/fsdp.yaml", "--num_processes", "2", DPO,
                     "recipe=tiny", f"output_dir={out}", *QUICK], {**launch_env, "ACCELERATE_USE_CPU": "true"})
-    text = _refused(proc, out, "  launcher: FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) is "
-                               "ignored by accelerate under DistributedType.MULTI_CPU: FSDP runs on GPUs only; running "
-                               "DDP over 2 processes (DistributedType.MULTI_CPU) (launch with the recipe's "
+    text = _refused(proc, out, "  launcher: FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) "
+                               "is ignored by accelerate under DistributedType.MULTI_CPU: FSDP runs on GPUs only; "
+                               "running DDP over 2 processes (DistributedType.MULTI_CPU) (launch with the recipe's "
                                "recipes/accelerate/ddp.yaml, or on CPU without that config)")
     assert "Traceback" not in text.split("error: launch check", 1)[0]
 
@@ -276,15 +276,15 @@ def test_more_processes_than_cores_stop_once_before_the_process_group(launch_env
     """Plain `accelerate launch --num_processes 2` on a machine (here: an affinity) of one core: rank 0 says it in one
     line, rank 1 exits quietly, nothing is prepared."""
     out = tmp_path / "run"
-    proc = subprocess.run([ACCELERATE, "launch", "--config_file", "recipes/accelerate/ddp.yaml", "--num_processes", "2",
-                           DPO, "recipe=tiny", f"output_dir={out}", *QUICK], cwd=REPO_ROOT,
+    proc = subprocess.run([ACCELERATE, "launch", "--config_file", "recipes/accelerate/ddp.yaml", "--num_processes",
+                           "2", DPO, "recipe=tiny", f"output_dir={out}", *QUICK], cwd=REPO_ROOT,
                           env={**launch_env, "ACCELERATE_USE_CPU": "true"}, capture_output=True, text=True,
                           timeout=300, preexec_fn=_one_core)
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    line = ("error: launch check: 2 processes on this machine but it has 1 CPU cores: start at most 1 (--num_processes "
-            "1, or processes_per_node= with python -m timealign.cluster); batch.global_size keeps the global batch "
-            "whatever the count\n")
+    line = ("error: launch check: 2 processes on this machine but it has 1 CPU cores: start at most 1 "
+            "(--num_processes 1, or processes_per_node= with python -m timealign.cluster); batch.global_size keeps "
+            "the global batch whatever the count\n")
     assert text.count(line) == 1 and text.count("error:") == 1, text[-4000:]
     assert not (out / "data").exists()
 
@@ -292,7 +292,7 @@ def test_more_processes_than_cores_stop_once_before_the_process_group(launch_env
 @pytest.mark.parametrize("master", [True, False])
 def test_distributed_environment_without_a_launcher_stops_in_seconds(launch_env, tmp_path, master):
     """Issue 22: WORLD_SIZE=2 (and MASTER_ADDR) left in the shell, one plain python process: it used to wait for the
-    second rank forever (or end in accelerate's traceback without MASTER_ADDR). One line, exit 2, the command to use."""
+    second rank forever (or end in accelerate's traceback without MASTER_ADDR). One line, exit 2, the command."""
     env = {**launch_env, "WORLD_SIZE": "2", **({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29591"} if master else {})}
     out = tmp_path / "run"
     proc = _launch([sys.executable, DPO, "recipe=tiny", f"output_dir={out}"], env, timeout=120)
@@ -310,8 +310,8 @@ def test_rank_without_master_addr_is_one_line():
     """WORLD_SIZE and RANK set by hand without MASTER_ADDR: accelerate's traceback before; now one RecipeError."""
     env = {"WORLD_SIZE": "2", "RANK": "1"}
     with pytest.raises(RecipeError, match=r"^WORLD_SIZE=2 and RANK=1 are set but MASTER_ADDR is not: torch cannot "
-                                          r"find rank 0\. .*accelerate launch --config_file recipes/accelerate/ddp.yaml "
-                                          r"--num_processes 2 train/dpo.py recipe=tiny$"):
+                                          r"find rank 0\. .*accelerate launch --config_file "
+                                          r"recipes/accelerate/ddp.yaml --num_processes 2 train/dpo.py recipe=tiny$"):
         launch_check.check_launcher_present(load_recipe("tiny"), env)
     launch_check.check_launcher_present(load_recipe("tiny"), {**env, "MASTER_ADDR": "127.0.0.1"})  # a launch by hand
 

@@ -217,6 +217,7 @@ def test_submit_refuses_requests_no_node_can_hold(job_env):
 
     cases = [
         (["launch.cpus_per_gpu=64"], ["--cpus-per-task=64", "largest node has 2 CPUs"]),
+        (["launch.mem_per_gpu=64G"], ["--mem=64G but its largest node has", "MB"]),  # nodes offer <= 8000 MB
         (["launch.gpus_per_node=4"], ["4 GPUs per node", "at most 0", "launch.gpus_per_node=0"]),
         (["launch.partition=two", "launch.time=03:00:00"], ["--time=03:00:00", "time limit 2:00:00"]),
         (["launch.partition=gpu"], ["no partition 'gpu'"]),

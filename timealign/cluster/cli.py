@@ -4,7 +4,8 @@ Inside a SLURM job (slurm/dpo.sbatch and slurm/sft.sbatch run this once per node
 
     python -m timealign.cluster launch task=dpo recipe=llama8b [key=value ...] [accelerate_config=fsdp] [dry_run=true]
 
-builds and runs (accelerate's launcher, in this process) this node's `accelerate launch --config_file recipes/accelerate/<config>.yaml
+builds and runs (accelerate's launcher, in this process: a failed training ends with its own one-line error) this
+node's `accelerate launch --config_file recipes/accelerate/<config>.yaml
 --num_machines N --num_processes N*P --machine_rank R --main_process_ip A --main_process_port PORT
 train/<task>.py recipe=... training.resume_from_checkpoint=auto`, where N and R come from SLURM_JOB_NODELIST
 (`scontrol show hostnames`, else a built-in parser), SLURM_NNODES and SLURM_NODEID (SLURM_PROCID); P is one process
@@ -20,9 +21,10 @@ then it is a CPU launch (DDP over gloo) with processes_per_node processes per no
     python -m timealign.cluster eval recipe=llama8b checkpoint=outputs/llama8b [serve=true] [dry_run=true]
 
 `submit` turns the recipe's `launch` section (nodes, gpus_per_node, gpu_type, cpus_per_gpu, mem_per_gpu, partition,
-account, time, requeue, signal_seconds) into an `sbatch` command line for slurm/<task>.sbatch (`--gres=gpu[:TYPE]:N`, or
-`--gres=none` for 0 GPUs), after checking with `sinfo` that nodes of the partition can hold it: Slurm would accept a
-job larger than any node and leave it PENDING forever. `eval` runs eval/run.py on vLLM with tensor parallelism over
+account, time, requeue, signal_seconds) into an `sbatch` command line for slurm/<task>.sbatch
+(`--gres=gpu[:TYPE]:N`, or `--gres=none` for 0 GPUs; `--mem` = processes per node x mem_per_gpu), after checking with
+`sinfo` that nodes of the partition can hold it: Slurm would accept a job larger than any node and leave it PENDING
+forever. `eval` runs eval/run.py on vLLM with tensor parallelism over
 the node's GPUs: the offline engine (eval.backend=vllm), or with `serve=true` a `vllm serve` process plus the
 OpenAI-compatible backend; a job without GPUs uses the recipe's eval.backend.
 """

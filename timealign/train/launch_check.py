@@ -400,12 +400,13 @@ def _mode(recipe) -> str:
 
 
 def _script_command(recipe, processes: int) -> str:
+    """The `accelerate launch` command that starts this recipe on `processes` processes of this machine."""
+    import torch
+
     source = getattr(recipe, "source", None) or f"recipe={recipe.name}"
     args = [*shlex.split(source), *(f"{k}={v}" for k, v in (getattr(recipe, "overrides", None) or {}).items())]
     path, _ = read_accelerate_config(recipe.launch.accelerate_config)
     script = TASK_SCRIPTS.get(recipe.task, f"train/{recipe.task}.py")
-    import torch
-
     prefix = "" if torch.cuda.is_available() else "ACCELERATE_USE_CPU=true "  # one gloo group, not N lone runs
     return prefix + shlex.join(["accelerate", "launch", "--config_file", display_path(path), "--num_processes",
                                 str(processes), script, *args])
@@ -418,7 +419,7 @@ def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
     if not world.isdigit() or int(world) <= 1:
         return
     if env.get("RANK", "").strip() and not env.get("MASTER_ADDR", "").strip():  # set by hand, half of it
-        raise RecipeError(f"WORLD_SIZE={world} and RANK={env['RANK']} are set but MASTER_ADDR is not: torch cannot "
+        raise LaunchError(f"WORLD_SIZE={world} and RANK={env['RANK']} are set but MASTER_ADDR is not: torch cannot "
                           "find rank 0. Set MASTER_ADDR and MASTER_PORT in every process, or let a launcher set all "
                           f"of them: {_script_command(recipe, int(world))}")
     if any(env.get(key, "").strip() for key in RANK_KEYS):
@@ -450,7 +451,7 @@ def local_devices(training: Mapping[str, Any], env: Mapping[str, str]) -> tuple[
 
 def check_device_count(recipe, env: Mapping[str, str]) -> None:
     """More processes on this machine than it has GPUs (or cores, on CPU): one line, per launch.check."""
-    local = env.get("LOCAL_WORLD_SIZE", "").strip() or env.get("WORLD_SIZE", "").strip()
+    local = env.get("LOCAL_WORLD_SIZE", "").strip()  # torchrun's (accelerate's multi-process launchers run it)
     if not local.isdigit() or int(local) <= 1:
         return
     devices, what = local_devices(recipe.training, env)
