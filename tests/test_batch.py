@@ -157,5 +157,9 @@ def test_same_global_batch_on_one_and_two_processes(tmp_path):
     assert text.count("global batch 4 = 2 per device x 2 processes x 1 accumulation (batch.global_size=4)") == 1
     assert text.count("training.save_steps=5 but ") == 1  # rank 0 only
     assert json.loads((two / "run_info.json").read_text())["world_size"] == 2
+    # the model card states the batch each run trained with, not the recipe's training.* values
+    for out, row in ((one, "4 pairs per optimizer step = 2 per device x 1 process(es) x 2 accumulation"),
+                     (two, "4 pairs per optimizer step = 2 per device x 2 process(es) x 1 accumulation")):
+        assert row in (out / "README.md").read_text()
     assert sorted(_losses(two)) == [1, 2]
     assert _losses(two) == pytest.approx(_losses(one), abs=1e-5)

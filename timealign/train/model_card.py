@@ -401,9 +401,15 @@ def training_table(facts: dict) -> list[tuple[str, str]]:
     rows.append(("epochs", epochs))
     if info.get("global_step") is not None:
         rows.append(("optimizer steps", f"{info['global_step']} on {info.get('world_size', '?')} process(es)"))
-    per_device = _setting(task, training, "per_device_train_batch_size")
-    accumulation = _setting(task, training, "gradient_accumulation_steps")
-    rows.append(("batch", f"{per_device} per device x {accumulation} accumulation"))
+    # what the run trained with (run_info.json: batch.global_size solves these at launch), else the recipe's values
+    per_device = info.get("per_device_train_batch_size") or _setting(task, training, "per_device_train_batch_size")
+    accumulation = info.get("gradient_accumulation_steps") or _setting(task, training, "gradient_accumulation_steps")
+    processes = info.get("world_size")
+    if isinstance(processes, int) and isinstance(per_device, int) and isinstance(accumulation, int):
+        rows.append(("batch", f"{per_device * processes * accumulation} pairs per optimizer step = {per_device} per "
+                              f"device x {processes} process(es) x {accumulation} accumulation"))
+    else:
+        rows.append(("batch", f"{per_device} per device x {accumulation} accumulation"))
     rows.append(("max length", _fmt(_setting(task, training, "max_length"))))
     rows.append(("data source", f"`{data.get('source', 'n/a')}`"))
     fingerprint = facts["data_fingerprint"]

@@ -616,6 +616,9 @@ class TrainingSession:
         accelerator = trainer.accelerator
         return {
             "world_size": accelerator.num_processes,
+            # the batch this launch trained with (batch.global_size solves these for the world size)
+            "per_device_train_batch_size": trainer.args.per_device_train_batch_size,
+            "gradient_accumulation_steps": trainer.args.gradient_accumulation_steps,
             "distributed_type": str(accelerator.distributed_type),
             "mixed_precision": str(accelerator.mixed_precision),
             "model_wrapper": type(trainer.model_wrapped).__name__,
