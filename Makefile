@@ -16,7 +16,7 @@ help:
 	@echo "              with the no-timestamp control and the delta/lambda/special-token ablations (2 CPU cores, ~10 min)"
 	@echo "make experiment-margins - does the margin matter? offset-DPO margin modes (none/offset/log_offset/"
 	@echo "              weight) x 3 seeds, trained with and without ambiguous annotator pairs; paired bootstrap"
-	@echo "              differences on held-out scenarios (2 free CPU cores: hours; docs/experiment/margins.md)"
+	@echo "              differences on held-out scenarios (2 free cores: 2-4 h, estimated; docs/experiment/margins.md)"
 	@echo "make test   - the test suite (CPU, minutes)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
 	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
