@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 DEMO_DIR ?= outputs/demo
 
-.PHONY: env demo experiment test test-vllm test-slurm bench clean help
+.PHONY: env demo experiment experiment-margins test test-vllm test-slurm bench clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
@@ -14,6 +14,9 @@ help:
 	@echo "              no-timestamp control), TIMER SFT moves delay F1; table, summary.json, demo.png"
 	@echo "make experiment - does it teach time? offset-DPO NAR and TIMER delay F1 on held-out synthetic data,"
 	@echo "              with the no-timestamp control and the delta/lambda/special-token ablations (2 CPU cores, ~10 min)"
+	@echo "make experiment-margins - does the margin matter? offset-DPO margin modes (none/offset/log_offset/"
+	@echo "              weight) x 3 seeds, trained with and without ambiguous annotator pairs; paired bootstrap"
+	@echo "              differences on held-out scenarios (2 free cores: 2-4 h, estimated; docs/experiment/margins.md)"
 	@echo "make test   - the test suite (CPU, minutes)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
 	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
@@ -54,6 +57,13 @@ demo: env
 EXPERIMENT_DIR ?= results/experiment
 experiment: env
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment out=$(EXPERIMENT_DIR)
+
+# Issue 26: margin modes x seeds x {confident, with_ambiguous} training data from simulated annotators; options
+# of timealign/experiment/margins.py (`--help`): make experiment-margins MARGINS_ARGS="seeds=0,1 epochs=1"
+MARGINS_DIR ?= results/margins
+MARGINS_ARGS ?=
+experiment-margins: env
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment.margins out=$(MARGINS_DIR) $(MARGINS_ARGS)
 
 test: env
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest tests -q

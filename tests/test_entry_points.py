@@ -31,6 +31,7 @@ ENTRY_POINTS = [
     (["-m", "timealign.data.synthetic"], "timealign.data.synthetic.cli", False),
     (["-m", "timealign.experiment"], "timealign.experiment.cli", False),
     (["-m", "timealign.experiment.demo"], "timealign.experiment.demo", False),
+    (["-m", "timealign.experiment.margins"], "timealign.experiment.margins", False),
     (["-m", "timealign.cluster"], "timealign.cluster.cli", True),
     (["benchmarks/bench_dpo.py"], None, False),
     (["benchmarks/bench_sft.py"], None, False),

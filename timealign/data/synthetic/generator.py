@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from timealign.data.synthetic.annotators import AnnotatorPanel, mean_score
 from timealign.data.synthetic.labels import DEFAULT_THRESHOLDS, SCORE_ORIENTATION, simulate_score
 from timealign.data.synthetic.templates import Context, Template, templates_for
 from timealign.data.timing import LEVELS, assign_timestamps, final_user_times, parse_iso
@@ -101,6 +102,7 @@ def generate_annotated(
     thresholds: Mapping[str, float] = DEFAULT_THRESHOLDS,
     max_rounds: int = 2,
     sensitivity_swap: float = 0.0,
+    annotators: AnnotatorPanel | None = None,
 ) -> list[dict]:
     """``3 * n_trajectories`` annotated records (one per trajectory and elapse level).
 
@@ -112,6 +114,11 @@ def generate_annotated(
     sensitivity, drawn uniformly from the other two; the tool's stated update rate (``FRESHNESS``), the final gaps
     (Table 4) and the label all follow the new one. The scenario then no longer predicts the sensitivity, only the
     tool's documentation does, so a model that memorises scenarios cannot fit the data.
+
+    ``annotators``: None scores every record with ``labels.simulate_score`` (5 votes that always side with the time
+    rule). A panel (``timealign.data.synthetic.annotators``) scores it with its own answers instead, which may be
+    ambiguous or side against the rule, and adds them as ``votes``; its random stream is its own, seeded by the panel's
+    seed and ``seed``.
     """
     if not 0.0 <= sensitivity_swap <= 1.0:
         raise ValueError(f"sensitivity_swap must be in [0, 1], got {sensitivity_swap}")
@@ -122,6 +129,7 @@ def generate_annotated(
     counters: dict[str, int] = {}
     order: list[int] = []
     records: list[dict] = []
+    panel_rng = None if annotators is None else np.random.default_rng([annotators.seed, seed])
     for _ in range(n_trajectories):
         if not order:
             order = rng.permutation(len(templates)).tolist()
@@ -136,6 +144,11 @@ def generate_annotated(
         for level, when in zip(LEVELS, finals):
             # Label from the gap as stored in the strings, so a reader recomputes the same label.
             gap = (parse_iso(when) - last).total_seconds()
+            if annotators is None:
+                score, extra = simulate_score(rng, t.sensitivity, gap, thresholds), {}
+            else:
+                votes = annotators.votes(panel_rng, t.scenario, t.sensitivity, gap, thresholds)
+                score, extra = mean_score(votes), {"votes": votes}
             records.append(
                 {
                     "id": f"{t.slug}_{counters[t.slug]}",
@@ -143,9 +156,10 @@ def generate_annotated(
                     "history": clone_json(history) + [{"role": "user", "content": question, "time": when}],
                     "function": [clone_json(schema)],
                     "elapse_level": level,
-                    "score": simulate_score(rng, t.sensitivity, gap, thresholds),
+                    "score": score,
                     "score_orientation": SCORE_ORIENTATION,
                     "direct_answer": direct,
+                    **extra,
                 }
             )
     return records
