@@ -179,7 +179,7 @@ def test_arm_and_difference_statistics_by_hand():
 def reduced(tmp_path_factory):
     """The real CLI on the random tiny model: 2 arms x 2 seeds x 2 data variants, 2 training steps each."""
     out = tmp_path_factory.mktemp("margins")
-    proc = _cli("-m", "timealign.experiment.margins", f"out={out}", "seeds=0,1", "modes=none,weight", "base=tiny",
+    proc = _cli("-m", "timealign.experiment.margins", f"out={out}", "seeds=0,1", "modes=plain,weight", "base=tiny",
                 "train_trajectories=14", "test_trajectories=7", "max_steps=2", "batch_size=2", "resamples=200")
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out, json.loads((out / "summary.json").read_text())
@@ -188,7 +188,7 @@ def reduced(tmp_path_factory):
 def test_reduced_experiment_trains_every_arm_on_its_data(reduced):
     out, summary = reduced
     assert sorted(summary["runs"]) == sorted(f"{v}-{m}-seed{s}" for v in ("confident", "with_ambiguous")
-                                             for m in ("none", "weight") for s in (0, 1))
+                                             for m in ("plain", "weight") for s in (0, 1))
     for run in summary["runs"].values():
         assert run["train"]["steps"] == 2
     for seed in ("0", "1"):
@@ -222,20 +222,20 @@ def test_reduced_experiment_statistics_match_the_runs(reduced):
         diff = summary["vs_baseline"][variant]["weight"]
         # The pooled paired difference is the difference of the mean NARs (same held-out pairs in every run), and
         # each seed's is the difference of that seed's NARs; the units are (seed, pair).
-        assert diff["difference"] == pytest.approx(by_mode["weight"]["nar_mean"] - by_mode["none"]["nar_mean"])
+        assert diff["difference"] == pytest.approx(by_mode["weight"]["nar_mean"] - by_mode["plain"]["nar_mean"])
         assert diff["units"] == 2 * n
         for s in ("0", "1"):
             assert diff["by_seed"][s]["difference"] == pytest.approx(
-                by_mode["weight"]["nar_by_seed"][s] - by_mode["none"]["nar_by_seed"][s])
+                by_mode["weight"]["nar_by_seed"][s] - by_mode["plain"]["nar_by_seed"][s])
         lo, hi = diff["interval"]
         assert lo <= diff["difference"] <= hi
-    effect = summary["ambiguous_effect"]["none"]
-    assert effect["difference"] == pytest.approx(summary["arms"]["with_ambiguous"]["none"]["nar_mean"]
-                                                 - summary["arms"]["confident"]["none"]["nar_mean"])
+    effect = summary["ambiguous_effect"]["plain"]
+    assert effect["difference"] == pytest.approx(summary["arms"]["with_ambiguous"]["plain"]["nar_mean"]
+                                                 - summary["arms"]["confident"]["plain"]["nar_mean"])
 
 
 def test_experiment_refuses_bad_options_before_training(tmp_path):
-    for args, message in ((("modes=none,margin",), "modes takes a comma list"),
+    for args, message in ((("modes=plain,margin",), "modes takes a comma list"),
                           (("seeds=0,zero",), "seeds takes a comma list of integers"),
                           (("variants=all",), "variants takes a comma list")):
         proc = _cli("-m", "timealign.experiment.margins", f"out={tmp_path / 'x'}", *args)

@@ -182,7 +182,7 @@ def test_loss_matches_formula(precompute_trainer, tiny_model_dir, lr_w, lr_l, de
 def mode_loss(lr_w: float, lr_l: float, m: float, mode: str) -> float:
     if mode == "offset":
         return odpo_loss(lr_w, lr_l, m)
-    if mode == "none":
+    if mode == "plain":
         return odpo_loss(lr_w, lr_l, 0.0)
     if mode == "log_offset":
         return odpo_loss(lr_w, lr_l, math.log(1.0 + m))
@@ -214,8 +214,8 @@ def _batch_with_logratios(trainer, policy, lr_w, lr_l, margins):
 
 
 # weight mode in TRL's layout is refused (test_weight_mode_needs_the_shared_layout)
-@pytest.mark.parametrize("layout, mode", [("shared", m) for m in ("offset", "none", "log_offset", "weight")]
-                         + [("trl", m) for m in ("offset", "none", "log_offset")])
+@pytest.mark.parametrize("layout, mode", [("shared", m) for m in ("offset", "plain", "log_offset", "weight")]
+                         + [("trl", m) for m in ("offset", "plain", "log_offset")])
 def test_margin_modes_match_hand_computation(layout, mode, precompute_trainer, unshared_trainer, tiny_model_dir):
     trainer = precompute_trainer if layout == "shared" else unshared_trainer
     lr_w, lr_l, margins = [0.5, -2.0, 3.0, 10.0], [-1.0, 1.0, 2.0, -4.0], [0.0, 1.5, 0.25, 1.0]
@@ -229,7 +229,7 @@ def test_margin_modes_match_hand_computation(layout, mode, precompute_trainer, u
     expected = sum(mode_loss(w, l, m, mode) for w, l, m in zip(lr_w, lr_l, margins)) / len(margins)
     assert loss.item() == pytest.approx(expected, abs=2e-5)
     metrics = trainer._metrics["train"]
-    offsets = {"offset": margins, "none": [0.0] * 4, "weight": [0.0] * 4,
+    offsets = {"offset": margins, "plain": [0.0] * 4, "weight": [0.0] * 4,
                "log_offset": [math.log1p(m) for m in margins]}[mode]
     assert metrics["offset/mean"][-1] == pytest.approx(sum(offsets) / 4, abs=1e-6)
     assert metrics["rewards/margins"][-1] == pytest.approx(sum(BETA * (w - l) for w, l in zip(lr_w, lr_l)) / 4,

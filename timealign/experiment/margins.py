@@ -11,7 +11,7 @@ Design (recipe `experiment-dpo` on the time-blind tiny agent, one retrieval roun
 swapped, label-balanced train split):
 - data variants: `confident` trains on the pairs the paper's retention rule keeps (S outside [0.5, 2.5]);
   `with_ambiguous` trains on the same trajectories with the ambiguous pairs kept as well (exact ties dropped);
-- arms: dpo.margin_mode none (plain DPO), offset (the paper's formula), log_offset (ODPO's log1p), weight (the
+- arms: dpo.margin_mode plain (plain DPO), offset (the paper's formula), log_offset (ODPO's log1p), weight (the
   paper's prose: the pair's loss times delta);
 - seeds: each seed draws its own train trajectories, annotators and training order; the held-out test set (7
   held-out scenarios, S outside [0.5, 2.5], its own seed) is the same for every run, so any two runs pair up.
@@ -43,12 +43,12 @@ from timealign.experiment.spec import DPO_RECIPE
 
 logger = logging.getLogger("timealign.experiment.margins")
 
-MODES = ("none", "offset", "log_offset", "weight")
-BASELINE_MODE = "none"
+MODES = ("plain", "offset", "log_offset", "weight")
+BASELINE_MODE = "plain"
 # data variant -> where the ambiguous (0.5 <= S <= 2.5) records stay (timealign.data.synthetic.annotators.retain)
 VARIANTS = {"confident": "none", "with_ambiguous": "train"}
 TEST_SEED = 10_000  # the held-out set's seed: one test set for every run
-MODE_COLORS = {"none": "#7f7f7f", "offset": "#1f77b4", "log_offset": "#2ca02c", "weight": "#d62728"}
+MODE_COLORS = {"plain": "#7f7f7f", "offset": "#1f77b4", "log_offset": "#2ca02c", "weight": "#d62728"}
 
 
 @dataclass
@@ -56,7 +56,7 @@ class MarginsOptions:
     out: str = opt("results/margins", "output folder: summary.json, report.md, margins.png, data/, eval/, models/")
     seeds: str = opt("0,1,2", "comma list of seeds; each draws its own train trajectories, annotator answers and "
                               "training order (the held-out set is the same for all)")
-    modes: str = opt(",".join(MODES), "comma list of dpo.margin_mode arms: none | offset | log_offset | weight; "
+    modes: str = opt(",".join(MODES), "comma list of dpo.margin_mode arms: plain | offset | log_offset | weight; "
                                       "none is the baseline every other arm is compared with")
     variants: str = opt(",".join(VARIANTS), "comma list of training data variants: confident (S outside [0.5, 2.5], "
                                             "the paper's retention rule) | with_ambiguous (the ambiguous pairs too)")
@@ -213,11 +213,7 @@ class MarginsExperiment:
             "eval.bootstrap": str(o.resamples),
             "output_dir": str(self.out / "models" / f"{variant}-{mode}-seed{seed}"),
         }
-        recipe = load_recipe(DPO_RECIPE, overrides, task="dpo")
-        # Set after loading: a dotted override `dpo.margin_mode=none` reads as null (config.options.coerce), and
-        # `mode` is one of MODES already (checked by the CLI).
-        recipe.dpo.margin_mode = mode
-        return recipe
+        return load_recipe(DPO_RECIPE, {**overrides, "dpo.margin_mode": mode}, task="dpo")
 
     def run(self) -> dict:
         from timealign.eval.runner import evaluate
@@ -321,7 +317,7 @@ def markdown_report(summary: dict) -> str:
                          f"{per_seed} | {d['seeds_positive']}/{d['seeds_negative']} |")
 
     for v, rows in summary["vs_baseline"].items():
-        diff_table(f"## Paired differences vs plain DPO (margin_mode none), {v}", rows.items(),
+        diff_table(f"## Paired differences vs plain DPO (margin_mode plain), {v}", rows.items(),
                    lambda m: f"{m} - none")
     if summary["ambiguous_effect"]:
         diff_table("## Adding the ambiguous pairs (with_ambiguous - confident), per margin_mode",

@@ -7,7 +7,7 @@ with delta_i >= 0 read from a dataset column (default `margin`; TicToc uses delt
 
 Margin modes (`margin_mode`, recipe `dpo.margin_mode`): how the pair's margin m (the column) enters the loss.
 - `offset` (default, the TicToc paper's formula, App. D.2): delta = m, as above.
-- `none`: plain DPO on the same pairs, delta = 0 (the column is still read, validated and logged).
+- `plain`: plain DPO on the same pairs, delta = 0 (the column is still read, validated and logged).
 - `log_offset`: delta = log(1 + m), ODPO's log-scaled offset (Amini et al. 2024 use alpha * log of the score
   difference; log1p keeps a tie at offset 0 instead of -inf). alpha is `data.offset_scale`, applied in data prep.
 - `weight`: no offset; each pair's loss is weighted by m (the paper's prose reading, "confident pairs get a weight
@@ -71,14 +71,14 @@ from timealign.train.hub import HubUploadMixin
 
 __all__ = ["MARGIN_MODES", "OffsetDPOTrainer", "offset_and_weight"]
 
-MARGIN_MODES = ("offset", "none", "log_offset", "weight")
+MARGIN_MODES = ("offset", "plain", "log_offset", "weight")
 
 
 def offset_and_weight(margins: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The per-pair offset delta and loss weight (None: unweighted) that margin `mode` makes of the margins."""
     if mode == "offset":
         return margins, None
-    if mode == "none":
+    if mode == "plain":
         return torch.zeros_like(margins), None
     if mode == "log_offset":
         return torch.log1p(margins), None
@@ -97,7 +97,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
             completions; `timealign.train.shared_prompt`); False: TRL's [prompt+chosen; prompt+rejected] rows.
             Same loss, gradients and metrics either way.
         padding_free: with shared_prompt, the micro-batch's pairs packed into one row (no padding).
-        margin_mode: how the margin column enters the loss: offset | none | log_offset | weight (module docstring).
+        margin_mode: how the margin column enters the loss: offset | plain | log_offset | weight (module docstring).
 
     Datasets: TRL's standard preference layout (`prompt`, `chosen`, `rejected` strings, or conversational) plus the
     offset column; other columns are dropped by `remove_unused_columns` or ignored by the collator.
