@@ -66,9 +66,12 @@ class HubUploadMixin:
         if not self.is_world_process_zero():
             return None
         card = Path(self.args.output_dir) / CARD_FILE
-        if not card_may_replace(card):
+        ours = self.__dict__.pop("_card_was_ours", None)  # push_to_hub: decided before save_model (PEFT's card)
+        if not (card_may_replace(card) if ours is None else ours):
             logger.warning("no model card written: %s", foreign_card_message(card))
             return None
+        if not card_may_replace(card):
+            card.unlink()  # PEFT's save_pretrained rewrote timealign's card just now
         tags = kwargs.get("tags") or []
         write_model_card(self.args.output_dir, **self._card_context,
                          extra_tags=[tags] if isinstance(tags, str) else list(tags))
@@ -93,6 +96,7 @@ class HubUploadMixin:
         model_name = kwargs.pop("model_name", None)
         if model_name is None and self.args.should_save:
             model_name = (self.args.hub_model_id or Path(self.args.output_dir).name).split("/")[-1]
+        self._card_was_ours = card_may_replace(Path(self.args.output_dir) / CARD_FILE)
         self.save_model(_internal_call=True)
         if not self.is_world_process_zero():
             return None

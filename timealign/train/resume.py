@@ -689,6 +689,8 @@ def train_and_save(trainer, recipe, data_dir=None) -> Path:
         (out / CHECKPOINT_RECIPE).write_text(yaml.safe_dump(redact(recipe.to_dict()), sort_keys=False))
         (out / TRAIN_LOG).write_text(json.dumps(trainer.state.log_history, indent=1))
         if users_card is None:
+            if not card_may_replace(card):
+                card.unlink()  # PEFT's card, written by save_model just now (this folder had none of the user's)
             write_model_card(out, recipe, data_dir=data_dir, wandb_url=wandb_url)  # README.md: last, over PEFT's
         else:
             if card.read_bytes() != users_card:  # PEFT's save_pretrained adds its lines to an existing README.md

@@ -1,7 +1,8 @@
 """What a training run wrote into its output_dir: the only files timealign may later delete or replace there.
 
     files = WrittenFiles(output_dir)     # rank 0, when training starts: what is there now is not this run's
-    files.record()                       # after each checkpoint save and at the end: new or changed files are
+    files.record()                       # after each checkpoint save and at the end: new or changed files go
+                                         # into the run's record
 
 The record is the `written` block of `<output_dir>/timealign_run.json` (`timealign.train.output_dir` writes the
 run's claim there first): `{relative path: [size, mtime_ns]}`. `overwrite_output_dir=true` deletes a file only
@@ -27,15 +28,21 @@ CARD_BLOCK = re.compile(r"^timealign:\s*$", re.MULTILINE)  # the model card's me
 def signatures(out: str | Path) -> dict[str, list[int]]:
     """{relative path: [size, mtime_ns]} of every file under `out`, less KEPT folders and the run record."""
     root = Path(out)
-    if not root.is_dir():
-        return {}
     found = {}
-    for path in root.rglob("*"):
-        rel = path.relative_to(root)
-        if rel.parts[0] in KEPT or rel.as_posix() == RUN_FILE or not path.is_file() or path.is_symlink():
-            continue
-        stat = path.stat()
-        found[rel.as_posix()] = [stat.st_size, stat.st_mtime_ns]
+    for folder, dirs, files in os.walk(root):  # symlinked folders are not entered
+        here = Path(folder)
+        if here == root:
+            dirs[:] = [d for d in dirs if d not in KEPT]
+        for name in files:
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            if rel == RUN_FILE or path.is_symlink():
+                continue
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # removed meanwhile (a temporary renamed into place)
+                continue
+            found[rel] = [stat.st_size, stat.st_mtime_ns]
     return found
 
 
