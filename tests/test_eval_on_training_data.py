@@ -158,6 +158,14 @@ def test_v1_prepare_train_live_eval_evaluate_compare_card(tictoc_v1_dir, tmp_pat
     assert any(f"| {label} (the training data's held-out split) | tiny |" in line for line in nar[:2])
     assert "(not the training data) | this model | `eval-synthetic` |" in nar[2] and "synthetic test n=8" in nar[2]
 
+    # The evaluations joined the run's record of written files, so overwrite_output_dir=true removes them with the
+    # run's other files instead of refusing the folder.
+    written = json.loads((out / "timealign_run.json").read_text())["written"]
+    assert {"eval/tictoc.json", "eval/report.md", "eval-synthetic/tictoc.json"} <= set(written)
+    _run(py("train/dpo.py", "recipe=tiny", *data, f"output_dir={out}", *TRAIN, "data.overlength=truncate_prompt_or_drop",
+            "overwrite_output_dir=true"), REPO_ROOT, env)
+    assert not (out / "eval" / "tictoc.json").exists() and not (out / "eval-synthetic" / "tictoc.json").exists()
+
 
 # ------------------------------------------------------------------------- end to end on TimelyChat (item 8)
 

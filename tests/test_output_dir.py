@@ -22,7 +22,7 @@ from timealign.config import load_recipe
 from timealign.data.fingerprint import data_fingerprint
 from timealign.train.model_card import ModelCardError, write_model_card
 from timealign.train.output_dir import RUN_FILE, AlreadyTrained, OutputDirInUse, claim_output_dir
-from timealign.train.written import WRITTEN, card_may_replace, record_files
+from timealign.config.written import WRITTEN, card_may_replace, record_files
 
 DATA = "data.synthetic_trajectories=8"
 FAST = ["training.per_device_train_batch_size=2", "training.logging_steps=1"]

@@ -99,6 +99,7 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
     from timealign.backends.cache import count_generations
     from timealign.eval.bootstrap import attach_intervals, intervals_markdown
     from timealign.eval.failures import check_failures, failure_markdown, failure_summary
+    from timealign.config.written import record_evaluation
     from timealign.eval.runs import new_run_dir, now, publish, write_run_info
     from timealign.suites.registry import EvalContext, get_suite, overall_markdown
 
@@ -150,6 +151,7 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
     write_run_info(run_dir, finished=now(), complete=True,
                    data={name: report["data"] for name, report in reports.items()})
     publish(out, run_dir, [*(f"{name}.json" for name in reports), "report.md"])
+    record_evaluation(out)  # <output_dir>/eval belongs to that run's record (overwrite_output_dir may remove it)
     logger.info("run kept in %s (%s/latest)", run_dir, out)
     return reports
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from timealign.train.model_card import CARD_FILE, write_model_card
-from timealign.train.written import card_may_replace, foreign_card_message
+from timealign.config.written import card_may_replace, foreign_card_message
 
 logger = logging.getLogger("timealign.train.hub")
 

@@ -38,7 +38,7 @@ from timealign.config.options import RecipeError
 from timealign.config.schema import opt
 from timealign.config.tracking import TRAINING_RUN_FILE
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
-from timealign.train.written import card_may_replace, foreign_card_message, note_written
+from timealign.config.written import card_may_replace, foreign_card_message, note_written
 
 logger = logging.getLogger("timealign.train.model_card")
 

@@ -14,7 +14,7 @@ into a folder writes both to `<output_dir>/timealign_run.json` before any work. 
 - another run (recipe or data differ), or a trained run without timealign_run.json (from before this check, or
   copied from elsewhere: what data it saw is not recorded): `OutputDirInUse` (exit 2) naming every difference
   (`key: saved -> now`) and the ways out: another output_dir, `overwrite_output_dir=true`, or the saved values;
-- with `overwrite_output_dir=true` instead: the files that run recorded writing (`timealign.train.written`: the
+- with `overwrite_output_dir=true` instead: the files that run recorded writing (`timealign.config.written`: the
   `written` block of its timealign_run.json, each with the size and modification time it had) are deleted and this
   run claims the folder. Kept: `data/` (prepared data, each folder keyed by its fingerprint), `eval-base/` (the
   base model's evaluation) and every file no run recorded (or edited since): top-level ones are named in the log;
@@ -47,7 +47,7 @@ from timealign.data.fingerprint import Fingerprint
 from timealign.data.prepared import fingerprint_of, global_rank
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
 from timealign.train.resume import RESUME_IGNORED, checkpoint_folders
-from timealign.train.written import KEPT, RUN_FILE, TEMPORARY, WRITTEN, note_baseline, signatures, write_record
+from timealign.config.written import KEPT, RUN_FILE, TEMPORARY, WRITTEN, note_baseline, signatures, write_record
 
 logger = logging.getLogger("timealign.train.output_dir")
 
@@ -382,6 +382,6 @@ def claim_output_dir(recipe, kind: str | None = None) -> Claim:
             _remove_files(out, delete)
         if state != "same":
             _write_claim(out, recipe, wanted, kept_written)
-        note_baseline(out)  # what is here now is not what this run writes (timealign.train.written)
+        note_baseline(out)  # what is here now is not what this run writes (timealign.config.written)
     _barrier()
     return Claim(out, state, wanted, notes)

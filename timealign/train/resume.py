@@ -42,7 +42,7 @@ from transformers import TrainerCallback
 from timealign.config import RecipeError
 from timealign.config.secrets import is_secret_key, redact
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
-from timealign.train.written import WrittenFiles, card_may_replace, foreign_card_message
+from timealign.config.written import WrittenFiles, card_may_replace, foreign_card_message
 
 logger = logging.getLogger("timealign.train.resume")
 
@@ -602,7 +602,7 @@ class TrainingSession:
         return cls(trainer, recipe, resume_from, callback, provenance, run_id, files)
 
     def record_files(self) -> None:
-        """Add what this run wrote since the last look to its record (rank 0; `timealign.train.written`)."""
+        """Add what this run wrote since the last look to its record (rank 0; `timealign.config.written`)."""
         if self.files is not None:
             self.files.record()
 

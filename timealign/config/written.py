@@ -91,6 +91,17 @@ def record_files(out: str | Path, paths) -> None:
     add_written(root, files)
 
 
+def record_evaluation(folder: str | Path) -> None:
+    """An evaluation's files in `<output_dir>/eval` join the record of the run that owns output_dir, so that
+    `overwrite_output_dir=true` removes them with the rest of that run (an evaluation elsewhere is nobody's run)."""
+    folder = Path(folder).resolve()
+    root = folder.parent
+    if written_files(root) is None:
+        return
+    paths = [Path(here) / name for here, _, names in os.walk(folder) for name in names]  # links to folders not entered
+    record_files(root, [p for p in paths if not p.is_symlink()])
+
+
 _BASELINES: dict[Path, dict] = {}  # output_dir -> its files when this process claimed it
 
 
