@@ -29,9 +29,10 @@ def shipped_recipes_dir() -> Path:
     """The recipes that come with timealign: the repository's recipes/, which a wheel ships as timealign/_recipes.
 
     In the checkout timealign/_recipes is a link to ../recipes (how pyproject's package-data reaches them); a
-    `pip install .` copies the files there, beside the code, where no repository recipes/ exists."""
+    `pip install .` copies the files there, beside the code, where no repository recipes/ exists. Resolved, so the
+    checkout shows (and logs) its recipes as recipes/NAME.yaml."""
     packaged = Path(__file__).resolve().parents[1] / "_recipes"
-    return packaged if packaged.is_dir() else REPO_ROOT / "recipes"
+    return packaged.resolve() if packaged.is_dir() else REPO_ROOT / "recipes"
 
 
 def recipe_dirs() -> list[Path]:
