@@ -53,6 +53,18 @@ def test_no_subcommand_prints_the_usage_and_exits_2(capsys):
     assert capsys.readouterr().err.startswith("usage: timealign SUBCOMMAND")
 
 
+def test_usage_and_errors_name_the_subcommand_and_scripts_keep_theirs(capsys):
+    from timealign.config.cli import help_text
+    from timealign.experiment.cli import COMMAND as EXPERIMENT
+
+    assert main(["prep", "reasoning", "suite=tcp", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: timealign prep reasoning suite=tcp [key=value ...]")
+    assert main(["experiment", "recipe=tiny"]) == 2
+    assert capsys.readouterr().err == "error: timealign experiment takes no recipe\n"
+    # Outside the console command (the scripts, python -m MODULE) the usage line is the script's, as before.
+    assert help_text(EXPERIMENT).startswith("usage: python -m timealign.experiment [key=value ...]")
+
+
 def test_every_subcommand_target_is_an_entry_point_main():
     import importlib
 

@@ -33,8 +33,8 @@ SUBCOMMANDS = {
     "dpo": Subcommand("timealign.train.dpo:main", "offset-DPO on TicToc preference pairs", "train/dpo.py"),
     "sft": Subcommand("timealign.train.sft:main", "TIMER-style SFT on dialogs with response delays", "train/sft.py"),
     "eval": Subcommand("timealign.eval.runner:main", "score a checkpoint on the evaluation suites", "eval/run.py"),
-    "compare": Subcommand("timealign.eval.compare:main", "base vs trained evaluation reports: deltas, noise, NAR chart",
-                          "eval/compare.py"),
+    "compare": Subcommand("timealign.eval.compare:main", "base vs trained evaluation reports: deltas, noise, NAR "
+                          "chart", "eval/compare.py"),
     "export": Subcommand("timealign.train.export:main", "export a checkpoint as a standalone model folder "
                          "(LoRA merged)", "train/export.py"),
     "model-card": Subcommand("timealign.train.model_card:main", "rewrite a trained folder's model card",

@@ -131,7 +131,8 @@ def parse(command: Command, argv: list[str]) -> Invocation:
     if command.actions:
         if not argv or argv[0] not in command.actions:
             got = f"got {argv[0]!r}" if argv else "got nothing"
-            raise RecipeError(f"{shown_prog(command)} needs an action first, one of: {', '.join(command.actions)} ({got})")
+            raise RecipeError(f"{shown_prog(command)} needs an action first, one of: {', '.join(command.actions)} "
+                              f"({got})")
         action, argv = argv[0], argv[1:]
     name, config, pairs = split_argv(argv)
     own = {f.name for f in dataclasses.fields(command.options)} if command.options else set()
