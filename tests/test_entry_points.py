@@ -75,3 +75,23 @@ MODULES = sorted({m for args, m, _ in ENTRY_POINTS if m and args[0] != "-m" and 
 @pytest.mark.parametrize("module", MODULES)
 def test_module_runs_with_python_m(module):
     assert _help(["-m", module]).startswith("usage: ")
+
+
+# The `timealign` console command (issue 24): `timealign SUBCOMMAND --help` is the script's own help, its usage line
+# naming the subcommand (`python -m timealign` is the installed `timealign` script; tests/test_console.py installs it).
+from timealign.cli import PREP, SUBCOMMANDS  # noqa: E402
+
+SUBCOMMAND_SCRIPTS = [([name], sub.script) for name, sub in SUBCOMMANDS.items()] + [
+    (["prep", name], sub.script) for name, sub in PREP.items()]
+
+
+@pytest.mark.parametrize("names, script", SUBCOMMAND_SCRIPTS, ids=lambda v: " ".join(v) if isinstance(v, list)
+                         else "")
+def test_subcommand_help_is_the_scripts_help(names, script):
+    script_args = script.split()[1:] if script.startswith("python ") else [script]
+    ours, theirs = _help(["-m", "timealign", *names]).split("\n", 1), _help(script_args).split("\n", 1)
+    assert ours[1] == theirs[1]
+    called = " ".join(["timealign", *names])
+    shown = f"python {script}" if f"python {script}" in theirs[0] else script  # train/dpo.py: no "python"
+    expected = theirs[0].replace("[accelerate launch] ", "[accelerate launch -m] ").replace(shown, called, 1)
+    assert ours[0] == expected and called in ours[0], (ours[0], theirs[0])

@@ -11,9 +11,9 @@ from pathlib import Path
 import yaml
 
 from timealign.config.options import RecipeError
-from timealign.config.recipes import REPO_ROOT
+from timealign.config.recipes import REPO_ROOT, shipped_recipes_dir
 
-ACCELERATE_DIR = REPO_ROOT / "recipes" / "accelerate"
+ACCELERATE_DIR = shipped_recipes_dir() / "accelerate"
 
 
 def accelerate_configs() -> dict[str, Path]:

@@ -19,9 +19,11 @@ line, before any work.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
+import re
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -53,6 +55,37 @@ class Command:
     # Without recipe= / --config: the recipe file to load instead, found from the command's own options (eval/run.py:
     # the checkpoint's saved timealign_recipe.yaml), or None. Returns (path, how it was found, for recipe.source).
     recipe_from: Callable[[dict[str, str]], tuple[str, str] | None] | None = None
+
+
+# How the running command was called when not as its script: "timealign dpo" under the `timealign` console command
+# (timealign/cli.py sets it), so usage lines and errors name what the user typed.
+_invoked_as: str | None = None
+_SCRIPT = re.compile(r"^(\[accelerate launch\] )?(python )?(-m \S+|\S+\.py)")
+
+
+@contextlib.contextmanager
+def invoked_as(name: str):
+    """Within this block commands show themselves as `name` ("timealign dpo") instead of their script."""
+    global _invoked_as
+    before, _invoked_as = _invoked_as, name
+    try:
+        yield
+    finally:
+        _invoked_as = before
+
+
+def shown_prog(command: Command) -> str:
+    """`command.prog`, its script part replaced by the console command when run as one.
+
+    "[accelerate launch] train/dpo.py" reads "[accelerate launch -m] timealign dpo" (accelerate runs the module with
+    `python -m`), "python data_prep/reasoning.py suite=tcp" reads "timealign prep reasoning suite=tcp"."""
+    if _invoked_as is None:
+        return command.prog
+
+    def replace(match: re.Match) -> str:
+        return ("[accelerate launch -m] " if match.group(1) else "") + _invoked_as
+
+    return _SCRIPT.sub(replace, command.prog, count=1)
 
 
 @dataclass
@@ -98,7 +131,8 @@ def parse(command: Command, argv: list[str]) -> Invocation:
     if command.actions:
         if not argv or argv[0] not in command.actions:
             got = f"got {argv[0]!r}" if argv else "got nothing"
-            raise RecipeError(f"{command.prog} needs an action first, one of: {', '.join(command.actions)} ({got})")
+            raise RecipeError(f"{shown_prog(command)} needs an action first, one of: {', '.join(command.actions)} "
+                              f"({got})")
         action, argv = argv[0], argv[1:]
     name, config, pairs = split_argv(argv)
     own = {f.name for f in dataclasses.fields(command.options)} if command.options else set()
@@ -118,7 +152,7 @@ def parse(command: Command, argv: list[str]) -> Invocation:
         invocation.forwarded = [a for a in argv if a.split("=", 1)[0].lstrip("+").split(".", 1)[0] not in own]
     elif command.recipe == "none":
         if name or config:
-            raise RecipeError(f"{command.prog} takes no recipe")
+            raise RecipeError(f"{shown_prog(command)} takes no recipe")
         if recipe_raw:
             key = next(iter(recipe_raw))
             raise unknown_key("", key, sorted(own) + [f"{s}.<key>" for s in spaces])
@@ -143,7 +177,7 @@ def parse(command: Command, argv: list[str]) -> Invocation:
 
 def help_text(command: Command) -> str:
     verb = f" {'|'.join(command.actions)}" if command.actions else ""
-    parts = [f"usage: {command.prog}{verb}" + ("" if command.recipe == "none" else
+    parts = [f"usage: {shown_prog(command)}{verb}" + ("" if command.recipe == "none" else
                                                " recipe=NAME|--config PATH") + " [key=value ...]", "",
              "\n\n".join(textwrap.fill(p, width=110) for p in command.summary.split("\n\n"))]
     if command.actions:

@@ -25,10 +25,20 @@ from timealign.config.validate import check_values
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def shipped_recipes_dir() -> Path:
+    """The recipes that come with timealign: the repository's recipes/, which a wheel ships as timealign/_recipes.
+
+    In the checkout timealign/_recipes is a link to ../recipes (how pyproject's package-data reaches them); a
+    `pip install .` copies the files there, beside the code, where no repository recipes/ exists. Resolved, so the
+    checkout shows (and logs) its recipes as recipes/NAME.yaml."""
+    packaged = Path(__file__).resolve().parents[1] / "_recipes"
+    return packaged.resolve() if packaged.is_dir() else REPO_ROOT / "recipes"
+
+
 def recipe_dirs() -> list[Path]:
-    """Where `recipe=NAME` looks: $TIMEALIGN_RECIPES (os.pathsep-separated), ./recipes, then the repo's recipes/."""
+    """Where `recipe=NAME` looks: $TIMEALIGN_RECIPES (os.pathsep-separated), ./recipes, then the shipped recipes."""
     dirs = [Path(p) for p in os.environ.get("TIMEALIGN_RECIPES", "").split(os.pathsep) if p]
-    dirs += [Path.cwd() / "recipes", REPO_ROOT / "recipes"]
+    dirs += [Path.cwd() / "recipes", shipped_recipes_dir()]
     seen, out = set(), []
     for d in dirs:
         key = d.resolve()
