@@ -7,7 +7,7 @@ CPU cores, so it runs once per session and every assertion reads the same summar
 
 The margins guard the effects we measured (seed 0, 2 CPU cores: NAR 0.50 -> 0.74-0.80 with timestamps, 0.50 without;
 TIMER delay F1 0 -> 1.0), not the issue's targets: the offset-DPO target (NAR >= 0.90) is not reached by the tiny
-model, and the report says so with the reason (see README, "Does it teach time?").
+model, and the report says so with the reason (see docs/experiment/README.md).
 """
 
 import json
