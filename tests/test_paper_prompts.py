@@ -56,6 +56,24 @@ def test_golden_file_covers_every_family_and_setting():
             (True, "none"), (False, "none"), (True, "reminder"), (True, "rules")}
 
 
+def test_golden_file_records_what_it_was_checked_against():
+    """paper_prompts.provenance.json (written by make_golden, which refuses to run without the authors' code): the
+    repository, commit and date of the check, and the sha256 of their files it read, which must be the files of the
+    reference at hand (a changed reference means the golden prompts must be checked again)."""
+    import hashlib
+
+    from tests.paper_reference.make_golden import AUTHORS_COMMIT, PROVENANCE
+
+    record = json.loads(PROVENANCE.read_text())
+    assert record["commit"] == AUTHORS_COMMIT and record["cases"] == len(GOLDEN_CASES) and record["verified"]
+    repo = authors.authors_repo()
+    if repo is None:
+        assert not required("SHARED"), "TIMEALIGN_REQUIRE_SHARED=1 (CI) needs ../shared/reference/tictoc"
+        pytest.skip("../shared/reference/tictoc absent: the recorded hashes cannot be compared")
+    for rel, digest in record["files_sha256"].items():
+        assert hashlib.sha256((repo / rel).read_bytes()).hexdigest() == digest, rel
+
+
 @needs_v1
 @pytest.mark.parametrize("case", GOLDEN_CASES, ids=lambda c: f"{c['model']}-{c['id']}-{c['timestamps']}-{c['prompt_mode']}")
 def test_golden_prompts(case, v1_rows):

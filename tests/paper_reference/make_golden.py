@@ -1,10 +1,11 @@
 """Writes tests/golden/paper_prompts.json: paper-protocol prompts of real v1 samples, rendered by timealign.
 
-    TIMEALIGN_TICTOC_REPO=/path/to/TicToc python -m tests.paper_reference.make_golden
+    python -m tests.paper_reference.make_golden      # ../shared/reference/tictoc, or TIMEALIGN_TICTOC_REPO=...
 
-With a checkout of the authors' repository (chengez/TicToc, c0b2b56) named, every golden prompt is first checked
-against the authors' own templates (tests/paper_reference/authors.py) and the script refuses to write a prompt that
-differs. The v1 samples are read through the real data path (load_v1 -> pair rows -> Arrow), as training and
+Every golden prompt is first checked against the authors' own templates (chengez/TicToc at c0b2b56, read from
+../shared/reference/tictoc or a checkout named by TIMEALIGN_TICTOC_REPO; tests/paper_reference/authors.py); the
+script refuses to write a prompt that differs, and refuses to run without their code. Beside the golden file it
+writes paper_prompts.provenance.json: repository, commit, date and the sha256 of every file of theirs it read. The v1 samples are read through the real data path (load_v1 -> pair rows -> Arrow), as training and
 evaluation read them.
 """
 
@@ -17,6 +18,10 @@ from pathlib import Path
 from tests.paper_reference import authors
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "paper_prompts.json"
+# What the golden prompts were checked against: the authors' repository, commit, date and the sha256 of each of their
+# files the check read (tests/test_paper_prompts.py compares them with the reference at hand).
+PROVENANCE = GOLDEN.with_name("paper_prompts.provenance.json")
+AUTHORS_REPOSITORY, AUTHORS_COMMIT = "github.com/chengez/TicToc", "c0b2b56"
 V1 = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tictoc-v1"
 
 # (file, index) of the samples per model: Python-literal arguments and two tool calls in one message
@@ -56,6 +61,17 @@ def render(model: str, row: dict, timestamps: bool, prompt_mode: str) -> str:
     return renderer.prompt(row["prompt"], row["tools"])
 
 
+def provenance(repo: Path, cases: int) -> dict:
+    """The record of the check: each golden prompt equals the authors' rendering with these files of theirs."""
+    import datetime
+    import hashlib
+
+    read = sorted([*(repo / "templates").glob("*.jinja"), repo / "inference" / "sys_pmts.py"])
+    return {"repository": AUTHORS_REPOSITORY, "commit": AUTHORS_COMMIT, "verified": datetime.date.today().isoformat(),
+            "cases": cases, "checked_by": "tests/paper_reference/authors.py render (their templates and prompts)",
+            "files_sha256": {p.relative_to(repo).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in read}}
+
+
 def cases() -> list[dict]:
     out = []
     for model in authors.HANDLERS:
@@ -88,6 +104,7 @@ def main() -> int:
         golden.append({**case, "id": row["id"], "prompt": prompt})
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
+    PROVENANCE.write_text(json.dumps(provenance(repo, len(golden)), indent=1) + "\n")
     print(f"wrote {len(golden)} golden prompts to {GOLDEN}"
           + f" (each equal to the authors' rendering from {repo})")
     return 0
