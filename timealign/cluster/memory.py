@@ -205,13 +205,20 @@ class Estimate:
         return max(self.host.values())
 
     @property
+    def fits_gpu(self) -> bool:
+        return self.per_gpu_bytes <= self.gpu_capacity
+
+    @property
+    def fits_host(self) -> bool:
+        return self.host_limit is None or self.host_bytes <= self.host_limit
+
+    @property
     def fits(self) -> bool:
-        return self.per_gpu_bytes <= self.gpu_capacity and (self.host_limit is None or
-                                                            self.host_bytes <= self.host_limit)
+        return self.fits_gpu and self.fits_host
 
     def to_dict(self) -> dict:
         return {**asdict(self), "per_gpu_bytes": self.per_gpu_bytes, "host_bytes": self.host_bytes,
-                "fits": self.fits}
+                "fits": self.fits, "fits_gpu": self.fits_gpu, "fits_host": self.fits_host}
 
 
 def estimate(shape: ModelShape, work: Workload, strategy: Strategy, *, gpu: str, nodes: int,
@@ -313,7 +320,11 @@ def candidate_changes(work: Workload, strategy: Strategy) -> list[tuple[str, Wor
 
 
 def suggest(shape: ModelShape, work: Workload, strategy: Strategy, **where) -> str | None:
-    """The first single change (candidate_changes order) with which the plan fits, or None."""
+    """The first single change (candidate_changes order) with which the plan fits, or None. GPU memory that fits
+    with too little host RAM requested: the launch.mem_per_gpu (x processes per node = --mem) that holds it."""
+    est = estimate(shape, work, strategy, **where)
+    if est.fits_gpu and not est.fits_host:
+        return f"launch.mem_per_gpu={-(-est.host_bytes // (GIB * est.processes_per_node))}G"
     for override, changed, config in candidate_changes(work, strategy):
         other = strategy if config == strategy.name else named_strategy(config)
         if estimate(shape, changed, other, **where).fits:
