@@ -89,7 +89,8 @@ bench: env
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),python3)
 GPU_CHECK_ARGS ?=
 gpu-check:
-	@HF_HUB_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false $(GPU_PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+	@HF_HUB_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false \
+		$(GPU_PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 # Pure-Python wheels for Python 3.12 / manylinux x86-64, the versions this repo's .venv pins, no dependencies.
 GPU_WHEELS ?= trl==1.16.0 datasets==5.2.0 omegaconf==2.4.0 dill==0.4.1 multiprocess==0.70.19

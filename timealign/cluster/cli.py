@@ -82,8 +82,8 @@ class ClusterOptions:
     serve: bool = opt(False, "eval: start `vllm serve` and evaluate through the OpenAI-compatible backend")
     gpus: int | None = opt(None, "eval: tensor parallel size (default: the node's GPUs)")
     ready_timeout: float = opt(1800.0, "eval with serve=true: seconds to wait for the server")
-    gpu: str | None = opt(None, "plan/submit/launch: the memory planner on this GPU (l40s | a100-40 | a100-80 | h100 | "
-                                "h200): per GPU and per node memory, fits or the change that fits; submit/launch "
+    gpu: str | None = opt(None, "plan/submit/launch: the memory planner on this GPU (l40s | a100-40 | a100-80 | "
+                                "h100 | h200): per GPU and per node memory, fits or the change that fits; submit/launch "
                                 "stop (exit 2) when it does not fit")
     memory_json: str | None = opt(None, "plan with gpu=: also write the estimate as JSON (per_gpu_bytes, host_bytes, "
                                         "fits, the parts) to this file")
@@ -123,8 +123,8 @@ def _memory_plan(opts: ClusterOptions, args: list[str], *, nodes: int | None, gp
         Path(opts.memory_json).write_text(json.dumps(est.to_dict(), indent=2) + "\n")
     sys.stdout.flush()
     if check and not est.fits:
-        raise RecipeError(f"gpu={opts.gpu}: the memory planner says this does not fit ({est.per_gpu_bytes / 2**30:.1f} "
-                          f"GiB per GPU of {est.gpu_capacity / 2**30:.1f}, host {est.host_bytes / 2**30:.0f} GiB): "
+        raise RecipeError(f"gpu={opts.gpu}: the memory planner says this does not fit "
+                          f"({est.per_gpu_bytes / 2**30:.1f} GiB per GPU of {est.gpu_capacity / 2**30:.1f}, host {est.host_bytes / 2**30:.0f} GiB): "
                           + (f"add {fix}" if fix else "use more GPUs or a smaller max_length")
                           + ", or leave gpu= out to submit anyway")
 

@@ -75,7 +75,7 @@ class ModelShape:
 
 
 def shape_for(name_or_path: str) -> ModelShape:
-    """The shape of a recipe's model: a local folder's config.json, else the shipped model_shapes/<org>--<name>.json."""
+    """The shape of a recipe's model: a local folder's config.json, else model_shapes/<org>--<name>.json."""
     local = Path(name_or_path) / "config.json"
     if local.is_file():
         config = json.loads(local.read_text())
