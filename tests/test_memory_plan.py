@@ -161,3 +161,12 @@ def test_submit_stops_when_the_plan_does_not_fit(capsys):
     assert len(err) == 1 and "does not fit" in err[0] and "add accelerate_config=fsdp_offload" in err[0]
     assert cluster_main(["plan", "recipe=llama8b", "gpu=v100"]) == 2
     assert "gpu=v100: unknown; use one of l40s" in capsys.readouterr().err
+
+
+def test_launch_stops_before_spawning_when_the_plan_does_not_fit(capsys):
+    argv = ["launch", "recipe=llama8b", "gpu=l40s", "accelerate_config=fsdp", "gpus_per_node=4"]
+    assert cluster_main(argv, env={}) == 2  # no accelerate process started: the check comes first
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gpu=l40s: the memory planner says this does not fit" in err[0]
+    assert cluster_main(["plan", "recipe=tiny", "gpu=h100"]) == 2  # a CPU-only recipe: the GPU count is asked for
+    assert "add gpus_per_node=N" in capsys.readouterr().err

@@ -227,7 +227,7 @@ def estimate(shape: ModelShape, work: Workload, strategy: Strategy, *, gpu: str,
         raise RecipeError(f"gpu={gpu}: unknown; use one of {', '.join(GPUS)}")
     if gpus_per_node < 1 or nodes < 1:
         raise RecipeError(f"gpu={gpu} with nodes={nodes}, gpus_per_node={gpus_per_node}: the memory planner needs "
-                          ">= 1 node and >= 1 GPU per node")
+                          ">= 1 node and >= 1 GPU per node (a CPU-only recipe: add gpus_per_node=N)")
     n = nodes * gpus_per_node
     P, b = shape.params(), work.dtype_bytes
     master = 4 if work.mixed_precision and (strategy.fsdp or strategy.name.startswith("zero")) else b
