@@ -125,10 +125,13 @@ MEASURE = textwrap.dedent("""
 """)
 SMALL = ModelShape(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                    intermediate_size=768, vocab_size=8000, tie_word_embeddings=True)
-TOLERANCE = 0.25  # measured on 2 CPU cores: fp32 -7%, fp32 + checkpointing +14%, bf16 -2% (RSS peak deltas)
+# Estimate vs measured on 2 CPU cores: fp32 -2%, bf16 -3%, with gradient checkpointing fp32 -2%, bf16 +6%; the RSS
+# peak of one run varies by up to ~10% (allocator), hence the margin.
+TOLERANCE = 0.25
 
 
-@pytest.mark.parametrize("dtype,ckpt", [("float32", False), ("float32", True), ("bfloat16", False)])
+@pytest.mark.parametrize("dtype,ckpt", [("float32", False), ("float32", True), ("bfloat16", False),
+                                        ("bfloat16", True)])
 def test_activation_estimate_matches_measured_cpu_peak(dtype, ckpt):
     """Forward + backward of a small Llama on CPU: the RSS peak over the loaded model is the activations, the
     logits and the gradients; the planner's estimate of those is within TOLERANCE of it."""

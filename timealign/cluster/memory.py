@@ -15,8 +15,8 @@ Assumptions (stated once, here):
 - Activations: per token and layer, the tensors HF's Llama/Qwen/Mistral decoder saves for backward (two RMSNorms
   with their fp32 copy, q/k/v/attention output, four intermediate-sized MLP tensors); with gradient checkpointing
   each layer's input plus one layer recomputed. SDPA/flash attention keeps no seq x seq scores; eager does; the shared
-  prompt's dense mask (sdpa) is one seq x seq mask per row. Logits: model dtype, the fp32 upcast and log-softmax,
-  and at backward their fp32 gradient (b + 12 bytes an element).
+  prompt's dense mask (sdpa) is one seq x seq mask per row. Logits: model dtype, the fp32 upcast (bf16 models),
+  the fp32 log-softmax and at backward its fp32 gradient (bf16: 14 bytes an element, fp32: 12).
 - DPO rows: chosen and rejected, each up to max_length (the shared prompt packs them in one row of at most
   2 x max_length): 2 x micro-batch x max_length tokens. SFT: micro-batch x max_length.
 - A runtime reserve per GPU (CUDA context, NCCL, cuBLAS workspace, allocator slack) and per process on the host
@@ -181,7 +181,8 @@ def activation_bytes(shape: ModelShape, work: Workload) -> dict[str, int]:
     else:
         layers = shape.num_hidden_layers * (tokens * per_token_layer + per_layer_extra)
     mask = work.rows * work.row_length ** 2 * b if work.shared_prompt and work.attn in ("sdpa", "eager") else 0
-    logits = tokens * shape.vocab_size * (b + 12)  # model dtype, fp32 upcast, log-softmax, its grad, the input grad
+    upcast = 4 if b != 4 else 0  # the loss's .float() copy (none for an fp32 model)
+    logits = tokens * shape.vocab_size * (b + upcast + 8)  # + fp32 log-softmax and its gradient
     return {"layers": layers, "mask": mask, "logits": logits}
 
 
