@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 DEMO_DIR ?= outputs/demo
 
-.PHONY: env demo experiment experiment-margins test test-vllm test-slurm bench clean help
+.PHONY: env demo experiment experiment-margins test test-vllm test-slurm bench gpu-check gpu-wheels clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
@@ -23,6 +23,10 @@ help:
 	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs (3-6 min)"
 	@echo "make bench  - offset-DPO speed-ups vs stock TRL (results/bench/dpo.json, dpo_sweep.png) and"
 	@echo "              TIMER SFT packed vs unpacked (results/bench/sft.json); CPU ~15 min"
+	@echo "make gpu-check - one H100/H200, < 10 min: DPO layouts (stock TRL, offset, shared prompt sdpa/flex, with/"
+	@echo "              without precomputed reference), TIMER packed vs unpacked, HF generation, bf16 equality, MFU,"
+	@echo "              peak memory vs the planner (results/bench/gpu.json); without CUDA: one line, nothing run"
+	@echo "make gpu-wheels - download to .whl/ the wheels the GPU image lacks (trl, datasets, omegaconf, ...)"
 
 env: $(VENV)/.installed
 
@@ -78,6 +82,22 @@ BENCH_ARGS ?=
 bench: env
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_dpo.py $(BENCH_ARGS)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_sft.py skip_data=true skip_train=true json=results/bench/sft.json
+
+# `make gpu-check` on a GPU node (benchmarks/gpu_check.py; docs/bench.md). It needs no `make env`: the node's own
+# python3 with its CUDA torch, plus .whl/ from `make gpu-wheels` for what that image lacks (installed into .whl/site).
+# Without CUDA it prints one line (`gpu-check: no CUDA ...`), runs nothing and exits 0.
+GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),python3)
+GPU_CHECK_ARGS ?=
+gpu-check:
+	@HF_HUB_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false \
+		$(GPU_PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+
+# Pure-Python wheels for Python 3.12 / manylinux x86-64, the versions this repo's .venv pins, no dependencies.
+GPU_WHEELS ?= trl==1.16.0 datasets==5.2.0 omegaconf==2.4.0 dill==0.4.1 multiprocess==0.70.19
+gpu-wheels:
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-d .whl $(GPU_WHEELS)
 
 clean:
 	rm -rf outputs results wandb

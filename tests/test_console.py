@@ -133,6 +133,9 @@ def test_pip_installed_timealign_finds_its_recipes_by_name(tmp_path):
     assert recipe == installed / "_recipes" / "tiny.yaml" and not recipe.is_symlink()
     assert accelerate == installed / "_recipes" / "accelerate" / "zero3.yaml"
     assert recipe.read_text() == (ROOT / "recipes" / "tiny.yaml").read_text()
+    # the memory planner's model shapes ship in the wheel too
+    plan = run(str(python), "-m", "timealign.cluster", "plan", "recipe=llama8b", "gpu=h100").stdout
+    assert "# memory plan: 4 GPU(s) h100" in plan and "\n# fits\n" in plan
 
     timealign = str(venv / "bin" / "timealign")
     text = run(timealign, "dpo", "recipe=tiny", "--help").stdout

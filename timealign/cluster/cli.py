@@ -16,6 +16,7 @@ a bare node name that may not resolve; PORT is port=, MASTER_PORT, `launch.main_
 then it is a CPU launch (DDP over gloo) with processes_per_node processes per node (default 1).
 
     python -m timealign.cluster plan task=dpo nodes=2 gpus_per_node=4 recipe=llama8b   # every node's command
+    python -m timealign.cluster plan recipe=llama8b gpu=l40s   # + memory per GPU / node: fits, or what would fit
     python -m timealign.cluster submit task=dpo recipe=llama8b [launch.nodes=2 ...] [dry_run=true]   # sbatch
     python -m timealign.cluster submit task=dpo recipe=tiny processes_per_node=2   # CPU-only (gpus_per_node 0)
     python -m timealign.cluster eval recipe=llama8b checkpoint=outputs/llama8b [serve=true] [dry_run=true]
@@ -31,12 +32,14 @@ OpenAI-compatible backend; a job without GPUs uses the recipe's eval.backend.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 from timealign.cluster.jobs import (
@@ -79,6 +82,11 @@ class ClusterOptions:
     serve: bool = opt(False, "eval: start `vllm serve` and evaluate through the OpenAI-compatible backend")
     gpus: int | None = opt(None, "eval: tensor parallel size (default: the node's GPUs)")
     ready_timeout: float = opt(1800.0, "eval with serve=true: seconds to wait for the server")
+    gpu: str | None = opt(None, "plan/submit/launch: the memory planner on this GPU (l40s | a100-40 | a100-80 | "
+                                "h100 | h200): per GPU and per node memory, fits or the change that fits; submit/launch "
+                                "stop (exit 2) when it does not fit")
+    memory_json: str | None = opt(None, "plan with gpu=: also write the estimate as JSON (per_gpu_bytes, host_bytes, "
+                                        "fits, the parts) to this file")
 
 
 COMMAND = Command(
@@ -101,6 +109,26 @@ def _print_env(extra: dict[str, str]) -> str:
     return " ".join(f"{k}={shlex.quote(v)}" for k, v in extra.items())
 
 
+def _memory_plan(opts: ClusterOptions, args: list[str], *, nodes: int | None, gpus: int | None, check: bool) -> None:
+    """gpu=: print the memory plan; with `check` (submit, launch) a plan that does not fit stops here."""
+    if not opts.gpu:
+        return
+    from timealign.cluster.memory import plan_recipe, report
+
+    est, fix = plan_recipe(recipe_for(args, opts.task), gpu=opts.gpu, nodes=nodes, gpus_per_node=gpus,
+                           accelerate_config=opts.accelerate_config, mem=opts.mem)
+    print(report(est, fix))
+    if opts.memory_json:
+        Path(opts.memory_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(opts.memory_json).write_text(json.dumps(est.to_dict(), indent=2) + "\n")
+    sys.stdout.flush()
+    if check and not est.fits:
+        raise RecipeError(f"gpu={opts.gpu}: the memory planner says this does not fit "
+                          f"({est.per_gpu_bytes / 2**30:.1f} GiB per GPU of {est.gpu_capacity / 2**30:.1f}, host {est.host_bytes / 2**30:.0f} GiB): "
+                          + (f"add {fix}" if fix else "use more GPUs or a smaller max_length")
+                          + ", or leave gpu= out to submit anyway")
+
+
 def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str], plan: bool) -> int:
     gpus = opts.gpus_per_node
     if plan:
@@ -111,6 +139,9 @@ def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str
             nodes = nodes or launch.nodes
             gpus = launch.gpus_per_node if gpus is None else gpus
         env = plan_placement_env(nodes, gpus, opts.nodelist, env)
+    if opts.gpu:
+        _memory_plan(opts, args, nodes=int(env.get("SLURM_NNODES") or 0) or None,
+                     gpus=gpus if gpus is not None else gpus_on_node(env), check=not plan)
     commands = training_commands(opts.task, args, env, config=opts.accelerate_config, gpus_per_node=gpus,
                                  processes_per_node=opts.processes_per_node, port=opts.port, all_nodes=plan)
     if plan or opts.dry_run:
@@ -135,6 +166,7 @@ def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str
 
 
 def _submit(opts: ClusterOptions, args: list[str]) -> int:
+    _memory_plan(opts, args, nodes=opts.nodes, gpus=opts.gpus_per_node, check=True)
     extra, cmd = sbatch_command(opts.task, args, gpus=opts.gpus_per_node if opts.gpus is None else opts.gpus,
                                 nodes=opts.nodes, processes_per_node=opts.processes_per_node, mem=opts.mem)
     print(f"{_print_env(extra)} {shlex.join(cmd)}")
