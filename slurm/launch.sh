@@ -172,8 +172,8 @@ ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
   rm -f "$TIMEALIGN_STOP_FILE" "$TIMEALIGN_STOP_FILE.requeue"
   TA_WARNED=0
   trap 'TA_WARNED=1; ta_log "USR1 (time limit near): the trainer checkpoints and stops"; touch "$TIMEALIGN_STOP_FILE"' USR1
-  trap 'ta_log "SIGTERM: Slurm is ending the job (JobState=$(ta_job_state)); the trainers checkpoint within KillWait;" \
-    "no requeue from here"' TERM
+  trap 'ta_log "SIGTERM: Slurm is ending the job (JobState=$(ta_job_state)); the trainers checkpoint" \
+    "within KillWait; no requeue from here"' TERM
   ta_log "${step[*]} ${launcher[*]}"
   ta_wait_for "${step[@]}" "${launcher[@]}"
   trap - USR1 TERM

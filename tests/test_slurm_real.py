@@ -433,3 +433,25 @@ def test_two_jobs_on_one_node_never_share_a_port(job_env, tmp_path):
         assert used != port, log
     finally:
         _run(job_env, "scancel", holder, check=False)
+
+
+@pytest.mark.slow
+@real_slurm
+def test_the_time_limit_signal_with_a_slow_save_requeues_then_stops_at_the_cap(job_env, tmp_path):
+    """The real time limit: `--time=2 --signal=B:USR1@100`, every save slowed to 6 s. The first run checkpoints on the
+    warning and is requeued; the requeued one resumes from that checkpoint, gets the warning again, checkpoints and,
+    at TIMEALIGN_MAX_REQUEUES=1, says it is not requeued again and stops (exit 75) before the limit."""
+    out = tmp_path / "out"
+    env = {**job_env, "TIMEALIGN_TEST_SLOW_SAVE": str(SLOW_SAVE), "TIMEALIGN_MAX_REQUEUES": "1"}
+    job = sbatch(env, "--gres=none", "--cpus-per-task=1", "--time=2", "--signal=B:USR1@100", "slurm/dpo.sbatch",
+                 *TRAIN, "training.max_steps=400", f"output_dir={out}")
+    info = wait_done(env, job, 600)
+    log = job_log(env, job)
+    assert info["JobState"] == "FAILED" and info["ExitCode"] == "75:0" and info["Restarts"] == "1", \
+        _describe(env, job)
+    stopped = re.findall(r"preempted \(stop file \S+\) at step (\d+); checkpoint \S*checkpoint-(\d+)", log)
+    resumed = re.findall(r"resuming from \S*checkpoint-(\d+)", log)
+    assert len(stopped) == 2 and resumed == [stopped[0][1]], log  # resumed from the warning's checkpoint
+    assert log.count(f"the batch script requeues job {job}") == 1 and log.count(f"requeueing job {job}") == 1, log
+    assert f"job {job} was requeued 1 times already (TIMEALIGN_MAX_REQUEUES=1)" in log, log
+    assert "reached its time limit" not in log and "SIGTERM" not in log, log  # all done before the limit

@@ -99,8 +99,8 @@ def outlive_job_signals() -> None:
     SIGUSR1 and answers SIGTERM by signalling its workers again (a second SIGTERM ends a trainer mid-save) and killing
     them 30 s later. SIGUSR1 is ignored (inherited: a trainer still loading the model ignores it too and sees the stop
     file at its first step); SIGTERM gets a handler that only logs (reset to the default in the trainers); torchrun
-    is told not to take SIGTERM over (--signals-to-handle, via PET_SIGNALS_TO_HANDLE). Slurm's SIGKILL, KillWait after SIGTERM,
-    still ends everything."""
+    is told not to take SIGTERM over (its --signals-to-handle, through PET_SIGNALS_TO_HANDLE). Slurm's SIGKILL,
+    KillWait seconds after SIGTERM, still ends everything."""
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _term_in_job)
     for name in ("PET_SIGNALS_TO_HANDLE", "TORCHELASTIC_SIGNALS_TO_HANDLE"):  # torchrun's option, its env

@@ -12,8 +12,8 @@ train/<task>.py recipe=... training.resume_from_checkpoint=auto`, where N and R 
 per GPU that Slurm allocated on the node (SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES), or
 processes_per_node=; A is the first node's address as slurm/launch.sh resolved it there (TIMEALIGN_MAIN_ADDR), never
 a bare node name that may not resolve; PORT is port=, MASTER_PORT, `launch.main_process_port`, or
-the first port free on the first node from 20000 + job id % 12000 up (slurm/launch.sh asks `port` there). A job without GPUs is refused unless the recipe asks for none (launch.gpus_per_node=0):
-then it is a CPU launch (DDP over gloo) with processes_per_node processes per node (default 1).
+the first port free on the first node from 20000 + job id % 12000 up (slurm/launch.sh asks `port` there).
+A job without GPUs is refused unless the recipe asks for none (launch.gpus_per_node=0): then it is a CPU launch (DDP over gloo) with processes_per_node processes per node (default 1).
 
     python -m timealign.cluster plan task=dpo nodes=2 gpus_per_node=4 recipe=llama8b   # every node's command
     python -m timealign.cluster submit task=dpo recipe=llama8b [launch.nodes=2 ...] [dry_run=true]   # sbatch
@@ -82,8 +82,8 @@ class ClusterOptions:
     nodelist: str | None = opt(None, "plan: hostlist for the printout, e.g. gpu[01-02] (default: the job's, "
                                      "else node0..nodeN-1)")
     port: int | None = opt(None, "launch/plan: rendezvous port (default: MASTER_PORT, launch.main_process_port, "
-                                 f"job id, the first free from 20000 + id % 12000); eval with serve=true: the server's port "
-                                 f"(default: the first free from 10000 + job id % 10000, {DEFAULT_SERVE_PORT} "
+                                 "the first free from 20000 + job id % 12000); eval with serve=true: the "
+                                 f"server's port (default: the first free from 10000 + job id % 10000, {DEFAULT_SERVE_PORT} "
                                  "outside a job)")
     serve: bool = opt(False, "eval: start `vllm serve` and evaluate through the OpenAI-compatible backend")
     gpus: int | None = opt(None, "eval: tensor parallel size (default: the node's GPUs)")

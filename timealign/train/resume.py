@@ -583,7 +583,8 @@ def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> t
     """(requeued?, what happens to the job next) after a preemption checkpoint, from what asked for the stop and from
     Slurm itself (`scontrol show job`). While Slurm ends a job it shows JobState=COMPLETING whatever the cause
     (Slurm 22.05): a requeue has already counted the restart (Restarts above SLURM_RESTART_COUNT), the time limit
-    shows Reason=TimeLimit (and RunTime >= TimeLimit), anything else ending it is a cancellation (scancel, or preemption that cancels)."""
+    shows Reason=TimeLimit (and RunTime >= TimeLimit), anything else ending it is a cancellation (scancel, or
+    preemption that cancels)."""
     env = os.environ if env is None else env
     job = env.get("SLURM_JOB_ID")
     resubmit = "resubmit the same command (training.resume_from_checkpoint=auto) to continue from it"
@@ -599,7 +600,8 @@ def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> t
                                                                             and int(counted) > restarts):
         if fields.get("Requeue") == "0":
             return False, f"job {job} was preempted and is not requeueable (Requeue=0); {resubmit}"
-        return True, f"Slurm requeues job {job} (preemption or scontrol requeue): it resumes from this checkpoint {hold}"
+        return True, (f"Slurm requeues job {job} (preemption or scontrol requeue): it resumes from this checkpoint "
+                      f"{hold}")
     limit, ran = _slurm_seconds(fields.get("TimeLimit")), _slurm_seconds(fields.get("RunTime"))
     if state == "TIMEOUT" or fields.get("Reason") == "TimeLimit" or (
             state == "COMPLETING" and limit is not None and ran is not None and ran >= limit):
