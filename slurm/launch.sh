@@ -143,9 +143,10 @@ ta_main_port() {
   ta_log "free rendezvous port on the first node: $TIMEALIGN_MAIN_PORT"
 }
 
-ta_job_state() {  # JobState of this job, as Slurm has it now
+ta_job_state() {  # "JobState=... Reason=... Restarts=..." as Slurm has it now (Reason=TimeLimit: the limit)
   [[ -n ${SLURM_JOB_ID:-} ]] || return 0
-  scontrol show job --oneliner "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/.*JobState=\([^ ]*\).*/\1/p'
+  scontrol show job --oneliner "$SLURM_JOB_ID" 2>/dev/null | grep -o 'JobState=[^ ]*\|Reason=[^ ]*\|Restarts=[^ ]*' |
+    paste -sd ' ' -
 }
 
 ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
@@ -172,7 +173,7 @@ ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
   rm -f "$TIMEALIGN_STOP_FILE" "$TIMEALIGN_STOP_FILE.requeue"
   TA_WARNED=0
   trap 'TA_WARNED=1; ta_log "USR1 (time limit near): the trainer checkpoints and stops"; touch "$TIMEALIGN_STOP_FILE"' USR1
-  trap 'ta_log "SIGTERM: Slurm is ending the job (JobState=$(ta_job_state)); the trainers checkpoint" \
+  trap 'ta_log "SIGTERM: Slurm is ending the job ($(ta_job_state)); the trainers checkpoint" \
     "within KillWait; no requeue from here"' TERM
   ta_log "${step[*]} ${launcher[*]}"
   ta_wait_for "${step[@]}" "${launcher[@]}"
@@ -188,7 +189,7 @@ ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
   fi
   rm -f "$TIMEALIGN_STOP_FILE" "$TIMEALIGN_STOP_FILE.requeue"
   if [[ $rc == "$TA_EXIT_REQUEUE" ]]; then
-    ta_log "the trainer checkpointed and stopped without the USR1 warning (JobState=$(ta_job_state)):" \
+    ta_log "the trainer checkpointed and stopped without the USR1 warning ($(ta_job_state)):" \
       "not requeued from here"
   fi
   ta_log "finished with exit code $rc"
