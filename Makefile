@@ -20,7 +20,7 @@ help:
 	@echo "make test   - the test suite (CPU, minutes)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
 	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
-	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs (3-6 min)"
+	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs in each signal form (~12 min)"
 	@echo "make bench  - offset-DPO speed-ups vs stock TRL (results/bench/dpo.json, dpo_sweep.png) and"
 	@echo "              TIMER SFT packed vs unpacked (results/bench/sft.json); CPU ~15 min"
 	@echo "make gpu-check - one H100/H200, < 10 min: DPO layouts (stock TRL, offset, shared prompt sdpa/flex, with/"

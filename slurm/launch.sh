@@ -6,12 +6,18 @@
 # node, or processes_per_node on a CPU-only job). The main process's address is resolved once, on the first node
 # (`srun -w FIRST python -m timealign.cluster address`: Slurm's NodeAddr, else a non-loopback address of the node),
 # and handed to every node as TIMEALIGN_MAIN_ADDR: a node name need not resolve on the other nodes.
-# On the warning signal (`#SBATCH --signal=B:USR1@120`, sent to this batch shell only) it creates
-# $TIMEALIGN_STOP_FILE; the trainer polls it every step, saves a checkpoint, writes $TIMEALIGN_STOP_FILE.requeue
-# and exits 75; then this script runs `scontrol requeue $SLURM_JOB_ID` and the requeued
-# job resumes from the newest checkpoint (training.resume_from_checkpoint=auto). A stop file rather than a forwarded
-# signal: torchrun's agent (inside accelerate launch) dies on SIGUSR1 instead of passing it on. Only the USR1
-# warning requeues; a user's scancel (SIGTERM) never does.
+# The rendezvous port is the first free one on the first node (this batch shell runs there) from 20000 + job id %
+# 12000 (`python -m timealign.cluster port`, TIMEALIGN_MAIN_PORT): two jobs on one node never share one.
+# On the warning signal (`#SBATCH --signal=B:USR1@120`, or `submit`'s launch.signal_seconds; sent to this batch
+# shell only, or with `scancel --signal=USR1 --full` to every process) it creates $TIMEALIGN_STOP_FILE; the trainer
+# polls it every step, saves a checkpoint, writes $TIMEALIGN_STOP_FILE.requeue and exits 75; then this script runs
+# `scontrol requeue $SLURM_JOB_ID` and the requeued job resumes from the newest checkpoint
+# (training.resume_from_checkpoint=auto) after Slurm's BeginTime hold (~2 min). A stop file rather than a forwarded
+# signal: signals do not reach the trainers reliably through srun + accelerate launch. The launcher (torchrun's
+# agent) ignores USR1 and only logs SIGTERM in a job (timealign.cluster.accelerate.outlive_job_signals), so a slow
+# save is never cut short by the launcher dying. Only the USR1 warning requeues from here; SIGTERM (scancel,
+# preemption, the time limit itself) makes the trainers checkpoint within Slurm's KillWait, and the job is requeued
+# only when Slurm requeues it (preemption with Requeue=1).
 #
 # Evaluation (ta_eval ARGS...): eval/run.py on vLLM with tensor parallelism over the node's GPUs (offline engine,
 # or `vllm serve` + the OpenAI backend with TIMEALIGN_SERVE=1); a job without GPUs uses the recipe's eval.backend. On USR1 the job requeues right away: finished
@@ -25,6 +31,9 @@
 #   TIMEALIGN_REQUEUE=0     never requeue;  TIMEALIGN_MAX_REQUEUES (default 20) caps SLURM_RESTART_COUNT
 #   TIMEALIGN_SERVE=1       eval through `vllm serve`;  TIMEALIGN_LOG_DIR (default $ROOT/slurm/logs)
 #   TIMEALIGN_MAIN_ADDR     the rendezvous address (default: resolved on the first node, see above)
+#   TIMEALIGN_MAIN_PORT     the rendezvous port (default: the first free one from 20000 + job id % 12000)
+#   TIMEALIGN_SERVE_PORT    eval's `vllm serve` port (default: the first free one from 10000 + job id % 10000)
+#   TIMEALIGN_TEST_SLOW_SAVE  TEST-ONLY: every checkpoint save sleeps this many seconds (tests/test_slurm_real.py)
 
 TA_EXIT_REQUEUE=75
 
@@ -121,12 +130,32 @@ ta_main_addr() {
   ta_log "main process address: $TIMEALIGN_MAIN_ADDR"
 }
 
+# A rendezvous port free on the first node, where this batch shell runs (MASTER_PORT or the recipe's
+# launch.main_process_port still win in the launcher).
+ta_main_port() {
+  if [[ -z ${TIMEALIGN_MAIN_PORT:-} ]]; then
+    if ! TIMEALIGN_MAIN_PORT=$("$TIMEALIGN_PYTHON" -m timealign.cluster port) || [[ -z $TIMEALIGN_MAIN_PORT ]]; then
+      echo "error: cannot find a free rendezvous port on $(hostname): set TIMEALIGN_MAIN_PORT" >&2
+      exit 2
+    fi
+  fi
+  export TIMEALIGN_MAIN_PORT
+  ta_log "free rendezvous port on the first node: $TIMEALIGN_MAIN_PORT"
+}
+
+ta_job_state() {  # "JobState=... Reason=... Restarts=..." as Slurm has it now (Reason=TimeLimit: the limit)
+  [[ -n ${SLURM_JOB_ID:-} ]] || return 0
+  scontrol show job --oneliner "$SLURM_JOB_ID" 2>/dev/null | grep -o 'JobState=[^ ]*\|Reason=[^ ]*\|Restarts=[^ ]*' |
+    paste -sd ' ' -
+}
+
 ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
   local task=$1
   shift
   ta_setup
   local nodes=${SLURM_NNODES:-1}
   ta_main_addr
+  ta_main_port
   local -a launcher=("$TIMEALIGN_PYTHON" -m timealign.cluster launch "task=$task")
   if [[ ${TIMEALIGN_DRY_RUN:-0} == 1 ]]; then
     launcher+=(dry_run=true)
@@ -135,12 +164,17 @@ ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
   local -a step=(srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 --kill-on-bad-exit=1 --wait=60)
   if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then
     step+=(--cpus-per-task="$SLURM_CPUS_PER_TASK")  # srun does not inherit it from sbatch (Slurm >= 22.05)
+  elif [[ -n ${SLURM_JOB_ID:-} ]]; then
+    ta_log "warning: no --cpus-per-task: the training step gets one CPU for all of this node's processes;" \
+      "submit with --cpus-per-task=<processes per node x launch.cpus_per_gpu> (\`python -m timealign.cluster" \
+      "submit\` does)"
   fi
   export TIMEALIGN_STOP_FILE=$TA_LOG_DIR/${SLURM_JOB_ID:-local}.stop
   rm -f "$TIMEALIGN_STOP_FILE" "$TIMEALIGN_STOP_FILE.requeue"
   TA_WARNED=0
   trap 'TA_WARNED=1; ta_log "USR1 (time limit near): the trainer checkpoints and stops"; touch "$TIMEALIGN_STOP_FILE"' USR1
-  trap 'ta_log "SIGTERM: job ending (cancelled or preempted); no requeue from here"' TERM
+  trap 'ta_log "SIGTERM: Slurm is ending the job ($(ta_job_state)); the trainers checkpoint" \
+    "within KillWait; no requeue from here"' TERM
   ta_log "${step[*]} ${launcher[*]}"
   ta_wait_for "${step[@]}" "${launcher[@]}"
   trap - USR1 TERM
@@ -154,6 +188,10 @@ ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
     exit "$TA_EXIT_REQUEUE"
   fi
   rm -f "$TIMEALIGN_STOP_FILE" "$TIMEALIGN_STOP_FILE.requeue"
+  if [[ $rc == "$TA_EXIT_REQUEUE" ]]; then
+    ta_log "the trainer checkpointed and stopped without the USR1 warning ($(ta_job_state)):" \
+      "not requeued from here"
+  fi
   ta_log "finished with exit code $rc"
   exit "$rc"
 }
@@ -165,7 +203,10 @@ ta_eval() {  # ta_eval recipe=NAME checkpoint=PATH [suites=...] [out=DIR] [key=v
     cmd+=(dry_run=true)
   fi
   if [[ ${TIMEALIGN_SERVE:-0} == 1 ]]; then
-    cmd+=(serve=true "port=${TIMEALIGN_SERVE_PORT:-$((20000 + ${SLURM_JOB_ID:-0} % 12000 + 1))}")
+    cmd+=(serve=true)  # port: the first free one on this node from 10000 + job id % 10000
+    if [[ -n ${TIMEALIGN_SERVE_PORT:-} ]]; then
+      cmd+=("port=$TIMEALIGN_SERVE_PORT")
+    fi
   fi
   cmd+=("$@")
   trap 'ta_log "USR1 (time limit near): finished samples are cached"; ta_requeue && exit 0' USR1

@@ -145,6 +145,33 @@ def test_gpus_and_port_from_env():
         cluster.placement({**TWO_NODES, "SLURM_NODEID": "0", "SLURM_STEP_NUM_TASKS": "8"})
 
 
+def test_ports_of_two_jobs_on_one_node_never_collide(capsys):
+    """Rendezvous and `vllm serve` prefer ports in ranges of their own (job J's server used to take job J + 1's
+    rendezvous port), and a port something already listens on is passed over (launch.sh asks `port` on the first
+    node; eval serve=true asks the same way)."""
+    import socket
+
+    from timealign.cluster.slurm import default_serve_port, free_port
+
+    jobs = range(100_000, 100_000 + 30_000, 7)
+    assert not {default_serve_port(str(j)) for j in jobs} & {default_port for j in jobs
+                                                              for default_port in [cluster.default_port(str(j))]}
+    assert default_serve_port("4242") == 14242 and default_serve_port(None) == 8000
+    with socket.socket() as holder:
+        holder.bind(("", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        assert free_port(taken) != taken and free_port(taken) > taken - taken % 10000
+        rc, out, _ = _cli(["port", f"port={taken}"], {}, capsys)
+        assert rc == 0 and int(out) != taken
+    rc, out, _ = _cli(["port"], {"SLURM_JOB_ID": "4242"}, capsys)
+    assert rc == 0 and 24242 <= int(out) < 30000
+    # the launcher: launch.main_process_port and MASTER_PORT still win over the port launch.sh found
+    env = {**TWO_NODES, "SLURM_NODEID": "0", "TIMEALIGN_MAIN_PORT": "24250"}
+    assert cluster.placement(env).port == 24250 and cluster.placement(env, recipe_port=30001).port == 30001
+    assert cluster.placement({**env, "MASTER_PORT": "31000"}).port == 31000
+
+
 def _cli(args, env, capsys):
     rc = cluster.main(args, env=env)
     out = capsys.readouterr()
@@ -203,11 +230,12 @@ def test_submit_builds_sbatch_from_the_recipe(capsys):
     assert rc == 0
     line = out.strip().splitlines()[-1]
     for piece in ("sbatch ", "--nodes=2", "--ntasks-per-node=1", "--gres=gpu:l40s:4", "--partition=gpu",
-                  "--time=2-00:00:00", "--requeue", "--signal=B:USR1@120", "--cpus-per-task=32",
+                  "--time=2-00:00:00", "--requeue", "--signal=B:USR1@600", "--cpus-per-task=32",
                   "--mem=256G",  # 4 processes x llama8b's launch.mem_per_gpu 64G
                   f"{REPO_ROOT}/slurm/dpo.sbatch recipe=llama8b launch.nodes=2", "TIMEALIGN_REQUEUE=1"):
         assert piece in line, piece
     rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=tiny", "processes_per_node=2"], {}, capsys)
+    assert rc == 0 and "--signal=B:USR1@120" in out  # the schema's default lead; llama8b's recipe says 600
     assert rc == 0 and "--gres=none --cpus-per-task=2 " in out and "--mem=4G " in out  # 2 x tiny's 2G
     rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=tiny", "mem=3000M"], {}, capsys)
     assert rc == 0 and "--mem=3000M " in out  # the option wins
@@ -475,6 +503,90 @@ def test_preemption_callback_signal_and_stop_file(tmp_path):
     stop.touch()
     callback.on_step_end(Args(), TrainerState(global_step=2), control)
     assert control.should_training_stop and callback.stopped_at == 2 and "stop file" in callback.reason
+
+
+def test_stop_outcome_says_what_slurm_will_do():
+    """The trainer's last line after a preemption checkpoint, from the signal and from Slurm (scontrol show job):
+    only a job that will be requeued is said to be."""
+    job = {"SLURM_JOB_ID": "77"}
+
+    def slurm(state, requeue="1", restarts="0", run="00:05:00", limit="UNLIMITED"):
+        # the fields `scontrol show job` gives while Slurm ends a job (Slurm 22.05, tests/test_slurm_real.py)
+        return lambda job_id: {"JobId": job_id, "JobState": state, "Requeue": requeue, "Reason": "None",
+                               "Restarts": restarts, "RunTime": run, "TimeLimit": limit}
+
+    cancelled = (False, "job 77 was cancelled (scancel): it is not requeued; resubmit the same command "
+                        "(training.resume_from_checkpoint=auto) to continue from it")
+    assert resume.stop_outcome("SIGTERM", job, slurm("COMPLETING")) == cancelled  # what scancel shows
+    assert resume.stop_outcome("SIGTERM", job, slurm("CANCELLED", limit="01:00:00")) == cancelled
+    for state in ("TIMEOUT", "COMPLETING"):
+        requeued, line = resume.stop_outcome("SIGTERM", job, slurm(state, run="1-00:00:03", limit="1-00:00:00"))
+        assert not requeued and "reached its time limit" in line and "raise launch.signal_seconds" in line
+    for fields in (slurm("PREEMPTED"), slurm("COMPLETING", restarts="1")):  # scontrol requeue: Restarts counted
+        requeued, line = resume.stop_outcome("SIGTERM", job, fields)
+        assert requeued and "Slurm requeues job 77" in line and "BeginTime" in line
+    assert not resume.stop_outcome("SIGTERM", job, slurm("PREEMPTED", requeue="0"))[0]
+    assert resume.stop_outcome("SIGTERM", {**job, "SLURM_RESTART_COUNT": "1"}, slurm("COMPLETING", restarts="1")
+                               ) == cancelled
+    for reason in ("SIGUSR1", "stop file /logs/77.stop", "another rank"):  # the USR1 warning, however it came
+        requeued, line = resume.stop_outcome(reason, job, slurm("RUNNING"))
+        assert requeued and "the batch script requeues job 77" in line, reason
+    assert not resume.stop_outcome("SIGUSR1", {**job, "TIMEALIGN_REQUEUE": "0"}, slurm("RUNNING"))[0]
+    capped = {**job, "SLURM_RESTART_COUNT": "3", "TIMEALIGN_MAX_REQUEUES": "3"}
+    assert "requeued 3 times already" in resume.stop_outcome("SIGUSR1", capped, slurm("RUNNING"))[1]
+    requeued, line = resume.stop_outcome("SIGTERM", job, slurm("RUNNING"))  # a SIGTERM Slurm did not send
+    assert not requeued and "requeued only if Slurm requeues it" in line
+    assert resume.stop_outcome("SIGUSR1", {}, slurm("RUNNING"))[1].startswith("not in a Slurm job")
+
+
+OUTLIVE = """
+import os, signal, subprocess, sys
+from timealign.cluster.accelerate import outlive_job_signals
+outlive_job_signals()
+os.kill(os.getpid(), signal.SIGUSR1)   # scancel --signal=USR1 --full: would kill the launcher
+os.kill(os.getpid(), signal.SIGTERM)   # Slurm's SIGTERM: torchrun would re-signal and kill its workers
+child = "import signal; print(int(signal.getsignal(signal.SIGUSR1)), int(signal.getsignal(signal.SIGTERM)))"
+import torch.distributed.run as torchrun  # what accelerate's launcher hands torchrun's agent
+print("alive", torchrun.get_args_parser().parse_args(["x.py"]).signals_to_handle,
+      subprocess.check_output([sys.executable, "-c", child], text=True).strip())
+"""
+
+
+def test_launcher_outlives_the_jobs_signals():
+    proc = subprocess.run([sys.executable, "-c", OUTLIVE], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    # a trainer it starts ignores USR1 until its own handler is in (stop file), and dies on SIGTERM before training
+    assert proc.stdout.split() == ["alive", "SIGINT,SIGHUP,SIGQUIT", "1", "0"]  # SIG_IGN, SIG_DFL
+    assert "SIGTERM: Slurm signals every process of the job" in proc.stderr
+
+
+def test_save_timing_warns_when_a_step_and_a_save_outgrow_the_signal_lead(monkeypatch, caplog):
+    from transformers import TrainerControl, TrainerState
+
+    class Args:
+        device = "cpu"
+
+    timing = resume.SaveTimingCallback(signal_seconds=1)
+    state = TrainerState(global_step=4, max_steps=8)
+    monkeypatch.setenv(resume.SLOW_SAVE_ENV, "1.2")  # the test-only slow save: sleeps in on_save
+    with caplog.at_level("INFO", logger="timealign.train.resume"):
+        timing.on_step_begin(Args(), state, TrainerControl())
+        timing.on_step_end(Args(), state, TrainerControl())
+        timing.on_save(Args(), state, TrainerControl())
+    assert 1.2 <= timing.save_seconds < 5
+    text = caplog.text
+    assert re.search(r"checkpoint-4 saved in 1\.\d s", text), text
+    assert "more than launch.signal_seconds=1" in text and "raise launch.signal_seconds to at least" in text
+    caplog.clear()
+    monkeypatch.delenv(resume.SLOW_SAVE_ENV)
+    resume.SaveTimingCallback(signal_seconds=600).on_save(Args(), state, TrainerControl())  # no step yet: silent
+    timing = resume.SaveTimingCallback(signal_seconds=600)
+    with caplog.at_level("INFO", logger="timealign.train.resume"):
+        timing.on_step_begin(Args(), state, TrainerControl())
+        timing.on_step_end(Args(), state, TrainerControl())
+        timing.on_save(Args(), state, TrainerControl())
+    assert "saved in" in caplog.text and "signal_seconds" not in caplog.text
 
 
 # ---------------------------------------------------------------------------------------------- training (slow)

@@ -298,6 +298,8 @@ def test_plain_scancel_does_not_requeue(job_env, tmp_path):
     assert info["JobState"] == "CANCELLED" and info["Restarts"] == "0", _describe(job_env, job)
     log = job_log(job_env, job)
     assert "requeueing" not in log and "resuming from" not in log, log
+    assert "so the job is requeued" not in log and "requeues job" not in log, log
+    assert f"job {job} was cancelled (scancel): it is not requeued" in log, log  # what Slurm says, not a guess
 
 
 # ---------------------------------------------------------------------------------------------- two nodes
@@ -352,3 +354,106 @@ def test_sft_and_eval_jobs_complete(job_env, tmp_path):
     assert "evaluating with the recipe's eval.backend on CPU" in job_log(job_env, ev)
     assert report["backend"]["name"] == "hf" and report["checkpoint"] == "tiny", report["backend"]
     assert report["overall"]["n"] == 24, report["overall"]  # every test pair of the 8 synthetic trajectories
+
+
+# ---------------------------------------------------------------------------------------------- every signal form
+
+SLOW_SAVE = 6  # seconds every checkpoint save sleeps (TIMEALIGN_TEST_SLOW_SAVE, test-only): several times the tiny
+# model's real save, under the test cluster's KillWait (10 s)
+
+
+def _preempted_and_resumed(log: str) -> tuple[int, int]:
+    """(the step the preemption checkpoint was saved at, the step the requeued job resumed from)."""
+    stopped = re.findall(r"preempted \((.*?)\) at step (\d+); checkpoint \S*checkpoint-(\d+)", log)
+    resumed = re.findall(r"resuming from \S*checkpoint-(\d+)", log)
+    assert len(stopped) == 1 and len(resumed) == 1, log
+    return int(stopped[0][2]), int(resumed[0])
+
+
+# form: (command + job id, what the trainer's last line says, seconds each save sleeps). After SIGTERM everything
+# must fit Slurm's KillWait (10 s here): the save under way when it lands plus the stop's own save, so 2 x 3 s.
+SIGNAL_FORMS = {
+    "--batch": (["scancel", "--signal=USR1", "--batch"], "the batch script requeues job {job}", SLOW_SAVE),
+    "--full": (["scancel", "--signal=USR1", "--full"], "the batch script requeues job {job}", SLOW_SAVE),
+    "preempt-requeue": (["scontrol", "requeue"], "Slurm requeues job {job}", 3),  # SIGTERM, as PreemptMode=REQUEUE
+}
+
+
+@pytest.mark.slow
+@real_slurm
+@pytest.mark.parametrize("form", list(SIGNAL_FORMS))
+def test_signal_forms_with_a_slow_save_requeue_once_and_resume_from_that_save(job_env, tmp_path, form):
+    """`scancel --signal=USR1 --batch` (what the time limit's `--signal=B:USR1@N` sends), `--full` (USR1 to every
+    process: the launcher agent of 2 processes, torchrun's, used to die on it) and `scontrol requeue` (SIGTERM to
+    every process, then a requeue by Slurm, as preemption with PreemptMode=REQUEUE), with every save slowed to 6 s
+    (3 s under SIGTERM: KillWait): one clean checkpoint, the line saying who requeues, one requeue, the resumed job
+    starts from that very checkpoint and finishes."""
+    command, says, slow = SIGNAL_FORMS[form]
+    out = tmp_path / "out"
+    env = {**job_env, "TIMEALIGN_TEST_SLOW_SAVE": str(slow)}
+    job = sbatch(env, "--gres=none", "--cpus-per-task=2", "slurm/dpo.sbatch", *TRAIN, "processes_per_node=2",
+                 "training.per_device_train_batch_size=1", f"output_dir={out}")
+    wait_for("the first checkpoint", lambda: _complete_checkpoint(out, 2), 600, env, job)
+    _run(env, *command, job)
+    info = wait_done(env, job, 900)
+    log = job_log(env, job)
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0" and info["Restarts"] == "1", \
+        _describe(env, job)
+    saved, resumed = _preempted_and_resumed(log)
+    assert saved == resumed >= 2, log  # the slow save finished and is what the requeued job resumed from
+    assert says.format(job=job) in log, log
+    assert (f"requeueing job {job}" in log) == (form != "preempt-requeue"), log  # Slurm's requeue, not ours
+    assert float(re.search(rf"checkpoint-{saved} saved in (\d+\.\d) s", log).group(1)) >= slow, log  # measured
+    assert "killed by SIGUSR1" not in log and "SignalException" not in log, log
+    run_info = json.loads((out / "run_info.json").read_text())
+    assert run_info["global_step"] == 12 and run_info["world_size"] == 2, run_info
+
+
+@pytest.mark.slow
+@real_slurm
+def test_two_jobs_on_one_node_never_share_a_port(job_env, tmp_path):
+    """Job J holds the rendezvous port the next job id prefers (20000 + (J + 1) % 12000), as a training or
+    `vllm serve` of another job would: the next training job on the same node takes a free one and finishes."""
+    held = tmp_path / "held"
+    holder_code = ("import os, socket, time; s = socket.socket(); "
+                   "p = 20000 + (int(os.environ['SLURM_JOB_ID']) + 1) % 12000; s.bind(('', p)); s.listen(); "
+                   f"open({str(held)!r}, 'w').write(str(p)); time.sleep(900)")
+    holder = sbatch(job_env, "--gres=none", "--cpus-per-task=1", "--mem=500M",
+                    f"--wrap={sys.executable} -c \"{holder_code}\"")
+    try:
+        wait_for("the port to be held", held.is_file, 120, job_env, holder)
+        port = int(held.read_text())
+        out = tmp_path / "out"
+        job = submit(job_env, "task=dpo", *TRAIN, "training.max_steps=2", f"output_dir={out}")
+        info = wait_done(job_env, job, 600)
+        log = job_log(job_env, job)
+        assert info["JobState"] == "COMPLETED", _describe(job_env, job)
+        assert job_info(job_env, holder)["JobState"] == "RUNNING"  # both on the one node at once
+        used = int(re.search(r"main 127\.0\.0\.1:(\d+)\)", log).group(1))
+        if int(job) == int(holder) + 1:  # the usual: ids are consecutive
+            assert used == port + 1, (used, port, log)
+        assert used != port, log
+    finally:
+        _run(job_env, "scancel", holder, check=False)
+
+
+@pytest.mark.slow
+@real_slurm
+def test_the_time_limit_signal_with_a_slow_save_requeues_then_stops_at_the_cap(job_env, tmp_path):
+    """The real time limit: `--time=2 --signal=B:USR1@100`, every save slowed to 6 s. The first run checkpoints on the
+    warning and is requeued; the requeued one resumes from that checkpoint, gets the warning again, checkpoints and,
+    at TIMEALIGN_MAX_REQUEUES=1, says it is not requeued again and stops (exit 75) before the limit."""
+    out = tmp_path / "out"
+    env = {**job_env, "TIMEALIGN_TEST_SLOW_SAVE": str(SLOW_SAVE), "TIMEALIGN_MAX_REQUEUES": "1"}
+    job = sbatch(env, "--gres=none", "--cpus-per-task=1", "--time=2", "--signal=B:USR1@100", "slurm/dpo.sbatch",
+                 *TRAIN, "training.max_steps=400", f"output_dir={out}")
+    info = wait_done(env, job, 600)
+    log = job_log(env, job)
+    assert info["JobState"] == "FAILED" and info["ExitCode"] == "75:0" and info["Restarts"] == "1", \
+        _describe(env, job)
+    stopped = re.findall(r"preempted \(stop file \S+\) at step (\d+); checkpoint \S*checkpoint-(\d+)", log)
+    resumed = re.findall(r"resuming from \S*checkpoint-(\d+)", log)
+    assert len(stopped) == 2 and resumed == [stopped[0][1]], log  # resumed from the warning's checkpoint
+    assert log.count(f"the batch script requeues job {job}") == 1 and log.count(f"requeueing job {job}") == 1, log
+    assert f"job {job} was requeued 1 times already (TIMEALIGN_MAX_REQUEUES=1)" in log, log
+    assert "reached its time limit" not in log and "SIGTERM" not in log, log  # all done before the limit

@@ -72,6 +72,8 @@ def run_accelerate(cmd: list[str], env: Mapping[str, str]) -> int:
     if env is not os.environ:
         os.environ.clear()
         os.environ.update(env)
+    if os.environ.get("SLURM_JOB_ID"):
+        outlive_job_signals()
     args = launch_command_parser().parse_args(cmd[2:])
     # torchrun's agent would add "failed (exitcode: 2) local_rank: 0 ..." after the child's own error line
     logging.getLogger("torch.distributed.elastic.multiprocessing.api").setLevel(logging.CRITICAL)
@@ -83,6 +85,26 @@ def run_accelerate(cmd: list[str], env: Mapping[str, str]) -> int:
         rank, first = failed.get_first_failure()
         return _exit_code(first.exitcode, f"rank {rank} (pid {first.pid})")
     return 0
+
+
+def _term_in_job(signum, frame) -> None:
+    print(f"[timealign launcher] {signal.Signals(signum).name}: Slurm signals every process of the job; the "
+          "trainers checkpoint and stop, this launcher waits for them", file=sys.stderr, flush=True)
+
+
+def outlive_job_signals() -> None:
+    """In a Slurm job, keep the launcher (torchrun's agent) alive through the job's signals, so the trainers can
+    finish their checkpoint however long it takes: Slurm sends SIGTERM (scancel, preemption, the time limit) and
+    `scancel --signal=USR1 --full` to every process of the job, the trainers included. Left alone, the agent dies on
+    SIGUSR1 and answers SIGTERM by signalling its workers again (a second SIGTERM ends a trainer mid-save) and killing
+    them 30 s later. SIGUSR1 is ignored (inherited: a trainer still loading the model ignores it too and sees the stop
+    file at its first step); SIGTERM gets a handler that only logs (reset to the default in the trainers); torchrun
+    is told not to take SIGTERM over (its --signals-to-handle, through PET_SIGNALS_TO_HANDLE). Slurm's SIGKILL,
+    KillWait seconds after SIGTERM, still ends everything."""
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _term_in_job)
+    for name in ("PET_SIGNALS_TO_HANDLE", "TORCHELASTIC_SIGNALS_TO_HANDLE"):  # torchrun's option, its env
+        os.environ.setdefault(name, "SIGINT,SIGHUP,SIGQUIT")
 
 
 def _exit_code(code: int, who: str) -> int:

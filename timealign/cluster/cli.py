@@ -11,9 +11,9 @@ train/<task>.py recipe=... training.resume_from_checkpoint=auto`, where N and R 
 (`scontrol show hostnames`, else a built-in parser), SLURM_NNODES and SLURM_NODEID (SLURM_PROCID); P is one process
 per GPU that Slurm allocated on the node (SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES), or
 processes_per_node=; A is the first node's address as slurm/launch.sh resolved it there (TIMEALIGN_MAIN_ADDR), never
-a bare node name that may not resolve; PORT is port=, MASTER_PORT, `launch.main_process_port` or
-20000 + job id % 12000. A job without GPUs is refused unless the recipe asks for none (launch.gpus_per_node=0):
-then it is a CPU launch (DDP over gloo) with processes_per_node processes per node (default 1).
+a bare node name that may not resolve; PORT is port=, MASTER_PORT, `launch.main_process_port`, or
+the first port free on the first node from 20000 + job id % 12000 up (slurm/launch.sh asks `port` there).
+A job without GPUs is refused unless the recipe asks for none (launch.gpus_per_node=0): then it is a CPU launch (DDP over gloo) with processes_per_node processes per node (default 1).
 
     python -m timealign.cluster plan task=dpo nodes=2 gpus_per_node=4 recipe=llama8b   # every node's command
     python -m timealign.cluster plan recipe=llama8b gpu=l40s   # + memory per GPU / node: fits, or what would fit
@@ -52,14 +52,21 @@ from timealign.cluster.jobs import (
     vllm_missing,
 )
 from timealign.cluster.accelerate import run_accelerate
-from timealign.cluster.slurm import check_devices, gpus_on_node, node_address, plan_placement_env
+from timealign.cluster.slurm import (
+    DEFAULT_SERVE_PORT,
+    check_devices,
+    default_port,
+    default_serve_port,
+    free_port,
+    gpus_on_node,
+    node_address,
+    plan_placement_env,
+)
 from timealign.config import REPO_ROOT, RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
 
 logger = logging.getLogger("timealign.cluster")
-
-DEFAULT_SERVE_PORT = 8000
 
 
 @dataclass
@@ -78,7 +85,9 @@ class ClusterOptions:
     nodelist: str | None = opt(None, "plan: hostlist for the printout, e.g. gpu[01-02] (default: the job's, "
                                      "else node0..nodeN-1)")
     port: int | None = opt(None, "launch/plan: rendezvous port (default: MASTER_PORT, launch.main_process_port, "
-                                 f"job id); eval with serve=true: the server's port (default {DEFAULT_SERVE_PORT})")
+                                 "the first free from 20000 + job id % 12000); eval with serve=true: the "
+                                 f"server's port (default: the first free from 10000 + job id % 10000, {DEFAULT_SERVE_PORT} "
+                                 "outside a job)")
     serve: bool = opt(False, "eval: start `vllm serve` and evaluate through the OpenAI-compatible backend")
     gpus: int | None = opt(None, "eval: tensor parallel size (default: the node's GPUs)")
     ready_timeout: float = opt(1800.0, "eval with serve=true: seconds to wait for the server")
@@ -100,6 +109,7 @@ COMMAND = Command(
         "submit": "sbatch slurm/<task>.sbatch with the recipe's launch section",
         "eval": "eval/run.py on vLLM with tensor parallelism over this node's GPUs",
         "address": "print this node's address for the rendezvous (slurm/launch.sh runs it on the first node)",
+        "port": "print a free rendezvous port on this node, from 20000 + job id % 12000 up (slurm/launch.sh)",
     },
     examples="\n".join(line for line in __doc__.splitlines() if line.startswith("    python -m")),
 )
@@ -181,7 +191,12 @@ def _eval(opts: ClusterOptions, args: list[str], env: Mapping[str, str]) -> int:
     gpus = opts.gpus if opts.gpus is not None else gpus_on_node(env)
     if gpus is None:  # a Slurm job without GPUs is a CPU job; outside Slurm: one GPU, as before
         gpus = 0 if env.get("SLURM_JOB_ID") else 1
-    port = opts.port or DEFAULT_SERVE_PORT
+    if opts.port:
+        port = opts.port
+    elif opts.serve and not opts.dry_run:  # free now, on this node: never another job's rendezvous or server
+        port = free_port(default_serve_port(env.get("SLURM_JOB_ID")))
+    else:
+        port = default_serve_port(env.get("SLURM_JOB_ID"))
     if opts.dry_run:
         server, run = eval_commands(args, gpus=gpus, serve=opts.serve, port=port, require_vllm=False)
         missing = vllm_missing(opts.serve) if server or "eval.backend=vllm" in run else None
@@ -207,6 +222,9 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
             return _submit(opts, args)
         if inv.action == "address":
             print(node_address(env.get("SLURMD_NODENAME")))
+            return 0
+        if inv.action == "port":
+            print(free_port(opts.port or default_port(env.get("SLURM_JOB_ID"))))
             return 0
         return _eval(opts, args, env)
 

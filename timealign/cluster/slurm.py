@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 import shutil
@@ -12,6 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 DEFAULT_PORT = 29500
+DEFAULT_SERVE_PORT = 8000
+MAIN_PORT_ENV = "TIMEALIGN_MAIN_PORT"  # the rendezvous port slurm/launch.sh found free on the first node
 
 
 def _split_top_level(expr: str) -> list[str]:
@@ -113,6 +116,11 @@ def check_devices(where: Placement) -> None:
     else:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         devices, what = torch.cuda.device_count(), "GPUs" + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible else "")
+    if not (where.use_cpu or not torch.cuda.is_available()) and usable_cores() < where.processes_per_node:
+        logging.getLogger("timealign.cluster").warning(
+            "%d GPU processes share %d CPU core(s) on this node (a job without --cpus-per-task gets one): data "
+            "loading and the launcher will crawl; submit with --cpus-per-task=<processes x launch.cpus_per_gpu> "
+            "(`python -m timealign.cluster submit` does)", where.processes_per_node, usable_cores())
     if where.processes_per_node > devices:
         raise RuntimeError(f"{where.processes_per_node} processes per node but this node has {devices} {what}: pass "
                            f"processes_per_node={devices} or fewer (batch.global_size keeps the global batch), or "
@@ -120,10 +128,41 @@ def check_devices(where: Placement) -> None:
 
 
 def default_port(job_id: str | None) -> int:
-    """20000 + job id % 12000: two jobs sharing a node rarely collide, and it stays below the ephemeral range."""
+    """The rendezvous port a job prefers: 20000 + job id % 12000 (20000-31999, below the ephemeral range)."""
     if job_id and str(job_id).isdigit():
         return 20000 + int(job_id) % 12000
     return DEFAULT_PORT
+
+
+def default_serve_port(job_id: str | None) -> int:
+    """The `vllm serve` port an eval job prefers: 10000 + job id % 10000 (10000-19999), a range of its own, so an
+    eval job never prefers the rendezvous port of a training job (job J + 1 used to take J's serve port)."""
+    if job_id and str(job_id).isdigit():
+        return 10000 + int(job_id) % 10000
+    return DEFAULT_SERVE_PORT
+
+
+def port_is_free(port: int, host: str = "") -> bool:
+    """Whether a TCP socket can listen on `port` on this node now (all interfaces, as torchrun's store and vLLM)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(preferred: int, tries: int = 200) -> int:
+    """`preferred` if nothing on this node listens there, else the next free one above it (wrapping inside the
+    same 10000-port block): two jobs of a user on one node never share a port, even when their job ids map to the
+    same preferred port or another program holds it."""
+    base = preferred - preferred % 10000
+    for i in range(tries):
+        port = base + (preferred - base + i) % 10000
+        if port_is_free(port):
+            return port
+    raise RuntimeError(f"no free port in {tries} tries from {preferred} on this node: set launch.main_process_port "
+                       "(training) or port= (eval serve)")
 
 
 def _is_ip(text: str) -> bool:
@@ -220,7 +259,8 @@ def placement(env: Mapping[str, str], *, gpus_per_node: int | None = None, proce
     GPUs per node: the explicit value, else (in a job) what Slurm allocated, else (outside a job) the recipe's
     `launch.gpus_per_node`. A job without GPUs runs on CPU only when the recipe asks for 0 GPUs; it never falls back
     to the recipe's GPU count. Processes per node: the explicit value, else one per GPU, else (CPU) 1.
-    Port: the explicit value, else MASTER_PORT, else the recipe's `launch.main_process_port`, else by job id.
+    Port: the explicit value, else MASTER_PORT, else the recipe's `launch.main_process_port`, else
+    TIMEALIGN_MAIN_PORT (slurm/launch.sh: `free_port` on the first node), else by job id (`default_port`).
     Main address: the explicit value, else TIMEALIGN_MAIN_ADDR (slurm/launch.sh resolves it on the first node),
     else 127.0.0.1 for one node, else the first node's NodeAddr when that is an IP address, else its name.
     """
@@ -258,7 +298,9 @@ def placement(env: Mapping[str, str], *, gpus_per_node: int | None = None, proce
         raise RuntimeError(f"processes_per_node={processes} but the node has {gpus} GPU(s): at most one process "
                            "per GPU")
     master_port = env.get("MASTER_PORT", "")
-    chosen_port = port or (int(master_port) if master_port.isdigit() else None) or recipe_port or default_port(job_id)
+    found = env.get(MAIN_PORT_ENV, "")
+    chosen_port = (port or (int(master_port) if master_port.isdigit() else None) or recipe_port
+                   or (int(found) if found.isdigit() else None) or default_port(job_id))
     address = main_address or env.get("TIMEALIGN_MAIN_ADDR") or None
     if address is None and len(hosts) == 1:
         address = "127.0.0.1"

@@ -208,9 +208,9 @@ class LaunchSection:
                                          "policy + reference is ~32 GB before sharding; FSDP/ZeRO CPU offload holds "
                                          "shards in RAM too). null: the cluster's default memory")
     requeue: bool = opt(True, "checkpoint on the warning signal, requeue, resume from the newest checkpoint")
-    signal_seconds: int = opt(120, "the warning signal comes this long before the time limit (--signal=B:USR1@N)")
+    signal_seconds: int = opt(120, "the warning signal (USR1: checkpoint, requeue) comes this long before the time limit (--signal=B:USR1@N); it must cover one optimizer step + one checkpoint save (each save logs its time and warns when it does not fit): 8B full fine-tuning: 600 or more")
     max_requeues: int = opt(20, "give up after this many requeues")
-    main_process_port: int | None = opt(None, "None: 20000 + job id % 12000 (or MASTER_PORT)")
+    main_process_port: int | None = opt(None, "rendezvous port; None: MASTER_PORT, else the first port free on the first node from 20000 + job id % 12000 (two jobs on one node never share one)")
     setup: str | None = opt(None, "shell line run first on every node, e.g. 'module load cuda; source .venv/bin/activate'")
 
 

@@ -23,7 +23,13 @@ is OR-reduced over all ranks at every optimizer step, so every process stops at 
 them saw the signal. The stop file (`$TIMEALIGN_STOP_FILE`) exists because signals do not travel reliably through
 `srun` + `accelerate launch` (torchrun's agent dies on SIGUSR1). After the checkpoint, `finish()` writes
 `<output_dir>/preempted.json` and `$TIMEALIGN_STOP_FILE.requeue` (the sbatch script requeues on it) and exits with
-`EXIT_REQUEUE` (75, EX_TEMPFAIL).
+`EXIT_REQUEUE` (75, EX_TEMPFAIL). The last log line says what happens next, read from Slurm (`stop_outcome`:
+`scontrol show job`'s JobState and Requeue, the signal that arrived, TIMEALIGN_REQUEUE): requeued by the batch script
+(the USR1 warning), requeued by Slurm (preemption with Requeue=1), or not requeued (cancelled, time limit reached).
+
+Save budget: `SaveTimingCallback` logs how long each checkpoint took (rank 0) and warns when the last optimizer step
+plus that save took longer than `launch.signal_seconds`, the warning's lead before the time limit.
+`TIMEALIGN_TEST_SLOW_SAVE` (test-only, tests/test_slurm_real.py) makes every checkpoint save sleep that many seconds.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 import yaml
@@ -48,6 +56,7 @@ logger = logging.getLogger("timealign.train.resume")
 
 EXIT_REQUEUE = 75  # EX_TEMPFAIL: "try again later"; slurm/launch.sh requeues the job
 STOP_FILE_ENV = "TIMEALIGN_STOP_FILE"
+SLOW_SAVE_ENV = "TIMEALIGN_TEST_SLOW_SAVE"  # TEST-ONLY: seconds each checkpoint save sleeps (slow-save tests)
 REQUEUE_SUFFIX = ".requeue"
 PREEMPTED_FILE = "preempted.json"
 RUN_INFO_FILE = "run_info.json"
@@ -551,6 +560,106 @@ class PreemptionCallback(TrainerCallback):
         return control
 
 
+def slurm_job_fields(job_id: str) -> dict[str, str]:
+    """`scontrol show job --oneliner JOB` as {field: value}; {} when Slurm cannot be asked."""
+    try:
+        proc = subprocess.run(["scontrol", "show", "job", "--oneliner", str(job_id)], capture_output=True, text=True,
+                              timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(re.findall(r"(\w+)=(\S*)", proc.stdout)) if proc.returncode == 0 else {}
+
+
+def _slurm_seconds(text: str | None) -> int | None:
+    """`RunTime`/`TimeLimit` of scontrol ([D-]HH:MM:SS, MM:SS) in seconds; None for UNLIMITED or unreadable."""
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", (text or "").strip())
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> tuple[bool, str]:
+    """(requeued?, what happens to the job next) after a preemption checkpoint, from what asked for the stop and from
+    Slurm itself (`scontrol show job`). While Slurm ends a job it shows JobState=COMPLETING whatever the cause
+    (Slurm 22.05): a requeue has already counted the restart (Restarts above SLURM_RESTART_COUNT), the time limit
+    shows Reason=TimeLimit (and RunTime >= TimeLimit), anything else ending it is a cancellation (scancel, or
+    preemption that cancels)."""
+    env = os.environ if env is None else env
+    job = env.get("SLURM_JOB_ID")
+    resubmit = "resubmit the same command (training.resume_from_checkpoint=auto) to continue from it"
+    if not job:
+        return False, f"not in a Slurm job: nothing requeues it; {resubmit}"
+    fields = job_fields(job)
+    state = fields.get("JobState", "")
+    restarts = int(env.get("SLURM_RESTART_COUNT") or 0)
+    cap = int(env.get("TIMEALIGN_MAX_REQUEUES") or 20)
+    hold = "after Slurm holds it ~2 min (Reason=BeginTime)"
+    counted = fields.get("Restarts", "")
+    if state in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED") or (counted.isdigit()
+                                                                            and int(counted) > restarts):
+        if fields.get("Requeue") == "0":
+            return False, f"job {job} was preempted and is not requeueable (Requeue=0); {resubmit}"
+        return True, (f"Slurm requeues job {job} (preemption or scontrol requeue): it resumes from this checkpoint "
+                      f"{hold}")
+    limit, ran = _slurm_seconds(fields.get("TimeLimit")), _slurm_seconds(fields.get("RunTime"))
+    if state == "TIMEOUT" or fields.get("Reason") == "TimeLimit" or (
+            state == "COMPLETING" and limit is not None and ran is not None and ran >= limit):
+        return False, (f"job {job} reached its time limit before a checkpoint on the warning (USR1, launch."
+                       f"signal_seconds before the limit) was done: it is not requeued; raise launch.signal_seconds "
+                       f"(sbatch --signal=B:USR1@N) and {resubmit}")
+    if state in ("CANCELLED", "COMPLETING"):
+        return False, f"job {job} was cancelled (scancel): it is not requeued; {resubmit}"
+    if reason != "SIGTERM":  # the USR1 warning (to this process, or to the batch shell: the stop file)
+        if env.get("TIMEALIGN_REQUEUE", "1") == "0":
+            return False, f"the warning came and requeueing is off (TIMEALIGN_REQUEUE=0); {resubmit}"
+        if restarts >= cap:
+            return False, f"job {job} was requeued {restarts} times already (TIMEALIGN_MAX_REQUEUES={cap}); {resubmit}"
+        return True, (f"time limit near (USR1): the batch script requeues job {job} and it resumes from this "
+                      f"checkpoint {hold}")
+    return False, (f"{reason}: Slurm is ending job {job} (JobState={state or '?'}); it is requeued only if Slurm "
+                   f"requeues it (preemption with Requeue=1); else {resubmit}")
+
+
+class SaveTimingCallback(TrainerCallback):
+    """How long each checkpoint takes (the time from the end of its step to on_save), logged by rank 0, with a
+    warning when one optimizer step plus the save no longer fits in the warning's lead `signal_seconds` (the
+    time limit's SIGTERM, and Slurm's SIGKILL KillWait seconds later, would cut a save short). The test-only
+    TIMEALIGN_TEST_SLOW_SAVE sleeps here, in the save path, before the measurement."""
+
+    def __init__(self, signal_seconds: int | None):
+        self.signal_seconds = signal_seconds
+        self.step_started = self.step_ended = None
+        self.step_seconds = self.save_seconds = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.step_started = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.step_ended = time.monotonic()
+        if self.step_started is not None:
+            self.step_seconds = self.step_ended - self.step_started
+
+    def on_save(self, args, state, control, **kwargs):
+        slow = float(os.environ.get(SLOW_SAVE_ENV) or 0)
+        if slow > 0:
+            logger.warning("%s=%s (test-only): this save sleeps %.0f s", SLOW_SAVE_ENV, slow, slow)
+            time.sleep(slow)
+        if self.step_ended is None:
+            return
+        self.save_seconds = time.monotonic() - self.step_ended
+        if not state.is_world_process_zero:
+            return
+        step = self.step_seconds or 0.0
+        logger.info("checkpoint-%d saved in %.1f s (its step: %.1f s)", state.global_step, self.save_seconds, step)
+        if self.signal_seconds is not None and step + self.save_seconds > self.signal_seconds:
+            logger.warning("one step + a checkpoint took %.0f s, more than launch.signal_seconds=%d (the warning's "
+                           "lead before the time limit): near the limit the save would be cut short and the job "
+                           "would resume from an older checkpoint; raise launch.signal_seconds to at least %d (sbatch "
+                           "--signal=B:USR1@N)", step + self.save_seconds, self.signal_seconds,
+                           int(2 * (step + self.save_seconds)) + 30)
+
+
 class _RecipeSnapshotCallback(TrainerCallback):
     """Write the resolved recipe into every checkpoint, for the auto-resume compatibility check."""
 
@@ -597,6 +706,7 @@ class TrainingSession:
         trainer.add_callback(callback)
         files = WrittenFiles(trainer.args.output_dir) if trainer.is_world_process_zero() else None
         trainer.add_callback(_RecipeSnapshotCallback(recipe, files))
+        trainer.add_callback(SaveTimingCallback(recipe.launch.signal_seconds if recipe.launch.requeue else None))
         provenance = run_provenance(recipe, data_dir) if trainer.is_world_process_zero() else {}
         run_id = setup_wandb(trainer, recipe, provenance=provenance, resume_from=resume_from)
         return cls(trainer, recipe, resume_from, callback, provenance, run_id, files)
@@ -659,7 +769,8 @@ class TrainingSession:
             self.record_files()
         if self.preempted:
             error = TrainingPreempted(checkpoint, trainer.state.global_step, self.callback.reason or "?")
-            logger.warning("%s; exiting with %d so the job is requeued", error, EXIT_REQUEUE)
+            if trainer.is_world_process_zero():  # one scontrol, one line
+                logger.warning("%s; %s (exit %d)", error, stop_outcome(self.callback.reason)[1], EXIT_REQUEUE)
             raise error
         if getattr(trainer, "is_fsdp_enabled", False):  # the final model as one full state dict, not shards
             trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
