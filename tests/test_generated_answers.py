@@ -219,10 +219,10 @@ def test_generate_is_validated_and_never_guessed(tmp_path):
     from timealign.data.synthetic import generate_annotated
     from timealign.data.tictoc import annotated_records, build_pair
 
-    with pytest.raises(RecipeError, match="data.direct_answer='bogus' must be one of latest_tool_result, "
+    with pytest.raises(RecipeError, match="data.direct_answer='bogus' is not one of: latest_tool_result, "
                                           "last_assistant_text, generate"):
         load_recipe("tiny", {"data.direct_answer": "bogus"})
-    with pytest.raises(RecipeError, match="data.direct_answer_backend='chat' must be one of hf, vllm, openai"):
+    with pytest.raises(RecipeError, match="data.direct_answer_backend='chat' is not one of: hf, vllm, openai"):
         load_recipe("tiny", {**GENERATE, "data.direct_answer_backend": "chat"})
     with pytest.raises(RecipeError, match="data.direct_answer_backend=openai needs eval.base_url"):
         load_recipe("tiny", {**GENERATE, "data.direct_answer_backend": "openai"})

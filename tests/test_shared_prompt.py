@@ -467,7 +467,7 @@ def test_two_processes_equal_one_unshared(cluster_env, unshared_baseline, tmp_pa
                                 cpu_env=config == "ddp")
     _run(args, env)
     recipe = yaml.safe_load((out / "timealign_recipe.yaml").read_text())  # what build_trainer gave the trainer
-    assert recipe["dpo"] == {"shared_prompt": True, "padding_free": padding_free}
+    assert recipe["dpo"] == {"shared_prompt": True, "padding_free": padding_free, "margin_mode": "offset"}
     info = json.loads((out / "run_info.json").read_text())
     assert info["world_size"] == 2
     assert info["model_wrapper"] == ("DistributedDataParallel" if config == "ddp" else "DeepSpeedEngine")
