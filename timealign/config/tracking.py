@@ -33,7 +33,15 @@ NAME_IGNORED = ("name", "description", "output_dir", "wandb", "launch", "eval", 
 SHORT_KEYS = {"training.learning_rate": "lr", "training.per_device_train_batch_size": "bs",
               "training.gradient_accumulation_steps": "grad_acc", "training.num_train_epochs": "epochs",
               "training.max_steps": "steps", "model.name_or_path": "model"}
-_CHECKPOINT = re.compile(r"^checkpoint-\d+$")
+# A Trainer checkpoint folder inside a run's output_dir (transformers' `checkpoint-N`); group 1: the step.
+CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+
+
+def run_folders(folder: str | Path) -> list[Path]:
+    """Where a run's records are for `folder`: the folder itself, then, for a `checkpoint-N`, the output_dir around
+    it (the run's files live there)."""
+    folder = Path(str(folder))
+    return [folder, folder.parent] if CHECKPOINT_DIR.match(folder.name) else [folder]
 
 
 def wandb_project(recipe, env: Mapping[str, str] | None = None) -> str:
@@ -86,11 +94,7 @@ def run_group(name: str, run_id: str, env: Mapping[str, str] | None = None) -> s
 def training_run_of(checkpoint: str | Path) -> dict | None:
     """The W&B training run recorded in a checkpoint folder (or in the output_dir around a `checkpoint-N`), or
     None when it was trained without W&B, or is not a local folder."""
-    folder = Path(str(checkpoint))
-    candidates = [folder / TRAINING_RUN_FILE]
-    if _CHECKPOINT.match(folder.name):
-        candidates.append(folder.parent / TRAINING_RUN_FILE)
-    for path in candidates:
+    for path in (place / TRAINING_RUN_FILE for place in run_folders(checkpoint)):
         if path.is_file():
             try:
                 record = json.loads(path.read_text())

@@ -16,15 +16,14 @@
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 
 from timealign.config import RecipeError
+from timealign.config.tracking import CHECKPOINT_DIR, run_folders
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
 
 logger = logging.getLogger("timealign.eval")
 
-_CHECKPOINT_STEP = re.compile(r"^checkpoint-\d+$")
 RENDER_KEYS = ("timestamps", "elapsed", "protocol")  # data.* settings that shape the prompts, not the data
 
 
@@ -54,8 +53,7 @@ def recipe_from_checkpoint(options: dict[str, str]) -> tuple[str, str] | None:
 
 def run_output_dir(checkpoint: str | Path) -> Path:
     """The training output_dir of a checkpoint folder (the folder, or the one around a `checkpoint-N`)."""
-    folder = Path(str(checkpoint))
-    return folder.parent if _CHECKPOINT_STEP.match(folder.name) else folder
+    return run_folders(checkpoint)[-1]
 
 
 def adopt_checkpoint_recipe(recipe, checkpoint: str | Path) -> None:
@@ -127,7 +125,7 @@ def run_label(checkpoint: str | Path, suites: list[str], identities: dict[str, d
 
     folder = Path(str(checkpoint))
     if folder.is_dir():
-        name = f"{folder.parent.name}/{folder.name}" if _CHECKPOINT_STEP.match(folder.name) else folder.name
+        name = f"{folder.parent.name}/{folder.name}" if CHECKPOINT_DIR.match(folder.name) else folder.name
     else:
         name = short_path(str(checkpoint)) or str(checkpoint)
     parts = [f"{suite}@{data_tag(identities[suite])}" if suite in identities else suite for suite in suites]

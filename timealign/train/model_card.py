@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ import yaml
 
 from timealign.config.options import RecipeError
 from timealign.config.schema import opt
-from timealign.config.tracking import TRAINING_RUN_FILE
+from timealign.config.tracking import TRAINING_RUN_FILE, run_folders
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
 from timealign.config.written import card_may_replace, foreign_card_message, note_written
 
@@ -48,7 +47,6 @@ RUN_INFO_FILE = "run_info.json"  # timealign.train.resume's names (not imported:
 TRAIN_LOG = "train_log.json"
 PREPARED_MANIFEST = "manifest.json"
 LICENSE = "unknown"  # the base model's license applies; we cannot know it for every base
-_CHECKPOINT = re.compile(r"^checkpoint-\d+$")
 _LOW = ("low", "lo", "lower")
 _HIGH = ("high", "hi", "upper")
 METHODS = {"dpo": "offset-DPO", "sft": "TIMER multi-task SFT"}
@@ -86,13 +84,8 @@ def _read_json(path: Path) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _folders(folder: Path) -> list[Path]:
-    """The folder, then (for a checkpoint-N) the output_dir around it: run records live in the output_dir."""
-    return [folder, folder.parent] if _CHECKPOINT.match(folder.name) else [folder]
-
-
 def _first_json(folder: Path, name: str) -> dict | None:
-    for place in _folders(folder):
+    for place in run_folders(folder):
         found = _read_json(place / name)
         if found is not None:
             return found
@@ -114,7 +107,7 @@ def recipe_dict(folder: Path, recipe=None) -> dict | None:
     """The resolved recipe as a dict: the given one, else the folder's timealign_recipe.yaml."""
     if recipe is not None:
         return recipe.to_dict() if hasattr(recipe, "to_dict") else dict(recipe)
-    for place in _folders(folder):
+    for place in run_folders(folder):
         path = place / CHECKPOINT_RECIPE
         if path.is_file():
             raw = yaml.safe_load(path.read_text())
@@ -136,7 +129,7 @@ def prepared_fingerprint(folder: Path, recipe: dict | None, data_dir=None) -> di
         candidates = [Path(recipe["data"]["prepared_dir"])]
     else:
         kind = "dialogs" if (recipe or {}).get("task") == "sft" else "pairs"
-        for place in _folders(folder):
+        for place in run_folders(folder):
             found = sorted(p for p in (place / "data").glob(f"{kind}-*") if (p / PREPARED_MANIFEST).is_file())
             if found:
                 if len(found) > 1:  # earlier runs' data beside this run's: the folder name does not say which
@@ -246,7 +239,7 @@ def label_training_data(rows: list[EvalRow], fingerprint: dict | None, eval_spli
 
 def _epochs_trained(folder: Path) -> float | None:
     """The last epoch the trainer logged (train_log.json beside the saved model), None without a log."""
-    for place in _folders(folder):
+    for place in run_folders(folder):
         path = place / TRAIN_LOG
         if path.is_file():
             try:

@@ -49,6 +49,7 @@ from transformers import TrainerCallback
 
 from timealign.config import RecipeError
 from timealign.config.secrets import is_secret_key, redact
+from timealign.config.tracking import CHECKPOINT_DIR
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
 from timealign.config.written import WrittenFiles, card_may_replace, foreign_card_message
 
@@ -61,7 +62,6 @@ REQUEUE_SUFFIX = ".requeue"
 PREEMPTED_FILE = "preempted.json"
 RUN_INFO_FILE = "run_info.json"
 TRAIN_LOG = "train_log.json"  # the trainer's log_history, written beside the saved model
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 AUTO_WORDS = ("auto", "true", "latest", "last", "yes", "1", "on")
 
 # Recipe keys that may change between a run and its resumption (bookkeeping, not what is trained).
@@ -246,7 +246,7 @@ def checkpoint_folders(output_dir: str | Path) -> list[Path]:
     root = Path(output_dir)
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _CHECKPOINT.match(p.name)) and p.is_dir()]
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := CHECKPOINT_DIR.match(p.name)) and p.is_dir()]
     return [path for _, path in sorted(found)]
 
 
