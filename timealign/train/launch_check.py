@@ -45,11 +45,11 @@ from typing import Any
 
 from timealign.config import RecipeError
 from timealign.config.accelerate import display_path, read_accelerate_config
+from timealign.config.cli import RANK_VARIABLES, launcher_rank
 
 logger = logging.getLogger("timealign.train.launch_check")
 
 CHECK_MODES = ("error", "warn", "off")
-RANK_KEYS = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 TASK_SCRIPTS = {"dpo": "train/dpo.py", "sft": "train/sft.py"}
 FAMILY_LABEL = {"single": "one process", "ddp": "DDP", "fsdp": "FSDP", "deepspeed": "DeepSpeed"}
 # accelerate's defaults for keys a config may leave out (accelerate/utils/dataclasses.py, FSDP and DeepSpeed plugins)
@@ -67,14 +67,6 @@ class LaunchError(RecipeError):
     """The launch is not what the recipe asks. Every rank raises it; only rank 0 prints it (`run_command`)."""
 
     rank_zero_only = True
-
-
-def _rank(env: Mapping[str, str]) -> int:
-    for key in RANK_KEYS:
-        value = env.get(key, "").strip()
-        if value.isdigit():
-            return int(value)
-    return 0
 
 
 def _flag(env: Mapping[str, str], key: str) -> bool:
@@ -386,7 +378,7 @@ def _decide(recipe, asked: Asked, run: Running) -> None:
                f"(launch.accelerate_config={asked.config}):\n" + "\n".join(f"  {m}" for m in found) + "\n"
                + right_command(recipe, asked, run))
     if recipe.launch.check == "warn":
-        if _rank(os.environ) == 0:  # every rank finds it; one says it
+        if launcher_rank() == 0:  # every rank finds it; one says it
             logger.warning("%s\n(launch.check=warn: going on)", message)
         return
     raise LaunchError(message)
@@ -422,7 +414,7 @@ def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
         raise LaunchError(f"WORLD_SIZE={world} and RANK={env['RANK']} are set but MASTER_ADDR is not: torch cannot "
                           "find rank 0. Set MASTER_ADDR and MASTER_PORT in every process, or let a launcher set all "
                           f"of them: {_script_command(recipe, int(world))}")
-    if any(env.get(key, "").strip() for key in RANK_KEYS):
+    if any(env.get(key, "").strip() for key in RANK_VARIABLES):
         return
     left = ", ".join(k for k in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if env.get(k))
     raise RecipeError(f"WORLD_SIZE={world} is set but no launcher started this process (RANK and LOCAL_RANK are "
@@ -461,7 +453,7 @@ def check_device_count(recipe, env: Mapping[str, str]) -> None:
                f"{devices} (--num_processes {devices}, or processes_per_node= with python -m timealign.cluster); "
                f"batch.global_size keeps the global batch whatever the count")
     if recipe.launch.check == "warn":
-        if _rank(env) == 0:
+        if launcher_rank(env) == 0:
             logger.warning("%s (launch.check=warn: going on)", message)
         return
     raise LaunchError(message)
