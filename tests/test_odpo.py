@@ -101,15 +101,20 @@ class ForwardKwargsRecorder:
 # 1. Loss math on TRL's loss path with hand-chosen log-ratios
 
 
+def unit_trainer(tmp, model_dir, tokenizer, **kwargs) -> OffsetDPOTrainer:
+    """A trainer over four tiny pairs whose batches carry the reference log-probs (set by hand in the tests)."""
+    return OffsetDPOTrainer(
+        model=load_model(model_dir),
+        args=make_config(tmp, precompute_ref_log_probs=True),
+        train_dataset=make_dataset(tokenizer, [0.0, 1.5, 0.5, 1.0]),
+        processing_class=tokenizer,
+        **kwargs,
+    )
+
+
 @pytest.fixture(scope="module")
 def precompute_trainer(tiny_model_dir, tiny_tokenizer, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("odpo-unit")
-    return OffsetDPOTrainer(
-        model=load_model(tiny_model_dir),
-        args=make_config(tmp, precompute_ref_log_probs=True),
-        train_dataset=make_dataset(tiny_tokenizer, [0.0, 1.5, 0.5, 1.0]),
-        processing_class=tiny_tokenizer,
-    )
+    return unit_trainer(tmp_path_factory.mktemp("odpo-unit"), tiny_model_dir, tiny_tokenizer)
 
 
 def completion_logp(model, prompt_ids, completion_ids) -> float:
@@ -119,6 +124,19 @@ def completion_logp(model, prompt_ids, completion_ids) -> float:
         logits = model(input_ids=ids).logits[0, :-1].float()
     token_logps = torch.log_softmax(logits, dim=-1).gather(1, ids[0, 1:, None])[:, 0]
     return token_logps[len(prompt_ids) - 1 :].sum().item()
+
+
+def batch_with_logratios(trainer, policy, lr_w, lr_l, margins):
+    """The trainer's pairs as one collated batch whose reference log-probs make policy - ref the chosen log-ratios
+    (`policy` has the untrained trainer's weights), with the margins, and a junk column the collator must drop."""
+    examples = []
+    for row, w, l, d in zip(trainer.train_dataset, lr_w, lr_l, margins, strict=True):
+        examples.append({
+            "prompt_ids": row["prompt_ids"], "chosen_ids": row["chosen_ids"], "rejected_ids": row["rejected_ids"],
+            "ref_chosen_logps": completion_logp(policy, row["prompt_ids"], row["chosen_ids"]) - w,
+            "ref_rejected_logps": completion_logp(policy, row["prompt_ids"], row["rejected_ids"]) - l,
+            "margin": d, "scenario": "junk"})
+    return trainer.data_collator(examples)
 
 
 @pytest.mark.parametrize(
@@ -134,22 +152,7 @@ def completion_logp(model, prompt_ids, completion_ids) -> float:
 def test_loss_matches_formula(precompute_trainer, tiny_model_dir, lr_w, lr_l, deltas):
     trainer = precompute_trainer
     policy = load_model(tiny_model_dir).eval()  # same weights as the (untrained) trainer policy
-    examples = []
-    for row, w, l, d in zip(trainer.train_dataset, lr_w, lr_l, deltas, strict=True):
-        pol_w = completion_logp(policy, row["prompt_ids"], row["chosen_ids"])
-        pol_l = completion_logp(policy, row["prompt_ids"], row["rejected_ids"])
-        examples.append(
-            {
-                "prompt_ids": row["prompt_ids"],
-                "chosen_ids": row["chosen_ids"],
-                "rejected_ids": row["rejected_ids"],
-                "ref_chosen_logps": pol_w - w,  # so that policy - ref == the chosen log-ratio we picked
-                "ref_rejected_logps": pol_l - l,
-                "margin": d,
-                "scenario": "junk",
-            }
-        )
-    batch = trainer.data_collator(examples)
+    batch = batch_with_logratios(trainer, policy, lr_w, lr_l, deltas)
     assert torch.equal(batch["margin"], torch.tensor(deltas, dtype=torch.float32))
 
     trainer.model.train()
@@ -192,25 +195,7 @@ def mode_loss(lr_w: float, lr_l: float, m: float, mode: str) -> float:
 
 @pytest.fixture(scope="module")
 def unshared_trainer(tiny_model_dir, tiny_tokenizer, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("odpo-unit-trl")
-    return OffsetDPOTrainer(
-        model=load_model(tiny_model_dir),
-        args=make_config(tmp, precompute_ref_log_probs=True),
-        train_dataset=make_dataset(tiny_tokenizer, [0.0, 1.5, 0.5, 1.0]),
-        processing_class=tiny_tokenizer,
-        shared_prompt=False,
-    )
-
-
-def _batch_with_logratios(trainer, policy, lr_w, lr_l, margins):
-    examples = []
-    for row, w, l, d in zip(trainer.train_dataset, lr_w, lr_l, margins, strict=True):
-        examples.append({
-            "prompt_ids": row["prompt_ids"], "chosen_ids": row["chosen_ids"], "rejected_ids": row["rejected_ids"],
-            "ref_chosen_logps": completion_logp(policy, row["prompt_ids"], row["chosen_ids"]) - w,
-            "ref_rejected_logps": completion_logp(policy, row["prompt_ids"], row["rejected_ids"]) - l,
-            "margin": d})
-    return trainer.data_collator(examples)
+    return unit_trainer(tmp_path_factory.mktemp("odpo-unit-trl"), tiny_model_dir, tiny_tokenizer, shared_prompt=False)
 
 
 # weight mode in TRL's layout is refused (test_weight_mode_needs_the_shared_layout)
@@ -219,7 +204,7 @@ def _batch_with_logratios(trainer, policy, lr_w, lr_l, margins):
 def test_margin_modes_match_hand_computation(layout, mode, precompute_trainer, unshared_trainer, tiny_model_dir):
     trainer = precompute_trainer if layout == "shared" else unshared_trainer
     lr_w, lr_l, margins = [0.5, -2.0, 3.0, 10.0], [-1.0, 1.0, 2.0, -4.0], [0.0, 1.5, 0.25, 1.0]
-    batch = _batch_with_logratios(trainer, load_model(tiny_model_dir).eval(), lr_w, lr_l, margins)
+    batch = batch_with_logratios(trainer, load_model(tiny_model_dir).eval(), lr_w, lr_l, margins)
     trainer.model.train()
     trainer.margin_mode = mode
     try:
