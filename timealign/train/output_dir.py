@@ -252,10 +252,13 @@ def _data_lines(claim: dict, wanted: Fingerprint, diffs: dict) -> list[str]:
 
 
 def foreign_entries(out: Path) -> list[str]:
-    """The entries of `out` that show another use of the folder: all but KEPT folders and timealign temporaries."""
+    """The entries of `out` that show another use of the folder: all but KEPT folders, timealign temporaries and the
+    run record itself (in a multi-process launch rank 0 writes it while the other ranks still look: a rank that read
+    no claim must not then take rank 0's fresh record for a stranger's file)."""
     if not out.is_dir():
         return []
-    return sorted(p.name for p in out.iterdir() if p.name not in KEPT and not TEMPORARY.match(p.name))
+    return sorted(p.name for p in out.iterdir()
+                  if p.name not in KEPT and p.name != RUN_FILE and not TEMPORARY.match(p.name))
 
 
 def unowned_message(out: Path, entries: list[str]) -> str:
