@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 DEMO_DIR ?= outputs/demo
 
-.PHONY: env demo experiment experiment-margins test test-vllm test-slurm bench gpu-check gpu-wheels clean help
+.PHONY: env demo experiment experiment-margins lint test test-vllm test-slurm bench gpu-check gpu-wheels clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
@@ -17,7 +17,8 @@ help:
 	@echo "make experiment-margins - does the margin matter? offset-DPO margin modes (plain/offset/log_offset/"
 	@echo "              weight) x 3 seeds, trained with and without ambiguous annotator pairs; paired bootstrap"
 	@echo "              differences on held-out scenarios (2 free cores: 2-4 h, estimated; docs/experiment/margins.md)"
-	@echo "make test   - the test suite (CPU, ~30 min on 2 cores)"
+	@echo "make lint   - ruff check and ruff format --check (line length 119; make test runs it first)"
+	@echo "make test   - ruff, then the test suite (CPU, ~30 min on 2 cores)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
 	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
 	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs in each signal form (~9 min)"
@@ -69,7 +70,12 @@ MARGINS_ARGS ?=
 experiment-margins: env
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment.margins out=$(MARGINS_DIR) $(MARGINS_ARGS)
 
-test: env
+# ruff (pyproject.toml [tool.ruff]: lint rules and format, line length 119); `make test` runs it first
+lint: env
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: env lint
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest tests -q
 
 # Real Slurm (Debian's slurm-wlm 22.05 + munge) on this host; the daemons are stopped at the end (tests/slurm_cluster.py).

@@ -19,8 +19,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 
 from benchmarks.dpo_options import DpoBenchOptions  # noqa: E402
 from benchmarks.harness import (  # noqa: E402
-    Command, check_steps, finish, machine_info, offline_environment, options_record, print_header, quiet_libraries,
-    run_benchmark, write_json,
+    Command,
+    check_steps,
+    finish,
+    machine_info,
+    offline_environment,
+    options_record,
+    print_header,
+    quiet_libraries,
+    run_benchmark,
+    write_json,
 )
 
 PARTS = """Parts:
@@ -78,9 +86,11 @@ def run(opts: DpoBenchOptions) -> int:
             results["gpu_train"] = {"skipped": "no GPU (torch.cuda.is_available() is False)"}
     finish(results, started)
 
-    print_header("timealign benchmark", results["env"],
-                 note="other processes on these cores slow every number below, alternating runs keeps the ODPO/TRL "
-                      "ratio fair")
+    print_header(
+        "timealign benchmark",
+        results["env"],
+        note="other processes on these cores slow every number below, alternating runs keeps the ODPO/TRL ratio fair",
+    )
     if "data_prep" in results:
         report_data(results["data_prep"])
     if "dpo" in results:

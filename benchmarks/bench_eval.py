@@ -1,7 +1,7 @@
 """Evaluator throughput per backend on identical rendered TicToc prompts (prints numbers; not a test).
 
-    python benchmarks/bench_eval.py [model=tiny] [n=128] [max_new_tokens=32] [batch_size=16]
-    .venv-vllm/bin/python benchmarks/bench_eval.py source=v1 n=0 json=results/bench/eval.json
+python benchmarks/bench_eval.py [model=tiny] [n=128] [max_new_tokens=32] [batch_size=16]
+.venv-vllm/bin/python benchmarks/bench_eval.py source=v1 n=0 json=results/bench/eval.json
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from timealign.config.schema import opt  # noqa: E402
 V1_DEFAULT = REPO_ROOT.parent / "shared" / "data" / "tictoc-v1"
 HF_ORDERS = ("original", "length", "prefix")
 
-DETAILS = """Runs the hf backend always and the vllm backend when vLLM is importable (run it with the vLLM environment's
+DETAILS = """Runs the hf backend always and the vllm backend when vLLM is importable (run it with the vLLM
+environment's
 python to get both). Prompts are the synthetic held-out TicToc samples rendered by the shared PromptRenderer, cycled
 to `n`, or (source=v1) the TicToc v1 held-out split, prepared and rendered as eval/run.py does. Greedy, the same
 max_new_tokens for both. Goal (issue 4): vLLM >= 5x the hf backend's samples/s.
@@ -35,7 +36,8 @@ are batched together). vLLM with automatic prefix caching off and on (`prefix_ca
 every timed run, so each run pays for its prefixes once, as one evaluation does. Outputs are compared for exact
 equality.
 
-Smallest run (smoke test): python benchmarks/bench_eval.py n=4 max_new_tokens=4 batch_size=4 trajectories=2 repeats=1"""
+Smallest run (smoke test):
+  python benchmarks/bench_eval.py n=4 max_new_tokens=4 batch_size=4 trajectories=2 repeats=1"""
 
 
 @dataclass
@@ -50,17 +52,28 @@ class EvalBenchOptions:
     max_model_len: int = opt(4096, "vllm max_model_len")
     dtype: str = opt("float32", "model dtype of both backends")
     repeats: int = opt(3, "timed runs per backend; the best is reported")
-    hf_threads: int | None = opt(None, "torch threads for the hf backend (default: torch's). On a CPU shared with "
-                                       "other jobs, 2 OpenMP threads on 2 cores can run 5x slower than 1 thread")
-    hf_orders: str = opt("original,length,prefix", "hf prompt orders to time, comma-separated: original | length "
-                                                   "(longest first) | prefix (sorted by text: shared prefixes adjacent)")
+    hf_threads: int | None = opt(
+        None,
+        "torch threads for the hf backend (default: torch's). On a CPU shared with "
+        "other jobs, 2 OpenMP threads on 2 cores can run 5x slower than 1 thread",
+    )
+    hf_orders: str = opt(
+        "original,length,prefix",
+        "hf prompt orders to time, comma-separated: original | length "
+        "(longest first) | prefix (sorted by text: shared prefixes adjacent)",
+    )
     prefix_caching: str = opt("both", "vllm: off | on | both (automatic prefix caching)")
     skip_hf: bool = opt(False, "time only vllm")
     json: str | None = opt(None, "also write every number to this JSON file (e.g. results/bench/eval.json)")
 
 
-COMMAND = Command(prog="python benchmarks/bench_eval.py", summary=__doc__.split("\n\n")[0], options=EvalBenchOptions,
-                  recipe="none", examples=DETAILS)
+COMMAND = Command(
+    prog="python benchmarks/bench_eval.py",
+    summary=__doc__.split("\n\n")[0],
+    options=EvalBenchOptions,
+    recipe="none",
+    examples=DETAILS,
+)
 
 
 def tictoc_prompts(tokenizer, n: int, trajectories: int) -> list[str]:
@@ -96,14 +109,17 @@ def in_chunks(backend, prompts: list[str], max_new_tokens: int) -> list[str]:
     """What one evaluation does (`cached_generate`): the prompts in calls of `backend.cache_chunk`."""
     out: list[str] = []
     for start in range(0, len(prompts), backend.cache_chunk):
-        out += backend.generate(prompts[start:start + backend.cache_chunk], max_new_tokens=max_new_tokens, desc=None)
+        out += backend.generate(prompts[start : start + backend.cache_chunk], max_new_tokens=max_new_tokens, desc=None)
     return out
 
 
 def measure(backend, prompts: list[str], max_new_tokens: int, repeats: int) -> tuple[float, list[str]]:
     """Best of `repeats` timed runs after a warm-up (the least disturbed run on a shared machine)."""
-    return best_time(lambda: in_chunks(backend, prompts, max_new_tokens), repeats,
-                     warmup=lambda: backend.generate(prompts[:2], max_new_tokens=max_new_tokens, desc=None))
+    return best_time(
+        lambda: in_chunks(backend, prompts, max_new_tokens),
+        repeats,
+        warmup=lambda: backend.generate(prompts[:2], max_new_tokens=max_new_tokens, desc=None),
+    )
 
 
 def ordering(name: str, prompts: list[str], lengths: list[int], chunk: int) -> tuple[list[int], list[int]]:
@@ -116,7 +132,7 @@ def ordering(name: str, prompts: list[str], lengths: list[int], chunk: int) -> t
     if name == "length":
         batched = []
         for start in range(0, len(given), chunk):
-            batched += sorted(given[start:start + chunk], key=lambda i: -lengths[i])
+            batched += sorted(given[start : start + chunk], key=lambda i: -lengths[i])
         return given, batched
     if name == "prefix":
         given = sorted(given, key=lambda i: prompts[i])
@@ -129,9 +145,9 @@ def padding_share(order: list[int], lengths: list[int], batch_size: int, chunk: 
     `chunk` prompts."""
     slots = real = 0
     for call in range(0, len(order), chunk):
-        part = order[call:call + chunk]
+        part = order[call : call + chunk]
         for start in range(0, len(part), batch_size):
-            batch = [lengths[i] for i in part[start:start + batch_size]]
+            batch = [lengths[i] for i in part[start : start + batch_size]]
             slots += max(batch) * len(batch)
             real += sum(batch)
     return (slots - real) / slots
@@ -174,12 +190,19 @@ def run(opts: EvalBenchOptions) -> int:
     else:
         raise SystemExit(f"source must be synthetic or v1, got {opts.source!r}")
     lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=True)["input_ids"]]
-    print(f"model {opts.model} ({model}); {len(prompts)} {opts.source} prompts; max_new_tokens {opts.max_new_tokens}; "
-          f"greedy; torch threads {torch.get_num_threads()}; dtype {opts.dtype}; best of {opts.repeats}; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"model {opts.model} ({model}); {len(prompts)} {opts.source} prompts; max_new_tokens {opts.max_new_tokens}; "
+        f"greedy; torch threads {torch.get_num_threads()}; dtype {opts.dtype}; best of {opts.repeats}; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"prompt tokens: mean {sum(lengths) / len(lengths):.0f}, max {max(lengths)}")
-    results = {"args": dict(vars(opts)), "prompts": len(prompts), "prompt_tokens_mean": sum(lengths) / len(lengths),
-               "hf": {}, "vllm": {}}
+    results = {
+        "args": dict(vars(opts)),
+        "prompts": len(prompts),
+        "prompt_tokens_mean": sum(lengths) / len(lengths),
+        "hf": {},
+        "vllm": {},
+    }
     runs = {}  # name -> (load s, gen s, outputs in the original order)
 
     if not opts.skip_hf:
@@ -194,8 +217,11 @@ def run(opts: EvalBenchOptions) -> int:
             for i, text in zip(given, out):
                 outputs[i] = text
             runs[f"hf/{name}"] = (hf_load, seconds, outputs)
-            results["hf"][name] = {"seconds": seconds, "samples_per_s": len(prompts) / seconds,
-                                   "padding_share": padding_share(batched, lengths, opts.batch_size, hf.cache_chunk)}
+            results["hf"][name] = {
+                "seconds": seconds,
+                "samples_per_s": len(prompts) / seconds,
+                "padding_share": padding_share(batched, lengths, opts.batch_size, hf.cache_chunk),
+            }
         del hf
         gc.collect()
 
@@ -212,18 +238,29 @@ def run(opts: EvalBenchOptions) -> int:
         for caching in settings:
             name = "prefix_caching_" + ("on" if caching else "off")
             start = time.perf_counter()
-            vb = VLLMBackend(model, dtype=opts.dtype, max_model_len=opts.max_model_len, enforce_eager=True,
-                             enable_prefix_caching=caching)
+            vb = VLLMBackend(
+                model,
+                dtype=opts.dtype,
+                max_model_len=opts.max_model_len,
+                enforce_eager=True,
+                enable_prefix_caching=caching,
+            )
             load = time.perf_counter() - start
             seconds, outputs, cached = measure_vllm(vb, prompts, opts.max_new_tokens, opts.repeats)
             vb.close()
             del vb
             gc.collect()
             runs[f"vllm/{name}"] = (load, seconds, outputs)
-            results["vllm"][name] = {"seconds": seconds, "samples_per_s": len(prompts) / seconds,
-                                     "cached_prompt_token_share": cached, "load_s": load}
+            results["vllm"][name] = {
+                "seconds": seconds,
+                "samples_per_s": len(prompts) / seconds,
+                "cached_prompt_token_share": cached,
+                "load_s": load,
+            }
 
-    print(f"\n{'run':<28}{'load s':>9}{'gen s':>9}{'samples/s':>11}{'new tok/s':>11}  (hf batch size {opts.batch_size})")
+    print(
+        f"\n{'run':<28}{'load s':>9}{'gen s':>9}{'samples/s':>11}{'new tok/s':>11}  (hf batch size {opts.batch_size})"
+    )
     for name, (load, seconds, outputs) in runs.items():
         new_tokens = sum(len(ids) for ids in tokenizer(outputs, add_special_tokens=False)["input_ids"])
         extra = ""
@@ -231,14 +268,22 @@ def run(opts: EvalBenchOptions) -> int:
         if kind == "hf":
             extra = f"  padding {100 * results['hf'][setting]['padding_share']:.0f}%"
         else:
-            extra = f"  prompt tokens from the cache {100 * results['vllm'][setting]['cached_prompt_token_share']:.0f}%"
-        print(f"{name:<28}{load:>9.1f}{seconds:>9.2f}{len(prompts) / seconds:>11.2f}{new_tokens / seconds:>11.0f}{extra}")
+            extra = (
+                f"  prompt tokens from the cache {100 * results['vllm'][setting]['cached_prompt_token_share']:.0f}%"
+            )
+        print(
+            f"{name:<28}{load:>9.1f}{seconds:>9.2f}{len(prompts) / seconds:>11.2f}{new_tokens / seconds:>11.0f}{extra}"
+        )
     reference = runs.get("hf/original") or next(iter(runs.values()), None)
     if reference is not None:
         same = {name: sum(a == b for a, b in zip(reference[2], r[2])) for name, r in runs.items()}
         results["identical_outputs"] = same
-        print("\nidentical greedy outputs vs " + ("hf/original" if "hf/original" in runs else next(iter(runs))) + ": "
-              + ", ".join(f"{name} {n}/{len(prompts)}" for name, n in same.items()))
+        print(
+            "\nidentical greedy outputs vs "
+            + ("hf/original" if "hf/original" in runs else next(iter(runs)))
+            + ": "
+            + ", ".join(f"{name} {n}/{len(prompts)}" for name, n in same.items())
+        )
     hf_s = runs.get("hf/original", (None, None))[1]
     vl = [r[1] for name, r in runs.items() if name.startswith("vllm/")]
     if hf_s and vl:

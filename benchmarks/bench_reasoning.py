@@ -20,9 +20,13 @@ class BenchOptions:
     seed: int = opt(0, "generation seed")
 
 
-COMMAND = Command(prog="python benchmarks/bench_reasoning.py", options=BenchOptions, recipe="none",
-                  summary="Times the generation of each temporal-reasoning suite's set (best of 3 runs).\n\n"
-                          "Goal (issue 5): Time Puzzles <= 0.2 s per puzzle on one core (the paper reports about 2 s).")
+COMMAND = Command(
+    prog="python benchmarks/bench_reasoning.py",
+    options=BenchOptions,
+    recipe="none",
+    summary="Times the generation of each temporal-reasoning suite's set (best of 3 runs).\n\n"
+    "Goal (issue 5): Time Puzzles <= 0.2 s per puzzle on one core (the paper reports about 2 s).",
+)
 
 
 def timed(fn, repeats: int = 3) -> float:

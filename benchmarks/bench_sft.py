@@ -21,8 +21,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo root, for benchmarks.*
 
 from benchmarks.harness import (  # noqa: E402
-    REPO_ROOT, Command, check_steps, cold_cli, finish, log, machine_info, met, offline_environment, options_record,
-    print_header, quiet, quiet_libraries, run_benchmark, summary, table, verdict, write_json,
+    REPO_ROOT,
+    Command,
+    check_steps,
+    cold_cli,
+    finish,
+    log,
+    machine_info,
+    met,
+    offline_environment,
+    options_record,
+    print_header,
+    quiet,
+    quiet_libraries,
+    run_benchmark,
+    summary,
+    table,
+    verdict,
+    write_json,
 )
 from benchmarks.trainer_ab import LLAMA_1B_SHAPE, compare_trainers, mfu, save_random_llama  # noqa: E402
 from timealign.config.schema import opt  # noqa: E402
@@ -68,8 +84,11 @@ class SftBenchOptions:
     packing_steps: int = opt(8, "part 4: max_steps of each packed / unpacked run")
     packing_repeats: int = opt(2, "part 4: ABBA rounds")
     packing_dialogs: int | None = opt(None, "part 4: train dialogs (default: the tiny-timer recipe's)")
-    packing_threads: int | None = opt(None, "part 4: torch threads (default: torch's). On 2 cores shared with other "
-                                            "jobs, 2 OpenMP threads can run several times slower than 1")
+    packing_threads: int | None = opt(
+        None,
+        "part 4: torch threads (default: torch's). On 2 cores shared with other "
+        "jobs, 2 OpenMP threads can run several times slower than 1",
+    )
     peak_tflops: float = opt(989.0, "GPU peak bf16 TFLOP/s for MFU (989: H100 SXM)")
     gpu_seq_len: int = opt(1024, "part 3: tokens per row")
     gpu_batch_size: int = opt(8, "part 3: rows per step")
@@ -77,8 +96,13 @@ class SftBenchOptions:
     json: str | None = opt(None, "also write every number to this JSON file")
 
 
-COMMAND = Command(prog="python benchmarks/bench_sft.py", summary=__doc__.split("\n\n")[0], options=SftBenchOptions,
-                  recipe="none", examples=PARTS)
+COMMAND = Command(
+    prog="python benchmarks/bench_sft.py",
+    summary=__doc__.split("\n\n")[0],
+    options=SftBenchOptions,
+    recipe="none",
+    examples=PARTS,
+)
 
 
 # ------------------------------------------------------------------------------------------------ part 1: data prep
@@ -126,17 +150,37 @@ def bench_data_prep(opts: SftBenchOptions) -> dict:
                 seconds = time.perf_counter() - t0
             lengths = [len(x) for x in rows["input_ids"]]
             featurized["with_counterpart" if counterpart else "dialog_only"] = {
-                "dialogs": n_feat, "rows": len(rows), "seconds": seconds, "rows_per_s": len(rows) / seconds,
-                "tokens_mean": statistics.mean(lengths), "tokens_max": max(lengths)}
-            log(f"featurize ({'with' if counterpart else 'no'} instant counterpart): {len(rows)} rows in "
-                f"{seconds:.2f} s ({len(rows) / seconds:.0f} rows/s), {statistics.mean(lengths):.0f} tokens/row")
+                "dialogs": n_feat,
+                "rows": len(rows),
+                "seconds": seconds,
+                "rows_per_s": len(rows) / seconds,
+                "tokens_mean": statistics.mean(lengths),
+                "tokens_max": max(lengths),
+            }
+            log(
+                f"featurize ({'with' if counterpart else 'no'} instant counterpart): {len(rows)} rows in "
+                f"{seconds:.2f} s ({len(rows) / seconds:.0f} rows/s), {statistics.mean(lengths):.0f} tokens/row"
+            )
     with tempfile.TemporaryDirectory(prefix="bench-sft-cli-") as tmp:
-        cli = cold_cli([str(REPO_ROOT / "data_prep" / "timelychat.py"), "recipe=tiny-timer", f"out={tmp}/data",
-                        f"timer.synthetic_dialogs={opts.dialogs}", "timer.synthetic_eval_dialogs=0"])
+        cli = cold_cli(
+            [
+                str(REPO_ROOT / "data_prep" / "timelychat.py"),
+                "recipe=tiny-timer",
+                f"out={tmp}/data",
+                f"timer.synthetic_dialogs={opts.dialogs}",
+                "timer.synthetic_eval_dialogs=0",
+            ]
+        )
     goal_met = min(prep_s) < DATA_PREP_GOAL_S if opts.dialogs >= 100_000 else None
-    return {"dialogs": info["dialogs"], "prepare_s": summary(prep_s), "featurize": featurized, "cli_cold": cli,
-            "target_buckets": info["splits"]["train"]["target_interval_buckets"],
-            "goal": f"data prep of 100k dialogs < {DATA_PREP_GOAL_S:g} s", "goal_met": goal_met}
+    return {
+        "dialogs": info["dialogs"],
+        "prepare_s": summary(prep_s),
+        "featurize": featurized,
+        "cli_cold": cli,
+        "target_buckets": info["splits"]["train"]["target_interval_buckets"],
+        "goal": f"data prep of 100k dialogs < {DATA_PREP_GOAL_S:g} s",
+        "goal_met": goal_met,
+    }
 
 
 # ------------------------------------------------------------------------------------------ parts 2-3: train speed
@@ -156,23 +200,50 @@ def sft_builder(model_dir, dtype, tokenizer, rows, config_kwargs: dict):
             model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
         args = SFTConfig(output_dir=str(workdir / kind), **config_kwargs)
         if kind == "timer":
-            return TimerSFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer,
-                                   callbacks=callbacks, lambda_time=1.0)
-        return SFTTrainer(model=model, args=args, train_dataset=rows.remove_columns("token_types"),
-                          processing_class=tokenizer, callbacks=callbacks)
+            return TimerSFTTrainer(
+                model=model,
+                args=args,
+                train_dataset=rows,
+                processing_class=tokenizer,
+                callbacks=callbacks,
+                lambda_time=1.0,
+            )
+        return SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=rows.remove_columns("token_types"),
+            processing_class=tokenizer,
+            callbacks=callbacks,
+        )
 
     return build
 
 
-def timer_vs_trl(label, model_dir, dtype, tokenizer, rows, config_kwargs, opts: SftBenchOptions, sync,
-                 flops_fn=None) -> dict:
+def timer_vs_trl(
+    label, model_dir, dtype, tokenizer, rows, config_kwargs, opts: SftBenchOptions, sync, flops_fn=None
+) -> dict:
     """The comparison, under this benchmark's JSON keys."""
-    res = compare_trainers(label, KINDS, sft_builder(model_dir, dtype, tokenizer, rows, config_kwargs),
-                           max_steps=config_kwargs["max_steps"], warmup=opts.warmup, repeats=opts.repeats,
-                           ab_steps=opts.ab_steps, sync=sync, flops_fn=flops_fn)
-    out = {"runs": res["runs"], "timer": res["timer"], "trl": res["trl"], "ratio": res["ratio"],
-           "ratio_per_round": res["ratio_per_round"], "ratio_fastest_quartile": res["ratio_fastest_quartile"],
-           "run_spread_rel": res["run_spread_rel"], "same_tokens": res["same_tokens"]}
+    res = compare_trainers(
+        label,
+        KINDS,
+        sft_builder(model_dir, dtype, tokenizer, rows, config_kwargs),
+        max_steps=config_kwargs["max_steps"],
+        warmup=opts.warmup,
+        repeats=opts.repeats,
+        ab_steps=opts.ab_steps,
+        sync=sync,
+        flops_fn=flops_fn,
+    )
+    out = {
+        "runs": res["runs"],
+        "timer": res["timer"],
+        "trl": res["trl"],
+        "ratio": res["ratio"],
+        "ratio_per_round": res["ratio_per_round"],
+        "ratio_fastest_quartile": res["ratio_fastest_quartile"],
+        "run_spread_rel": res["run_spread_rel"],
+        "same_tokens": res["same_tokens"],
+    }
     if "interleaved" in res:
         out["interleaved"] = res["interleaved"]
     out.update(goal_met=res["goal_met"], within_noise=res["within_noise"])
@@ -196,11 +267,26 @@ def train_rows(tokenizer, n_dialogs, seed, max_length):
 
 
 def cpu_config(opts: SftBenchOptions, max_steps: int) -> dict:
-    return dict(bf16=False, use_cpu=True, gradient_checkpointing=False, report_to=["none"],
-                per_device_train_batch_size=opts.batch_size, gradient_accumulation_steps=1, max_steps=max_steps,
-                logging_steps=10**6, save_strategy="no", seed=opts.seed, data_seed=opts.seed, max_length=512,
-                learning_rate=1e-3, optim="adamw_torch", lr_scheduler_type="constant", disable_tqdm=True,
-                dataloader_num_workers=0, per_device_eval_batch_size=opts.batch_size)
+    return dict(
+        bf16=False,
+        use_cpu=True,
+        gradient_checkpointing=False,
+        report_to=["none"],
+        per_device_train_batch_size=opts.batch_size,
+        gradient_accumulation_steps=1,
+        max_steps=max_steps,
+        logging_steps=10**6,
+        save_strategy="no",
+        seed=opts.seed,
+        data_seed=opts.seed,
+        max_length=512,
+        learning_rate=1e-3,
+        optim="adamw_torch",
+        lr_scheduler_type="constant",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        per_device_eval_batch_size=opts.batch_size,
+    )
 
 
 def bench_cpu_train(opts: SftBenchOptions) -> dict:
@@ -211,10 +297,20 @@ def bench_cpu_train(opts: SftBenchOptions) -> dict:
     tok = timer_tokenizer()
     rows = train_rows(tok, opts.train_dialogs, opts.seed, 512)
     lengths = [len(x) for x in rows["input_ids"]]
-    log(f"CPU comparison: tiny model, {len(rows)} rows, ~{statistics.mean(lengths):.0f} tokens/row, "
-        f"batch {opts.batch_size}")
-    res = timer_vs_trl("cpu", str(ensure_tiny_model()), torch.float32, tok, rows, cpu_config(opts, opts.steps), opts,
-                       sync=lambda: None)
+    log(
+        f"CPU comparison: tiny model, {len(rows)} rows, ~{statistics.mean(lengths):.0f} tokens/row, "
+        f"batch {opts.batch_size}"
+    )
+    res = timer_vs_trl(
+        "cpu",
+        str(ensure_tiny_model()),
+        torch.float32,
+        tok,
+        rows,
+        cpu_config(opts, opts.steps),
+        opts,
+        sync=lambda: None,
+    )
     res["rows"] = len(rows)
     res["tokens_per_row"] = statistics.mean(lengths)
     return res
@@ -227,8 +323,9 @@ def long_rows(tok, n: int, seq_len: int):
     from timealign.config import TimerSection
     from timealign.render.timer import TimerRenderer, TimerTurn
 
-    filler = [TimerTurn("AB"[i % 2], f"this is context turn number {i} about nothing in particular")
-              for i in range(200)]
+    filler = [
+        TimerTurn("AB"[i % 2], f"this is context turn number {i} about nothing in particular") for i in range(200)
+    ]
     target = [TimerTurn("A", "I am back, that took a while!", 90)]
     renderer = TimerRenderer.for_timer(tok, TimerSection())
     features = renderer.batch_features([(filler + target, None)] * n, max_length=seq_len)
@@ -245,26 +342,45 @@ def bench_gpu_train(opts: SftBenchOptions, shape: dict | None = None, device: st
     cuda = device == "cuda"
     tok = timer_tokenizer()
     shape = dict(shape or LLAMA_1B_SHAPE)
-    results = {"shape": shape, "device": torch.cuda.get_device_name(0) if cuda else device,
-               "peak_tflops": opts.peak_tflops}
+    results = {
+        "shape": shape,
+        "device": torch.cuda.get_device_name(0) if cuda else device,
+        "peak_tflops": opts.peak_tflops,
+    }
     with tempfile.TemporaryDirectory(prefix="bench-sft-1b-") as tmp:
         model_dir = Path(tmp) / "model"
-        n_params = save_random_llama(shape, tok, model_dir, seed=opts.seed, device=device,
-                                     max_position_embeddings=4096)
+        n_params = save_random_llama(
+            shape, tok, model_dir, seed=opts.seed, device=device, max_position_embeddings=4096
+        )
         rows = long_rows(tok, opts.gpu_steps * opts.gpu_batch_size, opts.gpu_seq_len)
         results.update(params=n_params, rows=len(rows), tokens_per_row=len(rows[0]["input_ids"]))
         log(f"GPU comparison: {n_params / 1e9:.2f} B params, {len(rows)} rows of {results['tokens_per_row']} tokens")
-        cfg = dict(cpu_config(opts, opts.gpu_steps), bf16=True, use_cpu=not cuda,
-                   per_device_train_batch_size=opts.gpu_batch_size, per_device_eval_batch_size=opts.gpu_batch_size,
-                   max_length=opts.gpu_seq_len, learning_rate=1e-5)
+        cfg = dict(
+            cpu_config(opts, opts.gpu_steps),
+            bf16=True,
+            use_cpu=not cuda,
+            per_device_train_batch_size=opts.gpu_batch_size,
+            per_device_eval_batch_size=opts.gpu_batch_size,
+            max_length=opts.gpu_seq_len,
+            learning_rate=1e-5,
+        )
 
         def flops(stats):
             return mfu(6 * n_params * stats["tokens_per_step"], stats["steps_per_s_median"], opts.peak_tflops)
 
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        results["train"] = timer_vs_trl("gpu", str(model_dir), torch.bfloat16, tok, rows, cfg, opts,
-                                        sync=torch.cuda.synchronize if cuda else (lambda: None), flops_fn=flops)
+        results["train"] = timer_vs_trl(
+            "gpu",
+            str(model_dir),
+            torch.bfloat16,
+            tok,
+            rows,
+            cfg,
+            opts,
+            sync=torch.cuda.synchronize if cuda else (lambda: None),
+            flops_fn=flops,
+        )
         results["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
     return results
 
@@ -287,8 +403,9 @@ def recipe_rows(opts: SftBenchOptions):
     with tempfile.TemporaryDirectory(prefix="bench-sft-packing-") as tmp, quiet():
         prepare_timer_data(recipe.data, recipe.timer, Path(tmp))
         dialogs = load_timer_prepared(tmp)[recipe.data.train_split]
-        rows = featurize(dialogs, TimerRenderer.for_timer(tok, recipe.timer), recipe.timer,
-                         recipe.training["max_length"])
+        rows = featurize(
+            dialogs, TimerRenderer.for_timer(tok, recipe.timer), recipe.timer, recipe.training["max_length"]
+        )
     return recipe, tok, rows.remove_columns("id")
 
 
@@ -315,39 +432,69 @@ def bench_packing(opts: SftBenchOptions) -> dict:
         packed = pack_timer_rows(rows, max_length)
     packed_lengths = [sum(x) for x in packed["seq_lengths"]]
     random.Random(opts.seed).shuffle(packed_lengths)
-    padding = {"unpacked": padding_stats([lengths[i] for i in order], batch),
-               "packed_rows": padding_stats(packed_lengths, batch),  # sdpa/eager: packed rows padded per batch
-               "packed_flat": padding_stats(packed_lengths, batch, padding_free=True)}  # flash attention
+    padding = {
+        "unpacked": padding_stats([lengths[i] for i in order], batch),
+        "packed_rows": padding_stats(packed_lengths, batch),  # sdpa/eager: packed rows padded per batch
+        "packed_flat": padding_stats(packed_lengths, batch, padding_free=True),
+    }  # flash attention
     padding["packed_rows"]["row_fill"] = sum(packed_lengths) / (len(packed_lengths) * max_length)
     dialogs_per_row = len(lengths) / len(packed_lengths)
-    log(f"packing: {len(lengths)} rows (~{statistics.mean(lengths):.0f} tokens) -> {len(packed_lengths)} packed rows "
+    log(
+        f"packing: {len(lengths)} rows (~{statistics.mean(lengths):.0f} tokens) -> {len(packed_lengths)} packed rows "
         f"({dialogs_per_row:.1f} dialogs each); padding share {100 * padding['unpacked']['padding_share']:.1f}% -> "
-        f"{100 * padding['packed_rows']['padding_share']:.1f}%")
+        f"{100 * padding['packed_rows']['padding_share']:.1f}%"
+    )
 
     model_dir = str(ensure_tiny_model())
-    cfg = dict(cpu_config(opts, opts.packing_steps), per_device_train_batch_size=batch, max_length=max_length,
-               learning_rate=recipe.training["learning_rate"])
+    cfg = dict(
+        cpu_config(opts, opts.packing_steps),
+        per_device_train_batch_size=batch,
+        max_length=max_length,
+        learning_rate=recipe.training["learning_rate"],
+    )
 
     def build(kind: str, workdir: Path, callbacks: list):
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         model.resize_token_embeddings(len(tok), mean_resizing=False)
         args = SFTConfig(output_dir=str(workdir / kind), packing=kind == "packed", **cfg)
-        return TimerSFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tok, callbacks=callbacks,
-                               lambda_time=recipe.timer.lambda_time)
+        return TimerSFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=rows,
+            processing_class=tok,
+            callbacks=callbacks,
+            lambda_time=recipe.timer.lambda_time,
+        )
 
-    runs = whole_runs("packing", ("packed", "unpacked"), build, opts.packing_steps, opts.warmup,
-                      opts.packing_repeats, sync=lambda: None)
-    out = {"rows": len(lengths), "tokens_per_row": statistics.mean(lengths), "packed_rows": len(packed_lengths),
-           "dialogs_per_packed_row": dialogs_per_row, "batch_size": batch, "max_length": max_length,
-           "torch_threads": torch.get_num_threads(),
-           "padding": padding, "runs": runs}
+    runs = whole_runs(
+        "packing",
+        ("packed", "unpacked"),
+        build,
+        opts.packing_steps,
+        opts.warmup,
+        opts.packing_repeats,
+        sync=lambda: None,
+    )
+    out = {
+        "rows": len(lengths),
+        "tokens_per_row": statistics.mean(lengths),
+        "packed_rows": len(packed_lengths),
+        "dialogs_per_packed_row": dialogs_per_row,
+        "batch_size": batch,
+        "max_length": max_length,
+        "torch_threads": torch.get_num_threads(),
+        "padding": padding,
+        "runs": runs,
+    }
     for kind, n_rows in (("packed", len(packed_lengths)), ("unpacked", len(lengths))):
         stats = run_stats(runs[kind])
         steps_per_epoch = -(-n_rows // batch)
-        stats.update(steps_per_epoch=steps_per_epoch,
-                     epoch_s=steps_per_epoch / stats["steps_per_s_median"],
-                     dialogs_per_step=batch * (dialogs_per_row if kind == "packed" else 1),
-                     dialogs_per_s=stats["tokens_per_s_median"] / statistics.mean(lengths))
+        stats.update(
+            steps_per_epoch=steps_per_epoch,
+            epoch_s=steps_per_epoch / stats["steps_per_s_median"],
+            dialogs_per_step=batch * (dialogs_per_row if kind == "packed" else 1),
+            dialogs_per_s=stats["tokens_per_s_median"] / statistics.mean(lengths),
+        )
         out[kind] = stats
     out["tokens_per_s_ratio"] = out["packed"]["tokens_per_s_median"] / out["unpacked"]["tokens_per_s_median"]
     out["epoch_speedup"] = out["unpacked"]["epoch_s"] / out["packed"]["epoch_s"]
@@ -360,15 +507,35 @@ def bench_packing(opts: SftBenchOptions) -> dict:
 def report_data(d: dict) -> None:
     print(f"\n## 1. Data prep: {d['dialogs']} synthetic TimelyChat-style dialogs")
     p = d["prepare_s"]
-    rows = [["prepare_timer_data (generate + validate + save)", f"{p['best']:.2f}", f"{p['median']:.2f}",
-             f"{d['dialogs'] / p['best']:.0f} dialogs/s"]]
-    for key, name in (("dialog_only", "render + tokenize, one row per dialog"),
-                      ("with_counterpart", "render + tokenize, + instant counterpart rows")):
+    rows = [
+        [
+            "prepare_timer_data (generate + validate + save)",
+            f"{p['best']:.2f}",
+            f"{p['median']:.2f}",
+            f"{d['dialogs'] / p['best']:.0f} dialogs/s",
+        ]
+    ]
+    for key, name in (
+        ("dialog_only", "render + tokenize, one row per dialog"),
+        ("with_counterpart", "render + tokenize, + instant counterpart rows"),
+    ):
         f = d["featurize"][key]
-        rows.append([f"{name} ({f['rows']} rows, {f['tokens_mean']:.0f} tok/row)", f"{f['seconds']:.2f}", "",
-                     f"{f['rows_per_s']:.0f} rows/s"])
-    rows.append(["cold CLI: python data_prep/timelychat.py (with imports)", f"{d['cli_cold']['seconds']:.2f}", "",
-                 f"rc {d['cli_cold']['returncode']}"])
+        rows.append(
+            [
+                f"{name} ({f['rows']} rows, {f['tokens_mean']:.0f} tok/row)",
+                f"{f['seconds']:.2f}",
+                "",
+                f"{f['rows_per_s']:.0f} rows/s",
+            ]
+        )
+    rows.append(
+        [
+            "cold CLI: python data_prep/timelychat.py (with imports)",
+            f"{d['cli_cold']['seconds']:.2f}",
+            "",
+            f"rc {d['cli_cold']['returncode']}",
+        ]
+    )
     print(table(["step", "best s", "median s", "rate"], rows))
     print(f"target intervals (Table 6 buckets): {d['target_buckets']}")
     if d["goal_met"] is not None:
@@ -376,53 +543,93 @@ def report_data(d: dict) -> None:
 
 
 def report_train(title: str, c: dict, gpu: bool) -> None:
-    print(f"\n{title}: {len(c['runs']['timer'])} runs each (ABBA), {c['runs']['timer'][0]['timed_steps']} timed steps "
-          "per run")
+    print(
+        f"\n{title}: {len(c['runs']['timer'])} runs each (ABBA), {c['runs']['timer'][0]['timed_steps']} timed steps "
+        "per run"
+    )
     header = ["trainer", "steps/s median", "min", "max", "fastest-quartile s/step", "tokens/s", "tokens/step"]
     header += ["TFLOP/s", "MFU"] if gpu else []
     rows = []
     for kind, name in (("timer", "TimerSFTTrainer"), ("trl", "trl.SFTTrainer")):
         s = c[kind]
-        row = [name, f"{s['steps_per_s_median']:.3f}", f"{s['steps_per_s_min']:.3f}", f"{s['steps_per_s_max']:.3f}",
-               f"{s['step_s_p25']:.3f}", f"{s['tokens_per_s_median']:.0f}", f"{s['tokens_per_step']:.0f}"]
+        row = [
+            name,
+            f"{s['steps_per_s_median']:.3f}",
+            f"{s['steps_per_s_min']:.3f}",
+            f"{s['steps_per_s_max']:.3f}",
+            f"{s['step_s_p25']:.3f}",
+            f"{s['tokens_per_s_median']:.0f}",
+            f"{s['tokens_per_step']:.0f}",
+        ]
         if gpu:
             row += [f"{s['achieved_tflops']:.1f}", f"{100 * s['mfu']:.1f}%"]
         rows.append(row)
     print(table(header, rows))
-    print(f"ratio TIMER/TRL (medians): {c['ratio']:.3f}; per round: "
-          f"{', '.join(f'{r:.3f}' for r in c['ratio_per_round'])}; fastest quartile: "
-          f"{c['ratio_fastest_quartile']:.3f}; run spread {100 * c['run_spread_rel']:.1f}%")
+    print(
+        f"ratio TIMER/TRL (medians): {c['ratio']:.3f}; per round: "
+        f"{', '.join(f'{r:.3f}' for r in c['ratio_per_round'])}; fastest quartile: "
+        f"{c['ratio_fastest_quartile']:.3f}; run spread {100 * c['run_spread_rel']:.1f}%"
+    )
     if "interleaved" in c:
         i = c["interleaved"]
-        print(f"interleaved single-step A/B ({i['steps']} steps each): paired ratio TIMER/TRL median "
-              f"{i['ratio_paired_median']:.3f} (range {i['ratio_paired_min']:.3f}..{i['ratio_paired_max']:.3f}); "
-              f"TIMER {i['timer_step_s_median']:.3f} s/step, TRL {i['trl_step_s_median']:.3f} s/step")
+        print(
+            f"interleaved single-step A/B ({i['steps']} steps each): paired ratio TIMER/TRL median "
+            f"{i['ratio_paired_median']:.3f} (range {i['ratio_paired_min']:.3f}..{i['ratio_paired_max']:.3f}); "
+            f"TIMER {i['timer_step_s_median']:.3f} s/step, TRL {i['trl_step_s_median']:.3f} s/step"
+        )
     if not c["same_tokens"]:
         print("WARNING: the two trainers did not see the same number of tokens in the timed window")
     print(f"goal: TIMER/TRL steps/s >= 1.0: {verdict(c['goal_met'], c['within_noise'])}")
 
 
 def report_packing(p: dict) -> None:
-    print(f"\n## 4. timer.packing on the tiny-timer recipe's dialogs: {p['rows']} rows (~{p['tokens_per_row']:.0f} "
-          f"tokens) -> {p['packed_rows']} packed rows of <= {p['max_length']} ({p['dialogs_per_packed_row']:.1f} dialogs "
-          f"each), batch {p['batch_size']}, tiny model (float32, sdpa: packed rows kept as rows), "
-          f"{p['torch_threads']} torch threads")
+    print(
+        f"\n## 4. timer.packing on the tiny-timer recipe's dialogs: {p['rows']} rows (~{p['tokens_per_row']:.0f} "
+        f"tokens) -> {p['packed_rows']} packed rows of <= {p['max_length']} ({p['dialogs_per_packed_row']:.1f} "
+        f"dialogs "
+        f"each), batch {p['batch_size']}, tiny model (float32, sdpa: packed rows kept as rows), "
+        f"{p['torch_threads']} torch threads"
+    )
     pad = p["padding"]
-    print(table(["layout", "batches", "real tokens", "token slots", "padding share"], [
-        [name, str(pad[key]["batches"]), str(pad[key]["tokens"]), str(pad[key]["slots"]),
-         f"{100 * pad[key]['padding_share']:.1f}%"]
-        for key, name in (("unpacked", "unpacked (padded to the batch's longest)"),
-                          ("packed_rows", "packed rows (sdpa/eager)"), ("packed_flat", "packed, flattened (flash)"))]))
+    print(
+        table(
+            ["layout", "batches", "real tokens", "token slots", "padding share"],
+            [
+                [
+                    name,
+                    str(pad[key]["batches"]),
+                    str(pad[key]["tokens"]),
+                    str(pad[key]["slots"]),
+                    f"{100 * pad[key]['padding_share']:.1f}%",
+                ]
+                for key, name in (
+                    ("unpacked", "unpacked (padded to the batch's longest)"),
+                    ("packed_rows", "packed rows (sdpa/eager)"),
+                    ("packed_flat", "packed, flattened (flash)"),
+                )
+            ],
+        )
+    )
     print(f"packed rows are {100 * pad['packed_rows']['row_fill']:.1f}% full")
     rows = []
     for kind in ("packed", "unpacked"):
         s = p[kind]
-        rows.append([kind, f"{s['steps_per_s_median']:.3f}", f"{s['tokens_per_s_median']:.0f}",
-                     f"{s['dialogs_per_s']:.1f}", f"{s['dialogs_per_step']:.1f}", str(s["steps_per_epoch"]),
-                     f"{s['epoch_s']:.1f}"])
+        rows.append(
+            [
+                kind,
+                f"{s['steps_per_s_median']:.3f}",
+                f"{s['tokens_per_s_median']:.0f}",
+                f"{s['dialogs_per_s']:.1f}",
+                f"{s['dialogs_per_step']:.1f}",
+                str(s["steps_per_epoch"]),
+                f"{s['epoch_s']:.1f}",
+            ]
+        )
     print(table(["run", "steps/s", "real tokens/s", "dialogs/s", "dialogs/step", "steps/epoch", "epoch s"], rows))
-    print(f"packed / unpacked: real tokens/s {p['tokens_per_s_ratio']:.2f}x; epoch time unpacked / packed "
-          f"{p['epoch_speedup']:.2f}x (steps/s alone is not comparable: a packed step holds more dialogs)")
+    print(
+        f"packed / unpacked: real tokens/s {p['tokens_per_s_ratio']:.2f}x; epoch time unpacked / packed "
+        f"{p['epoch_speedup']:.2f}x (steps/s alone is not comparable: a packed step holds more dialogs)"
+    )
 
 
 def run(opts: SftBenchOptions) -> int:
@@ -445,9 +652,11 @@ def run(opts: SftBenchOptions) -> int:
         report_data(results["data_prep"])
     if "cpu_train" in results:
         c = results["cpu_train"]
-        print(f"\n## 2. TimerSFTTrainer vs trl.SFTTrainer on CPU: tiny model (float32), {c['rows']} rows "
-              f"(~{c['tokens_per_row']:.0f} tokens), batch {opts.batch_size}; same rows, stock TRL without "
-              "token_types")
+        print(
+            f"\n## 2. TimerSFTTrainer vs trl.SFTTrainer on CPU: tiny model (float32), {c['rows']} rows "
+            f"(~{c['tokens_per_row']:.0f} tokens), batch {opts.batch_size}; same rows, stock TRL without "
+            "token_types"
+        )
         report_train("CPU", c, gpu=False)
     g = results.get("gpu_train")
     if g is not None:
@@ -455,9 +664,11 @@ def run(opts: SftBenchOptions) -> int:
         if "skipped" in g:
             print(f"skipped: {g['skipped']}")
         else:
-            print(f"{g['device']}: {g['params'] / 1e9:.2f} B params, {g['rows']} rows of {g['tokens_per_row']} "
-                  f"tokens, batch {opts.gpu_batch_size}; peak memory {g['max_memory_gib']:.1f} GiB; MFU from "
-                  f"6 * params * tokens / {opts.peak_tflops:g} TFLOP/s")
+            print(
+                f"{g['device']}: {g['params'] / 1e9:.2f} B params, {g['rows']} rows of {g['tokens_per_row']} "
+                f"tokens, batch {opts.gpu_batch_size}; peak memory {g['max_memory_gib']:.1f} GiB; MFU from "
+                f"6 * params * tokens / {opts.peak_tflops:g} TFLOP/s"
+            )
             report_train("GPU", g["train"], gpu=True)
     if "packing" in results:
         report_packing(results["packing"])

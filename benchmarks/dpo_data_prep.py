@@ -54,13 +54,23 @@ def bench_data_prep(opts: DpoBenchOptions) -> dict:
             prep_s.append(t1 - t0)
             load_s.append(t2 - t1)
             render_s.append(t3 - t2)
-            log(f"data prep run {run + 1}/{opts.data_runs}: prepare {t1 - t0:.3f} s, "
-                f"load_prepared {t2 - t1:.3f} s, render {t3 - t2:.3f} s")
+            log(
+                f"data prep run {run + 1}/{opts.data_runs}: prepare {t1 - t0:.3f} s, "
+                f"load_prepared {t2 - t1:.3f} s, render {t3 - t2:.3f} s"
+            )
         tokens = rendered_lengths(tokenizer, rendered)  # informative; not timed
 
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
-        cli = cold_cli([str(REPO_ROOT / "data_prep" / "tictoc.py"), "recipe=tiny", "data.source=v1",
-                        f"data.path={path}", f"out={tmp}/data"], importtime=True)
+        cli = cold_cli(
+            [
+                str(REPO_ROOT / "data_prep" / "tictoc.py"),
+                "recipe=tiny",
+                "data.source=v1",
+                f"data.path={path}",
+                f"out={tmp}/data",
+            ],
+            importtime=True,
+        )
     total = [a + b for a, b in zip(prep_s, render_s)]
     return {
         "path": str(path),
@@ -94,26 +104,34 @@ def report_data(d: dict) -> None:
     if "skipped" in d:
         print(f"skipped: {d['skipped']}")
         return
-    print(f"{d['path']}: {d['pairs']} pairs ({', '.join(f'{k} {v}' for k, v in d['splits'].items())}), "
-          f"{d['rejects']} rejects; {len(d['prepare_s']['runs'])} runs each, library imports excluded\n")
+    print(
+        f"{d['path']}: {d['pairs']} pairs ({', '.join(f'{k} {v}' for k, v in d['splits'].items())}), "
+        f"{d['rejects']} rejects; {len(d['prepare_s']['runs'])} runs each, library imports excluded\n"
+    )
     rows = []
-    for key, name in (("prepare_s", "prepare(): load + pairs + save"),
-                      ("load_prepared_s", "load_prepared()"),
-                      ("render_s", "render all pairs (render_split + PromptRenderer, tiny tok.)"),
-                      ("prepare_plus_render_s", "prepare + render")):
+    for key, name in (
+        ("prepare_s", "prepare(): load + pairs + save"),
+        ("load_prepared_s", "load_prepared()"),
+        ("render_s", "render all pairs (render_split + PromptRenderer, tiny tok.)"),
+        ("prepare_plus_render_s", "prepare + render"),
+    ):
         s = d[key]
         rows.append([name, f"{s['best']:.3f}", f"{s['median']:.3f}", f"{s['max']:.3f}"])
     cli = d["cli_cold_s"]
     rows.append(["cold CLI: python data_prep/tictoc.py (1 run, with imports)", f"{cli['seconds']:.3f}", "", ""])
     print(table(["step", "best s", "median s", "max s"], rows))
     tok = d["rendered_tokens_per_sequence"]
-    print(f"\nrendered sequences (prompt + completion, tiny tokenizer): {tok['sequences']}, "
-          f"mean {tok['mean']:.0f} tokens, max {tok['max']}")
+    print(
+        f"\nrendered sequences (prompt + completion, tiny tokenizer): {tok['sequences']}, "
+        f"mean {tok['mean']:.0f} tokens, max {tok['max']}"
+    )
     imports = cli["top_level_imports_s"]
     if imports["total"]:
         largest = ", ".join(f"{k} {v:.2f} s" for k, v in imports["largest"].items())
         print(f"cold CLI: {imports['total']:.2f} s of its {cli['seconds']:.2f} s are top-level imports ({largest})")
     if cli["returncode"] != 0:
         print(f"note: the CLI run failed with rc {cli['returncode']}")
-    print(f"goal: {d['goal']} on {os.cpu_count()} cores: {met(d['goal_met'])} "
-          f"(best {d['prepare_s']['best']:.3f} s, median {d['prepare_s']['median']:.3f} s)")
+    print(
+        f"goal: {d['goal']} on {os.cpu_count()} cores: {met(d['goal_met'])} "
+        f"(best {d['prepare_s']['best']:.3f} s, median {d['prepare_s']['median']:.3f} s)"
+    )

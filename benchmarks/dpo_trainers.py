@@ -33,27 +33,60 @@ def dpo_builder(model_dir, dtype, tokenizer, dataset, config_kwargs: dict):
 
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
         # eval batch = train batch: the interleaved A/B draws its steps from the (sequential) eval dataloader
-        args = DPOConfig(output_dir=str(workdir / kind), **config_kwargs,
-                         per_device_eval_batch_size=config_kwargs["per_device_train_batch_size"])
+        args = DPOConfig(
+            output_dir=str(workdir / kind),
+            **config_kwargs,
+            per_device_eval_batch_size=config_kwargs["per_device_train_batch_size"],
+        )
         if kind == "odpo":
-            return OffsetDPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                                    callbacks=callbacks)
-        return DPOTrainer(model=model, args=args, train_dataset=dataset.remove_columns("margin"),
-                          processing_class=tokenizer, callbacks=callbacks)
+            return OffsetDPOTrainer(
+                model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks
+            )
+        return DPOTrainer(
+            model=model,
+            args=args,
+            train_dataset=dataset.remove_columns("margin"),
+            processing_class=tokenizer,
+            callbacks=callbacks,
+        )
 
     return build
 
 
-def odpo_vs_trl(label: str, model_dir, dtype, tokenizer, dataset, config_kwargs: dict, opts: DpoBenchOptions,
-                sync, flops_fn: Callable[[dict], dict] | None = None) -> dict:
+def odpo_vs_trl(
+    label: str,
+    model_dir,
+    dtype,
+    tokenizer,
+    dataset,
+    config_kwargs: dict,
+    opts: DpoBenchOptions,
+    sync,
+    flops_fn: Callable[[dict], dict] | None = None,
+) -> dict:
     """The comparison, under this benchmark's JSON keys."""
-    res = compare_trainers(label, KINDS, dpo_builder(model_dir, dtype, tokenizer, dataset, config_kwargs),
-                           max_steps=config_kwargs["max_steps"], warmup=opts.warmup, repeats=opts.repeats,
-                           ab_steps=opts.ab_steps, sync=sync, flops_fn=flops_fn)
-    out = {"config": dict(config_kwargs), "runs": res["runs"], "odpo": res["odpo"], "trl": res["trl"],
-           "ratio_odpo_over_trl": res["ratio"], "ratio_per_round": res["ratio_per_round"],
-           "ratio_fastest_quartile": res["ratio_fastest_quartile"], "run_spread_rel": res["run_spread_rel"],
-           "same_tokens_per_run": res["same_tokens"]}
+    res = compare_trainers(
+        label,
+        KINDS,
+        dpo_builder(model_dir, dtype, tokenizer, dataset, config_kwargs),
+        max_steps=config_kwargs["max_steps"],
+        warmup=opts.warmup,
+        repeats=opts.repeats,
+        ab_steps=opts.ab_steps,
+        sync=sync,
+        flops_fn=flops_fn,
+    )
+    out = {
+        "config": dict(config_kwargs),
+        "runs": res["runs"],
+        "odpo": res["odpo"],
+        "trl": res["trl"],
+        "ratio_odpo_over_trl": res["ratio"],
+        "ratio_per_round": res["ratio_per_round"],
+        "ratio_fastest_quartile": res["ratio_fastest_quartile"],
+        "run_spread_rel": res["run_spread_rel"],
+        "same_tokens_per_run": res["same_tokens"],
+    }
     if "interleaved" in res:
         out["interleaved"] = res["interleaved"]
     out.update(goal=GOAL, goal_met=res["goal_met"], within_noise=res["within_noise"])
@@ -68,10 +101,21 @@ def tiny_config(opts: DpoBenchOptions, precompute: bool) -> dict:
     for key in ("num_train_epochs", "logging_steps"):
         training.pop(key, None)
     training.update(
-        bf16=False, use_cpu=True, gradient_checkpointing=False, report_to=["none"],
-        per_device_train_batch_size=opts.batch_size, gradient_accumulation_steps=1, max_steps=opts.steps,
-        logging_steps=10**6, save_strategy="no", seed=opts.seed, data_seed=opts.seed, max_length=opts.max_length,
-        disable_tqdm=True, dataloader_num_workers=0, precompute_ref_log_probs=precompute,
+        bf16=False,
+        use_cpu=True,
+        gradient_checkpointing=False,
+        report_to=["none"],
+        per_device_train_batch_size=opts.batch_size,
+        gradient_accumulation_steps=1,
+        max_steps=opts.steps,
+        logging_steps=10**6,
+        save_strategy="no",
+        seed=opts.seed,
+        data_seed=opts.seed,
+        max_length=opts.max_length,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        precompute_ref_log_probs=precompute,
     )
     return training
 
@@ -104,8 +148,10 @@ def seq_lengths(tokenizer, dataset) -> dict:
     lengths = []
     for row in dataset:
         prompt = len(tokenizer(row["prompt"])["input_ids"])
-        lengths += [prompt + len(tokenizer(row["chosen"])["input_ids"]) + 1,
-                    prompt + len(tokenizer(row["rejected"])["input_ids"]) + 1]
+        lengths += [
+            prompt + len(tokenizer(row["chosen"])["input_ids"]) + 1,
+            prompt + len(tokenizer(row["rejected"])["input_ids"]) + 1,
+        ]
     return {"mean": statistics.mean(lengths), "max": max(lengths), "min": min(lengths)}
 
 
@@ -117,17 +163,34 @@ def report_compare(title: str, res: dict, gpu: bool) -> None:
         c = res[label]
         n = len(c["runs"]["odpo"])
         timed = c["runs"]["odpo"][0]["timed_steps"]
-        print(f"\n{title}, {name} ({n} runs each, order ODPO,TRL / TRL,ODPO alternating; {timed} timed steps "
-              f"per run after {c['config']['max_steps'] - timed} warm-up)")
-        header = ["trainer", "steps/s median", "min", "max", "s/step", "fastest-quartile s/step", "tokens/s",
-                  "tokens/step"]
+        print(
+            f"\n{title}, {name} ({n} runs each, order ODPO,TRL / TRL,ODPO alternating; {timed} timed steps "
+            f"per run after {c['config']['max_steps'] - timed} warm-up)"
+        )
+        header = [
+            "trainer",
+            "steps/s median",
+            "min",
+            "max",
+            "s/step",
+            "fastest-quartile s/step",
+            "tokens/s",
+            "tokens/step",
+        ]
         header += ["TFLOP/s", "MFU"] if gpu else ["CPU share"]
         rows = []
         for kind, trainer_name in (("odpo", "OffsetDPOTrainer"), ("trl", "trl.DPOTrainer")):
             s = c[kind]
-            row = [trainer_name, f"{s['steps_per_s_median']:.3f}", f"{s['steps_per_s_min']:.3f}",
-                   f"{s['steps_per_s_max']:.3f}", f"{1 / s['steps_per_s_median']:.3f}", f"{s['step_s_p25']:.3f}",
-                   f"{s['tokens_per_s_median']:.0f}", f"{s['tokens_per_step']:.0f}"]
+            row = [
+                trainer_name,
+                f"{s['steps_per_s_median']:.3f}",
+                f"{s['steps_per_s_min']:.3f}",
+                f"{s['steps_per_s_max']:.3f}",
+                f"{1 / s['steps_per_s_median']:.3f}",
+                f"{s['step_s_p25']:.3f}",
+                f"{s['tokens_per_s_median']:.0f}",
+                f"{s['tokens_per_step']:.0f}",
+            ]
             if gpu:
                 row += [f"{s['achieved_tflops']:.1f}", f"{100 * s['mfu']:.1f}%"]
             else:
@@ -135,24 +198,31 @@ def report_compare(title: str, res: dict, gpu: bool) -> None:
             rows.append(row)
         print(table(header, rows))
         per_round = ", ".join(f"{r:.3f}" for r in c["ratio_per_round"])
-        print(f"ratio ODPO/TRL (medians): {c['ratio_odpo_over_trl']:.3f}; per round: {per_round}; "
-              f"run-to-run spread (max-min)/median: {100 * c['run_spread_rel']:.1f}%")
+        print(
+            f"ratio ODPO/TRL (medians): {c['ratio_odpo_over_trl']:.3f}; per round: {per_round}; "
+            f"run-to-run spread (max-min)/median: {100 * c['run_spread_rel']:.1f}%"
+        )
         if not gpu:
             shares = [r["cpu_share"] for k in KINDS for r in c["runs"][k]]
             contended = sum(x < 0.8 for x in shares)
             if contended:
-                print(f"note: {contended} of {len(shares)} runs got < 80% of the cores (other processes): their "
-                      "steps/s are contention, not trainer speed")
+                print(
+                    f"note: {contended} of {len(shares)} runs got < 80% of the cores (other processes): their "
+                    "steps/s are contention, not trainer speed"
+                )
         if not c["same_tokens_per_run"]:
             print("WARNING: ODPO and TRL runs did not see the same number of tokens in the timed window")
         print(f"goal: {c['goal']}: {verdict(c['goal_met'], c['within_noise'])}")
-        print(f"contention-robust ratio ODPO/TRL from the fastest quartile of steps: "
-              f"{c['ratio_fastest_quartile']:.3f} ({'>=' if c['ratio_fastest_quartile'] >= 1.0 else '<'} 1.0)")
+        print(
+            f"contention-robust ratio ODPO/TRL from the fastest quartile of steps: "
+            f"{c['ratio_fastest_quartile']:.3f} ({'>=' if c['ratio_fastest_quartile'] >= 1.0 else '<'} 1.0)"
+        )
         ab = c.get("interleaved")
         if ab:
-            print(f"interleaved per-step A/B ({ab['steps']} steps each, forward + backward, no optimizer step): "
-                  f"ODPO {ab['odpo_step_s_median']:.3f} s/step, TRL {ab['trl_step_s_median']:.3f} s/step; "
-                  f"paired ratio ODPO/TRL median {ab['ratio_paired_median']:.3f} "
-                  f"(range {ab['ratio_paired_min']:.3f}..{ab['ratio_paired_max']:.3f})"
-                  + ("" if ab["same_batches"] else "; WARNING: batches differed"))
-
+            print(
+                f"interleaved per-step A/B ({ab['steps']} steps each, forward + backward, no optimizer step): "
+                f"ODPO {ab['odpo_step_s_median']:.3f} s/step, TRL {ab['trl_step_s_median']:.3f} s/step; "
+                f"paired ratio ODPO/TRL median {ab['ratio_paired_median']:.3f} "
+                f"(range {ab['ratio_paired_min']:.3f}..{ab['ratio_paired_max']:.3f})"
+                + ("" if ab["same_batches"] else "; WARNING: batches differed")
+            )

@@ -69,8 +69,9 @@ def v1_pairs(tokenizer, opts: DpoBenchOptions, workdir: Path):
     from timealign.train.dpo import render_split
 
     if not Path(opts.tictoc).is_dir():
-        raise RecipeError(f"tictoc={opts.tictoc}: the TicToc v1 release is not there (the speed comparison runs on "
-                          "the real pairs)")
+        raise RecipeError(
+            f"tictoc={opts.tictoc}: the TicToc v1 release is not there (the speed comparison runs on the real pairs)"
+        )
     recipe = load_recipe("tiny", {"data.source": "v1", "data.path": str(opts.tictoc)})
     with quiet():
         prepare(recipe.data, workdir / "data")
@@ -110,10 +111,16 @@ def build_trainer(variant: str, model_dir, dataset, tokenizer, config: dict, wor
     kwargs, fields = SETTINGS[variant]
     args = DPOConfig(output_dir=str(workdir / variant), **{**config, **fields})
     if variant == "trl":
-        return DPOTrainer(model=model, args=args, train_dataset=dataset.remove_columns("margin"),
-                          processing_class=tokenizer, callbacks=callbacks)
-    return OffsetDPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                            callbacks=callbacks, **kwargs)
+        return DPOTrainer(
+            model=model,
+            args=args,
+            train_dataset=dataset.remove_columns("margin"),
+            processing_class=tokenizer,
+            callbacks=callbacks,
+        )
+    return OffsetDPOTrainer(
+        model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks, **kwargs
+    )
 
 
 def computed_tokens(trainer, steps: int) -> dict:
@@ -161,18 +168,31 @@ def worker(variant: str, opts: DpoBenchOptions, data_dir: str) -> dict:
             output = trainer.train()
     window = timer.t1 - timer.t0
     timed = opts.steps - opts.warmup
-    return {"variant": variant, "steps_per_s": timed / window, "timed_steps": timed, "timed_s": window,
-            "timed_step_s": timer.step_s[opts.warmup:], "construct_s": construct_s,
-            "cpu_share": (timer.cpu1 - timer.cpu0) / (window * torch.get_num_threads()),
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "train_loss": output.training_loss, **padding}
+    return {
+        "variant": variant,
+        "steps_per_s": timed / window,
+        "timed_steps": timed,
+        "timed_s": window,
+        "timed_step_s": timer.step_s[opts.warmup :],
+        "construct_s": construct_s,
+        "cpu_share": (timer.cpu1 - timer.cpu0) / (window * torch.get_num_threads()),
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "train_loss": output.training_loss,
+        **padding,
+    }
 
 
 def run_worker(variant: str, opts: DpoBenchOptions, data_dir: Path, json_out: Path) -> dict:
     """`worker` in a fresh interpreter (its own peak memory, no state shared with other variants)."""
     args = [f"{k}={v}" for k, v in vars(opts).items() if v is not None and k != "json"]
-    cmd = [sys.executable, str(REPO_ROOT / "benchmarks" / "bench_dpo.py"), *args, f"worker={variant}",
-           f"worker_data={data_dir}", f"json={json_out}"]
+    cmd = [
+        sys.executable,
+        str(REPO_ROOT / "benchmarks" / "bench_dpo.py"),
+        *args,
+        f"worker={variant}",
+        f"worker_data={data_dir}",
+        f"json={json_out}",
+    ]
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, env={**os.environ})
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark worker {variant} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -192,31 +212,44 @@ def bench_variants(opts: DpoBenchOptions) -> dict:
         dataset.save_to_disk(Path(tmp) / "pairs")
         tokens = pair_tokens(tokenizer, dataset)
         per_pair = [2 * p + c + r for p, c, r in zip(tokens["prompt"], tokens["chosen"], tokens["rejected"])]
-        log(f"variants: {len(dataset)} v1 pairs, prompt median {statistics.median(tokens['prompt'])} tokens, "
-            f"completions median {statistics.median(tokens['chosen'] + tokens['rejected'])}")
+        log(
+            f"variants: {len(dataset)} v1 pairs, prompt median {statistics.median(tokens['prompt'])} tokens, "
+            f"completions median {statistics.median(tokens['chosen'] + tokens['rejected'])}"
+        )
         for rnd in range(opts.repeats):
-            order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]  # rotate per round
+            order = variants[rnd % len(variants) :] + variants[: rnd % len(variants)]  # rotate per round
             for variant in order:
                 res = run_worker(variant, opts, Path(tmp) / "pairs", Path(tmp) / f"{variant}-{rnd}.json")
                 runs[variant].append(res)
-                log(f"round {rnd + 1}/{opts.repeats} {variant}: {res['steps_per_s']:.3f} steps/s, "
+                log(
+                    f"round {rnd + 1}/{opts.repeats} {variant}: {res['steps_per_s']:.3f} steps/s, "
                     f"peak RSS {res['peak_rss_mib']:.0f} MiB, padding {100 * res['padding_share']:.0f}%, "
-                    f"CPU share {100 * res['cpu_share']:.0f}%")
+                    f"CPU share {100 * res['cpu_share']:.0f}%"
+                )
     # the timed steps read pairs in order: steps warmup..steps-1 of the sequential dataloader
     batch = opts.batch_size
-    timed_pairs = per_pair[opts.warmup * batch:opts.steps * batch] if opts.steps * batch <= len(per_pair) else per_pair
+    timed_pairs = (
+        per_pair[opts.warmup * batch : opts.steps * batch] if opts.steps * batch <= len(per_pair) else per_pair
+    )
     stock_tokens_per_step = statistics.mean(timed_pairs) * batch
-    out = {"pairs": len(dataset), "left_out_over_max_length": too_long,
-           "tokens": {k: {"median": statistics.median(v), "mean": statistics.mean(v), "max": max(v)}
-                      for k, v in tokens.items()},
-           "stock_tokens_per_step": stock_tokens_per_step, "runs": runs, "variants": {}}
+    out = {
+        "pairs": len(dataset),
+        "left_out_over_max_length": too_long,
+        "tokens": {
+            k: {"median": statistics.median(v), "mean": statistics.mean(v), "max": max(v)} for k, v in tokens.items()
+        },
+        "stock_tokens_per_step": stock_tokens_per_step,
+        "runs": runs,
+        "variants": {},
+    }
     base = statistics.median(r["steps_per_s"] for r in runs["trl"]) if "trl" in runs else None
     for variant in variants:
         rs = runs[variant]
         sps = statistics.median(r["steps_per_s"] for r in rs)
         per_round = [r["steps_per_s"] / t["steps_per_s"] for r, t in zip(rs, runs.get("trl", []))]
         out["variants"][variant] = {
-            "description": VARIANTS[variant], "steps_per_s": sps,
+            "description": VARIANTS[variant],
+            "steps_per_s": sps,
             "tokens_per_s": sps * stock_tokens_per_step,
             "computed_tokens_per_step": statistics.median(r["computed_tokens_per_step"] for r in rs),
             "padding_share": statistics.median(r["padding_share"] for r in rs),
@@ -225,32 +258,66 @@ def bench_variants(opts: DpoBenchOptions) -> dict:
             "cpu_share": statistics.median(r["cpu_share"] for r in rs),
             "ratio_vs_trl": sps / base if base else None,
             "ratio_vs_trl_per_round": per_round,
-            "goal": GOALS.get(variant)}
+            "goal": GOALS.get(variant),
+        }
     out["ratio_vs_trl"] = {v: s["ratio_vs_trl"] for v, s in out["variants"].items() if v != "trl"}
     return out
 
 
 def report_variants(res: dict, opts: DpoBenchOptions) -> None:
     tok = res["tokens"]
-    print(f"\n## 2. Offset-DPO speed-ups vs stock trl.DPOTrainer: tiny model (float32), {res['pairs']} real TicToc "
-          f"v1 train pairs (tiny tokenizer: prompt median {tok['prompt']['median']:.0f} tokens, chosen "
-          f"{tok['chosen']['median']:.0f}, rejected {tok['rejected']['median']:.0f}), batch {opts.batch_size} pairs, "
-          f"{opts.steps - opts.warmup} timed steps after {opts.warmup} warm-up, {opts.repeats} rounds (order "
-          "rotating), one process per run")
+    print(
+        f"\n## 2. Offset-DPO speed-ups vs stock trl.DPOTrainer: tiny model (float32), {res['pairs']} real TicToc "
+        f"v1 train pairs (tiny tokenizer: prompt median {tok['prompt']['median']:.0f} tokens, chosen "
+        f"{tok['chosen']['median']:.0f}, rejected {tok['rejected']['median']:.0f}), batch {opts.batch_size} pairs, "
+        f"{opts.steps - opts.warmup} timed steps after {opts.warmup} warm-up, {opts.repeats} rounds (order "
+        "rotating), one process per run"
+    )
     rows = []
     for name, v in res["variants"].items():
         ratio = "1.00" if name == "trl" else "n/a" if v["ratio_vs_trl"] is None else f"{v['ratio_vs_trl']:.2f}"
-        goal = "" if v["goal"] is None or v["ratio_vs_trl"] is None else (f">= {v['goal']}: " + ("met" if v["ratio_vs_trl"] >= v["goal"]
-                                                                     else "NOT met"))
-        rows.append([name, v["description"], f"{v['steps_per_s']:.3f}", f"{v['tokens_per_s']:.0f}", ratio, goal,
-                     f"{v['computed_tokens_per_step']:.0f}", f"{100 * v['padding_share']:.0f}%",
-                     f"{v['peak_rss_mib']:.0f}", f"{100 * v['cpu_share']:.0f}%"])
-    print(table(["variant", "what", "steps/s", "pair tokens/s", "x stock TRL", "goal", "computed tokens/step",
-                 "padding share", "peak RSS MiB", "CPU share"], rows))
-    print("pair tokens/s: the pairs' real tokens as stock DPO sees them (2 x prompt + both completions), the same "
-          "for every variant; computed tokens/step: what the model ran, padding included. Construction (data "
-          "tokenization, the up-front reference pass of the precomputed variants) is not timed: median "
-          + ", ".join(f"{k} {v['construct_s']:.1f} s" for k, v in res["variants"].items()))
+        goal = (
+            ""
+            if v["goal"] is None or v["ratio_vs_trl"] is None
+            else (f">= {v['goal']}: " + ("met" if v["ratio_vs_trl"] >= v["goal"] else "NOT met"))
+        )
+        rows.append(
+            [
+                name,
+                v["description"],
+                f"{v['steps_per_s']:.3f}",
+                f"{v['tokens_per_s']:.0f}",
+                ratio,
+                goal,
+                f"{v['computed_tokens_per_step']:.0f}",
+                f"{100 * v['padding_share']:.0f}%",
+                f"{v['peak_rss_mib']:.0f}",
+                f"{100 * v['cpu_share']:.0f}%",
+            ]
+        )
+    print(
+        table(
+            [
+                "variant",
+                "what",
+                "steps/s",
+                "pair tokens/s",
+                "x stock TRL",
+                "goal",
+                "computed tokens/step",
+                "padding share",
+                "peak RSS MiB",
+                "CPU share",
+            ],
+            rows,
+        )
+    )
+    print(
+        "pair tokens/s: the pairs' real tokens as stock DPO sees them (2 x prompt + both completions), the same "
+        "for every variant; computed tokens/step: what the model ran, padding included. Construction (data "
+        "tokenization, the up-front reference pass of the precomputed variants) is not timed: median "
+        + ", ".join(f"{k} {v['construct_s']:.1f} s" for k, v in res["variants"].items())
+    )
 
 
 def worker_main(opts: DpoBenchOptions) -> int:

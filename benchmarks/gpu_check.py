@@ -39,10 +39,19 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 WHEELS = REPO_ROOT / ".whl"
-NO_CUDA = ("gpu-check: no CUDA device here (torch.cuda.is_available() is False): nothing run; run `make gpu-check` on "
-           "an H100/H200 node (docs/bench.md)")
-SMOKE_SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                   intermediate_size=128, vocab_size=4096, tie_word_embeddings=True)
+NO_CUDA = (
+    "gpu-check: no CUDA device here (torch.cuda.is_available() is False): nothing run; run `make gpu-check` on "
+    "an H100/H200 node (docs/bench.md)"
+)
+SMOKE_SHAPE = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    intermediate_size=128,
+    vocab_size=4096,
+    tie_word_embeddings=True,
+)
 DPO_RUNS = [(layout, pre) for layout in ("trl", "offset", "shared_sdpa", "shared_flex") for pre in (False, True)]
 
 
@@ -59,6 +68,7 @@ def use_carried_wheels() -> None:
     try:
         import omegaconf  # noqa: F401
         import trl  # noqa: F401
+
         return
     except ImportError:
         pass
@@ -66,10 +76,26 @@ def use_carried_wheels() -> None:
     wheels = sorted(str(p) for p in WHEELS.glob("*.whl"))
     if not site.is_dir():
         if not wheels:
-            raise SystemExit("gpu-check: trl/omegaconf are not installed and .whl/ holds no wheels: run "
-                             "`make gpu-wheels` where pip reaches PyPI and bring .whl/ along, or pip install them")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                        "--target", str(site), *wheels], check=True)
+            raise SystemExit(
+                "gpu-check: trl/omegaconf are not installed and .whl/ holds no wheels: run "
+                "`make gpu-wheels` where pip reaches PyPI and bring .whl/ along, or pip install them"
+            )
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-deps",
+                "--no-compile",
+                "--target",
+                str(site),
+                *wheels,
+            ],
+            check=True,
+        )
     sys.path.insert(0, str(site))
 
 
@@ -78,8 +104,9 @@ def options_class():
 
     @dataclass
     class GpuCheckOptions:
-        tictoc: str = opt(str(REPO_ROOT.parent / "shared" / "data" / "tictoc-v1"),
-                          "folder of the TicToc v1 release (the real pairs)")
+        tictoc: str = opt(
+            str(REPO_ROOT.parent / "shared" / "data" / "tictoc-v1"), "folder of the TicToc v1 release (the real pairs)"
+        )
         pairs: int = opt(64, "v1 train pairs (seeded sample; pairs longer than max_length left out)")
         batch_size: int = opt(4, "pairs per step (DPO), rows per step (SFT)")
         max_length: int = opt(2048, "DPOConfig.max_length")
@@ -114,7 +141,7 @@ def measured_peak_tflops(device: str, n: int = 8192, iters: int = 30) -> float:
     for _ in range(iters):
         a @ b
     sync(device)
-    return 2 * n ** 3 * iters / (time.perf_counter() - start) / 1e12
+    return 2 * n**3 * iters / (time.perf_counter() - start) / 1e12
 
 
 def sync(device: str) -> None:
@@ -139,30 +166,68 @@ def peak_bytes(device: str) -> int | None:
     return torch.cuda.max_memory_allocated() if device == "cuda" else None
 
 
-def planner_bytes(shape: dict, *, task: str, batch: int, length: int, attn: str, shared: bool,
-                  precompute: bool) -> int:
+def planner_bytes(
+    shape: dict, *, task: str, batch: int, length: int, attn: str, shared: bool, precompute: bool
+) -> int:
     """The planner's per-GPU estimate for this single-GPU run (its runtime reserve left out: the measured peak is
     the allocator's, which does not count the CUDA context)."""
     from timealign.cluster.memory import GPU_RESERVE, ModelShape, Workload, estimate, strategy_from_config
 
-    model = ModelShape(head_dim=shape["hidden_size"] // shape["num_attention_heads"],
-                       **{k: shape[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                                                "num_key_value_heads", "intermediate_size", "vocab_size",
-                                                "tie_word_embeddings")})
-    work = Workload(task=task, micro_batch=batch, max_length=length, gradient_checkpointing=False, dtype_bytes=2,
-                    mixed_precision=True, precompute_ref=precompute, attn=attn, shared_prompt=shared)
+    model = ModelShape(
+        head_dim=shape["hidden_size"] // shape["num_attention_heads"],
+        **{
+            k: shape[k]
+            for k in (
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "intermediate_size",
+                "vocab_size",
+                "tie_word_embeddings",
+            )
+        },
+    )
+    work = Workload(
+        task=task,
+        micro_batch=batch,
+        max_length=length,
+        gradient_checkpointing=False,
+        dtype_bytes=2,
+        mixed_precision=True,
+        precompute_ref=precompute,
+        attn=attn,
+        shared_prompt=shared,
+    )
     single = strategy_from_config({"distributed_type": "NO"})
     est = estimate(model, work, single, gpu="h100", nodes=1, gpus_per_node=1)
     return est.per_gpu_bytes - GPU_RESERVE - est.per_gpu["grads"] // 2  # no DDP bucket on one process
 
 
 def dpo_config(opts, precompute: bool, device: str) -> dict:
-    return dict(bf16=True, use_cpu=device != "cuda", gradient_checkpointing=False, report_to=["none"],
-                per_device_train_batch_size=opts.batch_size, per_device_eval_batch_size=opts.batch_size,
-                gradient_accumulation_steps=1, max_steps=opts.steps, logging_steps=10**6, save_strategy="no",
-                seed=opts.seed, data_seed=opts.seed, max_length=opts.max_length, learning_rate=1e-6, beta=0.1,
-                loss_type=["sigmoid"], optim="adamw_torch", lr_scheduler_type="constant", disable_tqdm=True,
-                dataloader_num_workers=0, precompute_ref_log_probs=precompute)
+    return dict(
+        bf16=True,
+        use_cpu=device != "cuda",
+        gradient_checkpointing=False,
+        report_to=["none"],
+        per_device_train_batch_size=opts.batch_size,
+        per_device_eval_batch_size=opts.batch_size,
+        gradient_accumulation_steps=1,
+        max_steps=opts.steps,
+        logging_steps=10**6,
+        save_strategy="no",
+        seed=opts.seed,
+        data_seed=opts.seed,
+        max_length=opts.max_length,
+        learning_rate=1e-6,
+        beta=0.1,
+        loss_type=["sigmoid"],
+        optim="adamw_torch",
+        lr_scheduler_type="constant",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        precompute_ref_log_probs=precompute,
+    )
 
 
 def dpo_trainer(layout: str, model_dir: Path, dataset, tokenizer, config: dict, workdir: Path, callbacks: list):
@@ -176,10 +241,21 @@ def dpo_trainer(layout: str, model_dir: Path, dataset, tokenizer, config: dict, 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, attn_implementation=attn)
     args = DPOConfig(output_dir=str(workdir / layout), **config)
     if layout == "trl":
-        return DPOTrainer(model=model, args=args, train_dataset=dataset.remove_columns("margin"),
-                          processing_class=tokenizer, callbacks=callbacks)
-    return OffsetDPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                            callbacks=callbacks, shared_prompt=layout != "offset")
+        return DPOTrainer(
+            model=model,
+            args=args,
+            train_dataset=dataset.remove_columns("margin"),
+            processing_class=tokenizer,
+            callbacks=callbacks,
+        )
+    return OffsetDPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        shared_prompt=layout != "offset",
+    )
 
 
 def one_step(trainer, examples) -> dict:
@@ -211,35 +287,48 @@ def equality(opts, model_dir: Path, dataset, tokenizer, device: str, workdir: Pa
         del trainer
         reset_peak(device)
     a, b = steps["shared_sdpa"]["logps"], steps["offset"]["logps"]
-    out = {"shared_vs_unshared_logps": {"max_abs_diff": float((a - b).abs().max()),
-                                        "max_rel_diff": float(((a - b).abs() / b.abs().clamp_min(1e-6)).max()),
-                                        "tolerance_rel": 2e-2}}
+    out = {
+        "shared_vs_unshared_logps": {
+            "max_abs_diff": float((a - b).abs().max()),
+            "max_rel_diff": float(((a - b).abs() / b.abs().clamp_min(1e-6)).max()),
+            "tolerance_rel": 2e-2,
+        }
+    }
     out["shared_vs_unshared_logps"]["close"] = out["shared_vs_unshared_logps"]["max_rel_diff"] <= 2e-2
     if "shared_flex" in steps:
         flex, dense = steps["shared_flex"], steps["shared_sdpa"]
         num = sum(float((flex["grads"][n] - g).pow(2).sum()) for n, g in dense["grads"].items())
         den = sum(float(g.pow(2).sum()) for g in dense["grads"].values())
-        cos = [float(torch.nn.functional.cosine_similarity(flex["grads"][n].flatten(), g.flatten(), dim=0))
-               for n, g in dense["grads"].items() if g.abs().sum() > 0]
-        out["flex_vs_dense"] = {"loss_flex": flex["loss"], "loss_dense": dense["loss"],
-                                "grad_rel_l2_diff": (num / den) ** 0.5, "grad_min_cosine": min(cos),
-                                "tolerance_rel_l2": 5e-2}
+        cos = [
+            float(torch.nn.functional.cosine_similarity(flex["grads"][n].flatten(), g.flatten(), dim=0))
+            for n, g in dense["grads"].items()
+            if g.abs().sum() > 0
+        ]
+        out["flex_vs_dense"] = {
+            "loss_flex": flex["loss"],
+            "loss_dense": dense["loss"],
+            "grad_rel_l2_diff": (num / den) ** 0.5,
+            "grad_min_cosine": min(cos),
+            "tolerance_rel_l2": 5e-2,
+        }
         out["flex_vs_dense"]["close"] = out["flex_vs_dense"]["grad_rel_l2_diff"] <= 5e-2
     else:
         out["flex_vs_dense"] = {"skipped": "no FlexAttention backward on CPU"}
     return out
 
 
-def dpo_runs(opts, shape: dict, n_params: int, model_dir: Path, dataset, tokenizer, device: str, peak: float,
-             workdir: Path) -> dict:
+def dpo_runs(
+    opts, shape: dict, n_params: int, model_dir: Path, dataset, tokenizer, device: str, peak: float, workdir: Path
+) -> dict:
     import statistics
 
     from benchmarks.dpo_variants import pair_tokens
     from benchmarks.trainer_ab import timed_train
 
     counts = pair_tokens(tokenizer, dataset)
-    stock_tokens = statistics.mean(2 * p + c + r for p, c, r in zip(counts["prompt"], counts["chosen"],
-                                                                     counts["rejected"]))
+    stock_tokens = statistics.mean(
+        2 * p + c + r for p, c, r in zip(counts["prompt"], counts["chosen"], counts["rejected"])
+    )
     longest = max(p + max(c, r) for p, c, r in zip(counts["prompt"], counts["chosen"], counts["rejected"]))
     runs = [run for run in DPO_RUNS if device == "cuda" or run[0] != "shared_flex"]
     out = {"pairs": len(dataset), "longest_pair_tokens": longest, "stock_tokens_per_pair": stock_tokens, "runs": {}}
@@ -247,20 +336,40 @@ def dpo_runs(opts, shape: dict, n_params: int, model_dir: Path, dataset, tokeniz
         label = f"{layout}{'+precomputed_ref' if precompute else ''}"
         config = dpo_config(opts, precompute, device)
         reset_peak(device)
-        res = timed_train(label, lambda kind, wd, cbs, layout=layout, config=config: dpo_trainer(
-            layout, model_dir, dataset, tokenizer, config, wd, cbs), workdir, opts.steps, opts.warmup,
-            lambda: sync(device))
+        res = timed_train(
+            label,
+            lambda kind, wd, cbs, layout=layout, config=config: dpo_trainer(
+                layout, model_dir, dataset, tokenizer, config, wd, cbs
+            ),
+            workdir,
+            opts.steps,
+            opts.warmup,
+            lambda: sync(device),
+        )
         flops = (6 + (0 if precompute else 2)) * n_params * res["tokens_per_s"]
         attn = "flex_attention" if layout == "shared_flex" else "sdpa"
-        estimate = planner_bytes(shape, task="dpo", batch=opts.batch_size, length=longest, attn=attn,
-                                 shared=layout.startswith("shared"), precompute=precompute)
+        estimate = planner_bytes(
+            shape,
+            task="dpo",
+            batch=opts.batch_size,
+            length=longest,
+            attn=attn,
+            shared=layout.startswith("shared"),
+            precompute=precompute,
+        )
         measured = peak_bytes(device)
         out["runs"][label] = {
-            "steps_per_s": res["steps_per_s"], "tokens_per_s": res["tokens_per_s"],
+            "steps_per_s": res["steps_per_s"],
+            "tokens_per_s": res["tokens_per_s"],
             "pair_tokens_per_s": res["steps_per_s"] * opts.batch_size * stock_tokens,
-            "mfu": flops / (peak * 1e12), "achieved_tflops": flops / 1e12, "peak_memory_bytes": measured,
-            "planner_bytes": estimate, "planner_over_measured": estimate / measured if measured else None,
-            "construct_s": res["construct_s"], "train_loss": res["train_loss"]}
+            "mfu": flops / (peak * 1e12),
+            "achieved_tflops": flops / 1e12,
+            "peak_memory_bytes": measured,
+            "planner_bytes": estimate,
+            "planner_over_measured": estimate / measured if measured else None,
+            "construct_s": res["construct_s"],
+            "train_loss": res["train_loss"],
+        }
         log_run(label, out["runs"][label])
     return out
 
@@ -278,17 +387,37 @@ def sft_runs(opts, shape: dict, n_params: int, model_dir: Path, device: str, pea
     if len(tok) > shape["vocab_size"]:
         raise RuntimeError(f"the TIMER tokenizer ({len(tok)} ids) is larger than the model's vocabulary")
     max_length = recipe.training["max_length"]
-    cfg = dict(bf16=True, use_cpu=device != "cuda", gradient_checkpointing=False, report_to=["none"],
-               per_device_train_batch_size=opts.batch_size, gradient_accumulation_steps=1, max_steps=opts.steps,
-               logging_steps=10**6, save_strategy="no", seed=opts.seed, data_seed=opts.seed, max_length=max_length,
-               learning_rate=1e-5, optim="adamw_torch", lr_scheduler_type="constant", disable_tqdm=True,
-               dataloader_num_workers=0)
+    cfg = dict(
+        bf16=True,
+        use_cpu=device != "cuda",
+        gradient_checkpointing=False,
+        report_to=["none"],
+        per_device_train_batch_size=opts.batch_size,
+        gradient_accumulation_steps=1,
+        max_steps=opts.steps,
+        logging_steps=10**6,
+        save_strategy="no",
+        seed=opts.seed,
+        data_seed=opts.seed,
+        max_length=max_length,
+        learning_rate=1e-5,
+        optim="adamw_torch",
+        lr_scheduler_type="constant",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
 
     def build(kind: str, wd: Path, callbacks: list):
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
         args = SFTConfig(output_dir=str(wd / kind), packing=kind == "packed", **cfg)
-        return TimerSFTTrainer(model=model, args=args, train_dataset=rows, processing_class=tok, callbacks=callbacks,
-                               lambda_time=recipe.timer.lambda_time)
+        return TimerSFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=rows,
+            processing_class=tok,
+            callbacks=callbacks,
+            lambda_time=recipe.timer.lambda_time,
+        )
 
     out = {"rows": len(rows), "max_length": max_length, "runs": {}}
     for kind in ("packed", "unpacked"):
@@ -296,15 +425,22 @@ def sft_runs(opts, shape: dict, n_params: int, model_dir: Path, device: str, pea
         res = timed_train(kind, build, workdir, opts.steps, opts.warmup, lambda: sync(device))
         flops = 6 * n_params * res["tokens_per_s"]
         measured = peak_bytes(device)
-        estimate = planner_bytes(shape, task="sft", batch=opts.batch_size, length=max_length, attn="sdpa",
-                                 shared=False, precompute=True)
-        out["runs"][kind] = {"steps_per_s": res["steps_per_s"], "tokens_per_s": res["tokens_per_s"],
-                             "mfu": flops / (peak * 1e12), "peak_memory_bytes": measured, "planner_bytes": estimate,
-                             "planner_over_measured": estimate / measured if measured else None,
-                             "train_loss": res["train_loss"]}
+        estimate = planner_bytes(
+            shape, task="sft", batch=opts.batch_size, length=max_length, attn="sdpa", shared=False, precompute=True
+        )
+        out["runs"][kind] = {
+            "steps_per_s": res["steps_per_s"],
+            "tokens_per_s": res["tokens_per_s"],
+            "mfu": flops / (peak * 1e12),
+            "peak_memory_bytes": measured,
+            "planner_bytes": estimate,
+            "planner_over_measured": estimate / measured if measured else None,
+            "train_loss": res["train_loss"],
+        }
         log_run(f"sft {kind}", out["runs"][kind])
-    out["packed_over_unpacked_tokens_per_s"] = (out["runs"]["packed"]["tokens_per_s"]
-                                                / out["runs"]["unpacked"]["tokens_per_s"])
+    out["packed_over_unpacked_tokens_per_s"] = (
+        out["runs"]["packed"]["tokens_per_s"] / out["runs"]["unpacked"]["tokens_per_s"]
+    )
     return out
 
 
@@ -321,14 +457,22 @@ def generation(opts, model_dir: Path, dataset, device: str) -> dict:
     seconds = time.perf_counter() - start
     tokens = sum(len(backend.tokenizer(o, add_special_tokens=False)["input_ids"]) for o in outputs)
     backend.close()
-    return {"prompts": len(prompts), "max_new_tokens": opts.gen_tokens, "generated_tokens": tokens,
-            "seconds": seconds, "tokens_per_s": tokens / seconds}
+    return {
+        "prompts": len(prompts),
+        "max_new_tokens": opts.gen_tokens,
+        "generated_tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+    }
 
 
 def log_run(label: str, r: dict) -> None:
     peak = f"{r['peak_memory_bytes'] / 2**30:.2f} GiB" if r.get("peak_memory_bytes") else "n/a"
-    print(f"{label:<32} {r['steps_per_s']:7.3f} steps/s {r['tokens_per_s']:10.0f} tok/s  MFU {100 * r['mfu']:5.1f}%  "
-          f"peak {peak}  planner {r['planner_bytes'] / 2**30:.2f} GiB", flush=True)
+    print(
+        f"{label:<32} {r['steps_per_s']:7.3f} steps/s {r['tokens_per_s']:10.0f} tok/s  MFU {100 * r['mfu']:5.1f}%  "
+        f"peak {peak}  planner {r['planner_bytes'] / 2**30:.2f} GiB",
+        flush=True,
+    )
 
 
 # ------------------------------------------------------------------------------------------------------- main
@@ -351,12 +495,26 @@ def run(opts) -> int:
         shape = dict(SMOKE_SHAPE)
     else:
         llama = shape_for("meta-llama/Llama-3.2-1B")
-        shape = {k: getattr(llama, k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                                                 "num_key_value_heads", "intermediate_size", "vocab_size",
-                                                 "tie_word_embeddings")}
-    results = {"args": asdict(opts), "env": machine_info(), "shape": shape, "dtype": "bfloat16",
-               "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (smoke)",
-               "date": datetime.date.today().isoformat()}
+        shape = {
+            k: getattr(llama, k)
+            for k in (
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "intermediate_size",
+                "vocab_size",
+                "tie_word_embeddings",
+            )
+        }
+    results = {
+        "args": asdict(opts),
+        "env": machine_info(),
+        "shape": shape,
+        "dtype": "bfloat16",
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (smoke)",
+        "date": datetime.date.today().isoformat(),
+    }
     peak = measured_peak_tflops(device)
     results["measured_bf16_peak_tflops"] = peak
     print(f"gpu-check on {results['device']}: measured bf16 matmul peak {peak:.0f} TFLOP/s", flush=True)
@@ -366,8 +524,14 @@ def run(opts) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         tmp = Path(tmp)
         model_dir = tmp / "model"
-        n_params = save_random_llama(shape, tokenizer, model_dir, seed=opts.seed, device=device,
-                                     max_position_embeddings=max(4096, 2 * opts.max_length))
+        n_params = save_random_llama(
+            shape,
+            tokenizer,
+            model_dir,
+            seed=opts.seed,
+            device=device,
+            max_position_embeddings=max(4096, 2 * opts.max_length),
+        )
         results["params"] = n_params
         dataset, too_long = v1_pairs(tokenizer, opts, tmp)
         results["pairs_left_out_too_long"] = too_long
@@ -393,8 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     use_carried_wheels()
     from benchmarks.harness import Command, run_benchmark
 
-    command = Command(prog="python benchmarks/gpu_check.py", summary=__doc__.split("\n\n")[0],
-                      options=options_class(), recipe="none")
+    command = Command(
+        prog="python benchmarks/gpu_check.py", summary=__doc__.split("\n\n")[0], options=options_class(), recipe="none"
+    )
     return run_benchmark(command, argv, run)
 
 

@@ -36,10 +36,31 @@ from timealign.config.options import RecipeError
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = [
-    "REPO_ROOT", "Command", "RecipeError", "abba", "best_time", "check_steps", "cold_cli", "fastest_quartile",
-    "finish", "log", "machine_info", "met", "offline_environment", "options_record", "paired_ratios",
-    "print_header", "quiet", "quiet_libraries", "ratio_range", "run_benchmark", "summary", "table",
-    "top_level_imports", "verdict", "write_json",
+    "REPO_ROOT",
+    "Command",
+    "RecipeError",
+    "abba",
+    "best_time",
+    "check_steps",
+    "cold_cli",
+    "fastest_quartile",
+    "finish",
+    "log",
+    "machine_info",
+    "met",
+    "offline_environment",
+    "options_record",
+    "paired_ratios",
+    "print_header",
+    "quiet",
+    "quiet_libraries",
+    "ratio_range",
+    "run_benchmark",
+    "summary",
+    "table",
+    "top_level_imports",
+    "verdict",
+    "write_json",
 ]
 
 
@@ -92,8 +113,11 @@ def quiet_libraries() -> None:
 @contextlib.contextmanager
 def quiet():
     """Silence library stdout/stderr chatter (progress bars, warnings) inside a timed or noisy block."""
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            warnings.catch_warnings():
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore")
         yield
 
@@ -166,7 +190,7 @@ def summary(values: list[float]) -> dict:
 def abba(a: str, b: str, rounds: int) -> Iterator[tuple[int, str]]:
     """(round, which) in the order A,B then B,A, ...: alternating cancels linear drift and order effects."""
     for rnd in range(rounds):
-        for which in ((a, b) if rnd % 2 == 0 else (b, a)):
+        for which in (a, b) if rnd % 2 == 0 else (b, a):
             yield rnd, which
 
 
@@ -177,8 +201,11 @@ def paired_ratios(a_seconds: list[float], b_seconds: list[float]) -> list[float]
 
 def ratio_range(ratios: list[float]) -> dict:
     """Median and range of paired ratios, under the keys the A/B results use."""
-    return {"ratio_paired_median": statistics.median(ratios), "ratio_paired_min": min(ratios),
-            "ratio_paired_max": max(ratios)}
+    return {
+        "ratio_paired_median": statistics.median(ratios),
+        "ratio_paired_min": min(ratios),
+        "ratio_paired_max": max(ratios),
+    }
 
 
 def fastest_quartile(step_seconds: list[float]) -> float:
@@ -197,9 +224,17 @@ def machine_info() -> dict:
     import transformers
     import trl
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "trl": trl.__version__, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "cuda": torch.cuda.is_available(), "platform": platform.platform(), "loadavg_start": os.getloadavg()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "trl": trl.__version__,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+        "platform": platform.platform(),
+        "loadavg_start": os.getloadavg(),
+    }
 
 
 def finish(results: dict, started: float) -> None:
@@ -209,8 +244,10 @@ def finish(results: dict, started: float) -> None:
 
 
 def print_header(title: str, env: dict, note: str = "") -> None:
-    print(f"# {title}: torch {env['torch']}, transformers {env['transformers']}, trl {env['trl']}, "
-          f"{env['cpu_count']} CPU cores, {env['torch_threads']} torch threads, CUDA {env['cuda']}")
+    print(
+        f"# {title}: torch {env['torch']}, transformers {env['transformers']}, trl {env['trl']}, "
+        f"{env['cpu_count']} CPU cores, {env['torch_threads']} torch threads, CUDA {env['cuda']}"
+    )
     load = ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(env["loadavg_start"], env["loadavg_end"]))
     print(f"load average (1/5/15 min) at start/end: {load}" + (f"; {note}" if note else ""))
 
@@ -233,8 +270,14 @@ def verdict(goal_met: bool, within_noise: bool | None) -> str:
     """MET, or NOT MET with whether the miss is inside the run-to-run noise (None: unknown, one repeat)."""
     if goal_met:
         return met(True)
-    return met(False) + {True: " (within run-to-run noise)", False: " (outside run-to-run noise)",
-                         None: " (noise unknown: 1 repeat)"}[within_noise]
+    return (
+        met(False)
+        + {
+            True: " (within run-to-run noise)",
+            False: " (outside run-to-run noise)",
+            None: " (noise unknown: 1 repeat)",
+        }[within_noise]
+    )
 
 
 def write_json(path: str | None, results: dict) -> None:

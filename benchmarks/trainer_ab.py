@@ -27,8 +27,15 @@ from typing import Any, Callable
 from benchmarks.harness import abba, fastest_quartile, log, paired_ratios, quiet, ratio_range
 
 # Llama-3.2-1B's shape, for the GPU comparisons on a random-init model (no download)
-LLAMA_1B_SHAPE = dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                      intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True)
+LLAMA_1B_SHAPE = dict(
+    hidden_size=2048,
+    num_hidden_layers=16,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    intermediate_size=8192,
+    vocab_size=128256,
+    tie_word_embeddings=True,
+)
 
 Build = Callable[[str, Path, list], Any]  # (kind, workdir, callbacks) -> a ready transformers Trainer
 
@@ -103,8 +110,9 @@ def timed_train(kind: str, build: Build, workdir: Path, max_steps: int, warmup: 
     return result
 
 
-def whole_runs(label: str, kinds: tuple[str, str], build: Build, max_steps: int, warmup: int, repeats: int,
-               sync) -> dict[str, list[dict]]:
+def whole_runs(
+    label: str, kinds: tuple[str, str], build: Build, max_steps: int, warmup: int, repeats: int, sync
+) -> dict[str, list[dict]]:
     """`repeats` rounds of one run per trainer, order alternating per round (A,B / B,A)."""
     runs: dict[str, list[dict]] = {kind: [] for kind in kinds}
     width = max(map(len, kinds))
@@ -112,10 +120,12 @@ def whole_runs(label: str, kinds: tuple[str, str], build: Build, max_steps: int,
         for rnd, kind in abba(*kinds, repeats):
             res = timed_train(kind, build, Path(tmp), max_steps, warmup, sync)
             runs[kind].append(res)
-            log(f"{label} round {rnd + 1}/{repeats} {kind:>{width}}: {res['steps_per_s']:.3f} steps/s "
+            log(
+                f"{label} round {rnd + 1}/{repeats} {kind:>{width}}: {res['steps_per_s']:.3f} steps/s "
                 f"({res['timed_steps']} steps in {res['timed_s']:.2f} s, {res['tokens_per_s']:.0f} tok/s, "
                 f"fastest step {min(res['timed_step_s']):.2f} s, CPU share {100 * res['cpu_share']:.0f}%; "
-                f"construction {res['construct_s']:.1f} s)")
+                f"construction {res['construct_s']:.1f} s)"
+            )
     return runs
 
 
@@ -123,21 +133,28 @@ def run_stats(runs: list[dict]) -> dict:
     """One trainer's runs: steps/s median and range, tokens, CPU share, and the fastest steps pooled over runs."""
     sps = [r["steps_per_s"] for r in runs]
     steps = [x for r in runs for x in r["timed_step_s"]]
-    return {"steps_per_s_median": statistics.median(sps), "steps_per_s_min": min(sps), "steps_per_s_max": max(sps),
-            "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in runs),
-            "tokens_per_step": statistics.median(r["tokens_timed"] / r["timed_steps"] for r in runs),
-            "cpu_share_median": statistics.median(r["cpu_share"] for r in runs),
-            "step_s_min": min(steps), "step_s_p25": fastest_quartile(steps)}
+    return {
+        "steps_per_s_median": statistics.median(sps),
+        "steps_per_s_min": min(sps),
+        "steps_per_s_max": max(sps),
+        "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in runs),
+        "tokens_per_step": statistics.median(r["tokens_timed"] / r["timed_steps"] for r in runs),
+        "cpu_share_median": statistics.median(r["cpu_share"] for r in runs),
+        "step_s_min": min(steps),
+        "step_s_p25": fastest_quartile(steps),
+    }
 
 
 def ab_summary(stats_a: dict, stats_b: dict, runs_a: list[dict], runs_b: list[dict]) -> dict:
     """A/B ratios of whole runs (above 1: A is faster) and the run-to-run spread of the noisier trainer."""
     spreads = [(s["steps_per_s_max"] - s["steps_per_s_min"]) / s["steps_per_s_median"] for s in (stats_a, stats_b)]
-    return {"ratio": stats_a["steps_per_s_median"] / stats_b["steps_per_s_median"],
-            "ratio_per_round": [a["steps_per_s"] / b["steps_per_s"] for a, b in zip(runs_a, runs_b)],
-            "ratio_fastest_quartile": stats_b["step_s_p25"] / stats_a["step_s_p25"],  # A/B in steps/s
-            "run_spread_rel": max(spreads),  # (max - min) / median
-            "same_tokens": all(a["tokens_timed"] == b["tokens_timed"] for a, b in zip(runs_a, runs_b))}
+    return {
+        "ratio": stats_a["steps_per_s_median"] / stats_b["steps_per_s_median"],
+        "ratio_per_round": [a["steps_per_s"] / b["steps_per_s"] for a, b in zip(runs_a, runs_b)],
+        "ratio_fastest_quartile": stats_b["step_s_p25"] / stats_a["step_s_p25"],  # A/B in steps/s
+        "run_spread_rel": max(spreads),  # (max - min) / median
+        "same_tokens": all(a["tokens_timed"] == b["tokens_timed"] for a, b in zip(runs_a, runs_b)),
+    }
 
 
 def goal_check(ratio: float, spread: float, repeats: int) -> tuple[bool, bool | None]:
@@ -183,19 +200,36 @@ def interleaved_ab(label: str, kinds: tuple[str, str], build: Build, n: int, wor
         seconds, tok = step(kind)
         times[kind].append(seconds)
         tokens[kind].append(tok)
-    out = {"steps": n, f"{a}_step_s_median": statistics.median(times[a]),
-           f"{b}_step_s_median": statistics.median(times[b]), **ratio_range(paired_ratios(times[a], times[b])),
-           "same_batches": tokens[a] == tokens[b], "step_s": times}
-    log(f"{label} interleaved A/B: {a.upper()} {out[f'{a}_step_s_median']:.3f} s/step, {b.upper()} "
+    out = {
+        "steps": n,
+        f"{a}_step_s_median": statistics.median(times[a]),
+        f"{b}_step_s_median": statistics.median(times[b]),
+        **ratio_range(paired_ratios(times[a], times[b])),
+        "same_batches": tokens[a] == tokens[b],
+        "step_s": times,
+    }
+    log(
+        f"{label} interleaved A/B: {a.upper()} {out[f'{a}_step_s_median']:.3f} s/step, {b.upper()} "
         f"{out[f'{b}_step_s_median']:.3f} s/step, paired ratio {a.upper()}/{b.upper()} median "
-        f"{out['ratio_paired_median']:.3f} ({out['ratio_paired_min']:.3f}..{out['ratio_paired_max']:.3f})")
+        f"{out['ratio_paired_median']:.3f} ({out['ratio_paired_min']:.3f}..{out['ratio_paired_max']:.3f})"
+    )
     state.clear()
     gc.collect()
     return out
 
 
-def compare_trainers(label: str, kinds: tuple[str, str], build: Build, *, max_steps: int, warmup: int,
-                     repeats: int, ab_steps: int, sync, flops_fn: Callable[[dict], dict] | None = None) -> dict:
+def compare_trainers(
+    label: str,
+    kinds: tuple[str, str],
+    build: Build,
+    *,
+    max_steps: int,
+    warmup: int,
+    repeats: int,
+    ab_steps: int,
+    sync,
+    flops_fn: Callable[[dict], dict] | None = None,
+) -> dict:
     """Whole runs, their statistics and ratios, then (`ab_steps` > 0) the interleaved A/B, and the goal A/B >= 1.
 
     Keys: runs, one stats dict per kind (plus `flops_fn(stats)`), ratio, ratio_per_round, ratio_fastest_quartile,
@@ -222,16 +256,22 @@ def mfu(flop_per_step: float, steps_per_s: float, peak_tflops: float) -> dict:
     return {"flop_per_step": flop_per_step, "achieved_tflops": achieved / 1e12, "mfu": achieved / (peak_tflops * 1e12)}
 
 
-def save_random_llama(shape: dict, tokenizer, model_dir: Path, *, seed: int, device: str,
-                      max_position_embeddings: int) -> int:
+def save_random_llama(
+    shape: dict, tokenizer, model_dir: Path, *, seed: int, device: str, max_position_embeddings: int
+) -> int:
     """A random-init bf16 Llama of `shape` saved with `tokenizer` to `model_dir`; returns its parameter count
     (tied embeddings counted once). The tiny tokenizer's ids (< 2048) are valid rows of a 128k vocabulary."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(**shape, head_dim=shape["hidden_size"] // shape["num_attention_heads"],
-                         max_position_embeddings=max_position_embeddings, pad_token_id=tokenizer.pad_token_id,
-                         eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    config = LlamaConfig(
+        **shape,
+        head_dim=shape["hidden_size"] // shape["num_attention_heads"],
+        max_position_embeddings=max_position_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
     torch.manual_seed(seed)
     with torch.device(device):
         model = LlamaForCausalLM(config).to(torch.bfloat16)

@@ -21,10 +21,20 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 def launcher_env(**extra: str) -> dict[str, str]:
     """This environment for a child training process: offline, unbuffered, one OpenMP thread, and none of the
     Slurm / accelerate / stop-file / W&B-run variables that would make it join or resume something else."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "ACCELERATE_", "TIMEALIGN_STOP", "WANDB_RUN_ID"))}
-    env.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", WANDB_MODE="offline", TOKENIZERS_PARALLELISM="false",
-               PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **extra)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLURM_", "ACCELERATE_", "TIMEALIGN_STOP", "WANDB_RUN_ID"))
+    }
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        WANDB_MODE="offline",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS="1",
+        **extra,
+    )
     return env
 
 

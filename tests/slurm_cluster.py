@@ -42,8 +42,9 @@ def install() -> None:
         print("slurm-wlm and munge already installed: " + ", ".join(_versions()))
         return
     if os.geteuid() != 0:
-        raise SystemExit(f"missing {', '.join(missing)}; installing them needs root (apt-get install "
-                         f"{' '.join(PACKAGES)})")
+        raise SystemExit(
+            f"missing {', '.join(missing)}; installing them needs root (apt-get install {' '.join(PACKAGES)})"
+        )
     if not shutil.which("apt-get"):
         raise SystemExit(f"missing {', '.join(missing)} and no apt-get here: install {' '.join(PACKAGES)} yourself")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -172,16 +173,17 @@ class Cluster:
             "KillWait=10",
         ]
         for (name, _), port in zip(self.nodes.items(), node_ports):
-            lines.append(f"NodeName={name} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={port} "
-                         f"CPUs={self.cpus} RealMemory={self.memory} State=UNKNOWN")
+            lines.append(
+                f"NodeName={name} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={port} "
+                f"CPUs={self.cpus} RealMemory={self.memory} State=UNKNOWN"
+            )
         lines.append(f"PartitionName=one Nodes={self.host} Default=YES MaxTime=INFINITE State=UP")
         lines.append(f"PartitionName=two Nodes=n1,n2 MaxTime={TWO_MAX_TIME} State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
         (self.conf.parent / "cgroup.conf").write_text("")
 
     def _run(self, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(list(cmd), capture_output=True, text=True, check=check,
-                              env={**os.environ, **self.env})
+        return subprocess.run(list(cmd), capture_output=True, text=True, check=check, env={**os.environ, **self.env})
 
     def start(self) -> None:
         if os.geteuid() != 0:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from timealign.config import DataSection, RecipeError, load_recipe
 from timealign.backends.base import (
     GREEDY,
     QWEN3_REASONING,
@@ -23,15 +22,17 @@ from timealign.backends.base import (
     sampling_settings,
     set_reasoning,
 )
-from timealign.backends.factory import make_backend
 from timealign.backends.cache import cached_generate, read_cache
+from timealign.backends.factory import make_backend
+from timealign.config import DataSection, RecipeError, load_recipe
 
 BOS = "<s>"
 
 
 # ------------------------------------------------------------------------------------------ shared test fixtures
-def build_test_model(out: Path, base_dir: Path, rows: list[dict], *, std: float = 0.3, seed: int = 1,
-                     bos: bool = True) -> Path:
+def build_test_model(
+    out: Path, base_dir: Path, rows: list[dict], *, std: float = 0.3, seed: int = 1, bos: bool = True
+) -> Path:
     """The tiny architecture with weights redrawn at `std` (the stock random init emits one token over and over; at
     0.3 the greedy outputs vary per prompt and the top-2 logit gap stays far above float noise), a BOS-adding
     tokenizer whose chat template starts with the BOS (like Llama 3), and a second EOS id in generation_config
@@ -49,7 +50,8 @@ def build_test_model(out: Path, base_dir: Path, rows: list[dict], *, std: float 
         tokenizer.add_special_tokens({"bos_token": BOS})
         bos_id = tokenizer.convert_tokens_to_ids(BOS)
         tokenizer._tokenizer.post_processor = TemplateProcessing(
-            single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)])
+            single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)]
+        )
         tokenizer.chat_template = "{{ bos_token }}" + TINY_CHAT_TEMPLATE
         model.resize_token_embeddings(len(tokenizer))
         model.config.bos_token_id = bos_id
@@ -61,7 +63,7 @@ def build_test_model(out: Path, base_dir: Path, rows: list[dict], *, std: float 
     from timealign.render.chat import PromptRenderer
 
     probe = tokenizer(PromptRenderer(tokenizer).prompt(rows[0]["prompt"], rows[0]["tools"]), return_tensors="pt")
-    greedy = model.generate(**probe, max_new_tokens=6, do_sample=False)[0, probe["input_ids"].shape[1]:].tolist()
+    greedy = model.generate(**probe, max_new_tokens=6, do_sample=False)[0, probe["input_ids"].shape[1] :].tolist()
     model.generation_config.eos_token_id = [tokenizer.eos_token_id, greedy[2]]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     out.mkdir(parents=True, exist_ok=True)
@@ -94,7 +96,10 @@ def test_sampling_settings_follow_the_paper():
     recipe = load_recipe("tiny")
     assert sampling_settings(recipe.eval) == {**GREEDY, "seed": 0}  # Temperature=0 everywhere ...
     reasoning = load_recipe("tiny", {"eval.reasoning": "true"})
-    assert sampling_settings(reasoning.eval) == {**QWEN3_REASONING, "seed": 0}  # ... but Qwen3 reasoning: 0.6/0.95/20/0
+    assert sampling_settings(reasoning.eval) == {
+        **QWEN3_REASONING,
+        "seed": 0,
+    }  # ... but Qwen3 reasoning: 0.6/0.95/20/0
     assert QWEN3_REASONING == {"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0}
     custom = load_recipe("tiny", {"eval.reasoning": "true", "eval.temperature": "0.3", "eval.seed": "7"})
     assert sampling_settings(custom.eval) == {**QWEN3_REASONING, "temperature": 0.3, "seed": 7}
@@ -111,7 +116,8 @@ def test_reasoning_switch_goes_through_the_one_renderer(tiny_tokenizer):
     # Qwen3's generation prompt, reduced: an empty think block when enable_thinking is false.
     tok.chat_template = tok.chat_template + (
         "{%- if add_generation_prompt and enable_thinking is defined and enable_thinking is false %}"
-        "{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}")
+        "{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    )
     messages = [{"role": "user", "content": "hi", "time": "2025-01-01T00:00:00Z"}]
     assert "<think>" not in PromptRenderer(tok).prompt(messages)
     set_reasoning(tok, False)
@@ -172,8 +178,7 @@ class FakeBackend(BaseBackend):
         self.interrupt_on_call = interrupt_on_call
         self.tokenizer = None
 
-    def generate(self, prompts, *, max_new_tokens=64, temperature=None, top_p=None, top_k=None, min_p=None,
-                 desc="x"):
+    def generate(self, prompts, *, max_new_tokens=64, temperature=None, top_p=None, top_k=None, min_p=None, desc="x"):
         self.calls.append(list(prompts))
         if self.interrupt_on_call is not None and len(self.calls) == self.interrupt_on_call:
             raise KeyboardInterrupt  # the run is killed mid-way
@@ -236,8 +241,15 @@ def test_partial_failures_and_systematic_failure(tmp_path):
             raise GenerationError([None] * len(prompts), {i: "cannot reach server" for i in range(len(prompts))})
 
     with pytest.raises(BackendError, match="failed in a row.*rerun with the same out="):
-        cached_generate(Down(), [f"x{i}" for i in range(40)], suite="v", cache_dir=tmp_path, max_new_tokens=3,
-                        chunk_size=8, abort_after=8)
+        cached_generate(
+            Down(),
+            [f"x{i}" for i in range(40)],
+            suite="v",
+            cache_dir=tmp_path,
+            max_new_tokens=3,
+            chunk_size=8,
+            abort_after=8,
+        )
 
 
 def test_tictoc_suite_records_a_failed_sample_and_resumes(tiny_model_dir, rows, tmp_path):
@@ -258,11 +270,20 @@ def test_tictoc_suite_records_a_failed_sample_and_resumes(tiny_model_dir, rows, 
     backend.generate = flaky
     report = evaluate_tictoc(backend, rows, max_new_tokens=4, cache_dir=tmp_path)
     assert report["overall"]["n"] == len(rows) - 1  # scored without the failed sample
-    assert report["errors"] == [{"id": rows[1]["id"], "elapse_level": rows[1]["elapse_level"],
-                                 "error": "RuntimeError: CUDA error: an illegal memory access was encountered"}]
+    assert report["errors"] == [
+        {
+            "id": rows[1]["id"],
+            "elapse_level": rows[1]["elapse_level"],
+            "error": "RuntimeError: CUDA error: an illegal memory access was encountered",
+        }
+    ]
     assert report["samples"][1]["output"] is None and "CUDA error" in report["samples"][1]["error"]
-    assert report["generation"] == {"cached": 0, "generated": len(rows) - 1, "failed": 1,
-                                    "cache_file": str(tmp_path / "tictoc.jsonl")}
+    assert report["generation"] == {
+        "cached": 0,
+        "generated": len(rows) - 1,
+        "failed": 1,
+        "cache_file": str(tmp_path / "tictoc.jsonl"),
+    }
     assert report["settings"]["sampling"] == {**GREEDY, "seed": 0}
     assert "failed samples" in markdown_summary(report)
 
@@ -270,8 +291,9 @@ def test_tictoc_suite_records_a_failed_sample_and_resumes(tiny_model_dir, rows, 
     rerun = evaluate_tictoc(backend, rows, max_new_tokens=4, cache_dir=tmp_path)
     assert rerun["generation"]["cached"] == len(rows) - 1 and rerun["generation"]["generated"] == 1
     assert rerun["overall"]["n"] == len(rows) and not rerun["errors"]
-    assert [s["output"] for i, s in enumerate(rerun["samples"]) if i != 1] == \
-        [s["output"] for i, s in enumerate(report["samples"]) if i != 1]
+    assert [s["output"] for i, s in enumerate(rerun["samples"]) if i != 1] == [
+        s["output"] for i, s in enumerate(report["samples"]) if i != 1
+    ]
 
 
 def test_evaluate_resumes_from_the_out_dir(tiny_model_dir, rows, tmp_path):
@@ -280,8 +302,15 @@ def test_evaluate_resumes_from_the_out_dir(tiny_model_dir, rows, tmp_path):
 
     prepared = tmp_path / "prepared"
     tictoc_rows(prepared)
-    recipe = load_recipe("tiny", {"data.prepared_dir": str(prepared), "data.synthetic_trajectories": "4",
-                                  "eval.max_samples": "6", "eval.max_new_tokens": "4"})
+    recipe = load_recipe(
+        "tiny",
+        {
+            "data.prepared_dir": str(prepared),
+            "data.synthetic_trajectories": "4",
+            "eval.max_samples": "6",
+            "eval.max_new_tokens": "4",
+        },
+    )
     out = tmp_path / "eval"
     first = evaluate(recipe, str(tiny_model_dir), ["tictoc"], out)["tictoc"]
     assert first["generation"]["generated"] == 6 and (out / "generations" / "tictoc.jsonl").exists()
@@ -317,8 +346,7 @@ class _Server:
                         return self._send(400, {"error": {"message": "prompt is longer than max_model_len"}})
                     return self._send(200, {"choices": [{"text": f"<{prompt[-3:]}>", "index": 0}]})
                 if self.path.endswith("/chat/completions"):
-                    return self._send(200, {"choices": [{"message": {"role": "assistant",
-                                                                     "content": "judge: yes"}}]})
+                    return self._send(200, {"choices": [{"message": {"role": "assistant", "content": "judge: yes"}}]})
                 return self._send(404, {"error": "no such route"})
 
             def _send(self, code, payload):
@@ -344,9 +372,17 @@ def test_openai_backend_completions_retries_and_failures(tiny_model_dir, monkeyp
     server = _Server()
     try:
         monkeypatch.setenv("TA_TEST_KEY", "sk-test")
-        recipe = load_recipe("tiny", {"eval.backend": "openai", "eval.base_url": server.url,
-                                      "eval.served_model": "tiny-served", "eval.api_key_env": "TA_TEST_KEY",
-                                      "eval.batch_size": "3", "eval.reasoning": "false"})
+        recipe = load_recipe(
+            "tiny",
+            {
+                "eval.backend": "openai",
+                "eval.base_url": server.url,
+                "eval.served_model": "tiny-served",
+                "eval.api_key_env": "TA_TEST_KEY",
+                "eval.batch_size": "3",
+                "eval.reasoning": "false",
+            },
+        )
         backend = make_backend(recipe.eval, str(tiny_model_dir))
         assert isinstance(backend, OpenAIBackend) and backend.tokenizer is not None  # renders with our template
         backend.backoff = 0.01
@@ -360,8 +396,9 @@ def test_openai_backend_completions_retries_and_failures(tiny_model_dir, monkeyp
         assert len([r for r in server.requests if r[2].get("prompt") == "p-1"]) == 2
 
         with pytest.raises(GenerationError) as err:
-            backend.generate(["a-0", "BAD-1", "c-2"], max_new_tokens=3, desc=None, temperature=0.6, top_k=20,
-                             top_p=0.95)
+            backend.generate(
+                ["a-0", "BAD-1", "c-2"], max_new_tokens=3, desc=None, temperature=0.6, top_k=20, top_p=0.95
+            )
         assert err.value.outputs == ["<a-0>", None, "<c-2>"] and list(err.value.errors) == [1]
         assert "HTTP 400" in err.value.errors[1] and "max_model_len" in err.value.errors[1]
         sampled = next(r[2] for r in server.requests if r[2].get("prompt") == "a-0")
@@ -369,7 +406,9 @@ def test_openai_backend_completions_retries_and_failures(tiny_model_dir, monkeyp
 
         assert backend.chat([{"role": "user", "content": "Is this reply timely?"}]) == "judge: yes"
         chat_body = server.requests[-1][2]
-        assert chat_body["messages"][0]["content"] == "Is this reply timely?" and "skip_special_tokens" not in chat_body
+        assert (
+            chat_body["messages"][0]["content"] == "Is this reply timely?" and "skip_special_tokens" not in chat_body
+        )
     finally:
         server.close()
 

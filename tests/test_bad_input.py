@@ -18,9 +18,16 @@ from timealign.data.records import RecordError
 from timealign.data.tictoc import MAX_ARGUMENT_DEPTH, PREFER_NO_TOOL, TicTocFormatError, load_annotated, load_v1
 from timealign.data.timelychat import load_files, load_timelychat
 
-TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Latest price of a stock.",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"symbol": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_price",
+            "description": "Latest price of a stock.",
+            "parameters": {"type": "object", "properties": {"symbol": {"type": "string"}}},
+        },
+    }
+]
 FINAL_TIMES = ["2024-05-01T09:05:00Z", "2024-05-01T12:00:00Z", "2024-05-03T12:00:00Z"]
 
 
@@ -28,10 +35,25 @@ def history(session: str, final_time="2024-05-01T12:00:00Z") -> list[dict]:
     return [
         {"role": "system", "content": f"You check stock prices. Session {session}.", "time": "2024-05-01T09:00:00Z"},
         {"role": "user", "content": "Price of ACME?", "time": "2024-05-01T09:00:00Z"},
-        {"role": "assistant", "content": None, "time": "2024-05-01T09:00:03Z", "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "get_price", "arguments": "{\"symbol\": \"ACME\"}"}}]},
-        {"role": "tool", "tool_call_id": "call_a", "name": "get_price", "content": "{\"price\": 10}",
-         "time": "2024-05-01T09:00:04Z"},
+        {
+            "role": "assistant",
+            "content": None,
+            "time": "2024-05-01T09:00:03Z",
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_a",
+            "name": "get_price",
+            "content": '{"price": 10}',
+            "time": "2024-05-01T09:00:04Z",
+        },
         {"role": "assistant", "content": "ACME is at 10.", "time": "2024-05-01T09:00:08Z"},
         {"role": "user", "content": "Is ACME above 15 now?", "time": final_time},
     ]
@@ -87,8 +109,14 @@ def test_non_utf8_text_names_the_record(tmp_path):
     folder.mkdir()
     path = folder / "preferTool_elapse_1.json"
     path.write_bytes(text.encode("latin-1"))  # not UTF-8: 0xee for the i circumflex
-    err = expect_named_and_skipped(lambda p, on_error: load_v1(p, on_error=on_error), folder, path, rid(2),
-                                   "not valid UTF-8 at history[1].content: byte 0xee", [rid(1), rid(3)])
+    err = expect_named_and_skipped(
+        lambda p, on_error: load_v1(p, on_error=on_error),
+        folder,
+        path,
+        rid(2),
+        "not valid UTF-8 at history[1].content: byte 0xee",
+        [rid(1), rid(3)],
+    )
     assert "Latin-1" in str(err)
 
 
@@ -109,27 +137,36 @@ def test_a_utf8_byte_order_mark_is_fine(tmp_path):
 @pytest.mark.parametrize("value, shown", [(17, "int 17"), ("  ", "str '  '"), (["a"], "list ['a']")])
 def test_an_id_that_is_not_a_string(tmp_path, value, shown):
     path = write_jsonl(tmp_path / "a.jsonl", [annotated_record(rid(1)), dict(annotated_record(rid(2)), id=value)])
-    expect_named_and_skipped(load_annotated, path, path, "#1", f"`id` must be a non-empty string, got {shown}",
-                             [rid(1)])
+    expect_named_and_skipped(
+        load_annotated, path, path, "#1", f"`id` must be a non-empty string, got {shown}", [rid(1)]
+    )
 
 
 def _nested(depth: int) -> str:
     return '{"a": ' * depth + "1" + "}" * depth
 
 
-@pytest.mark.parametrize("arguments, reason", [
-    (_nested(20000), "nest too deeply to parse"),  # json.loads: RecursionError
-    (_nested(MAX_ARGUMENT_DEPTH + 1), f"nest deeper than {MAX_ARGUMENT_DEPTH} levels"),
-    (json.loads(_nested(MAX_ARGUMENT_DEPTH + 1)), f"nest deeper than {MAX_ARGUMENT_DEPTH} levels"),  # a mapping
-    ("[1, 2]", "must be a mapping of parameter names to values, got list"),
-])
+@pytest.mark.parametrize(
+    "arguments, reason",
+    [
+        (_nested(20000), "nest too deeply to parse"),  # json.loads: RecursionError
+        (_nested(MAX_ARGUMENT_DEPTH + 1), f"nest deeper than {MAX_ARGUMENT_DEPTH} levels"),
+        (json.loads(_nested(MAX_ARGUMENT_DEPTH + 1)), f"nest deeper than {MAX_ARGUMENT_DEPTH} levels"),  # a mapping
+        ("[1, 2]", "must be a mapping of parameter names to values, got list"),
+    ],
+)
 def test_deeply_nested_tool_arguments(tmp_path, arguments, reason):
     bad = v1_record(rid(2))
     bad["history"][2]["tool_calls"][0]["function"]["arguments"] = arguments
     folder = write_v1(tmp_path / "v1", {"preferTool_elapse_0.json": [v1_record(rid(1)), bad]})
-    expect_named_and_skipped(lambda p, on_error: load_v1(p, on_error=on_error), folder,
-                             folder / "preferTool_elapse_0.json", rid(2), f"history[2].tool_calls[0]: tool-call "
-                                                                          f"arguments {reason}", [rid(1)])
+    expect_named_and_skipped(
+        lambda p, on_error: load_v1(p, on_error=on_error),
+        folder,
+        folder / "preferTool_elapse_0.json",
+        rid(2),
+        f"history[2].tool_calls[0]: tool-call arguments {reason}",
+        [rid(1)],
+    )
 
 
 def test_arguments_at_the_depth_limit_load(tmp_path):
@@ -147,12 +184,15 @@ def test_a_record_nested_too_deeply_for_the_json_parser(tmp_path):
 
 def test_v1_files_with_unexpected_names_are_listed(tmp_path):
     """34 records of `prefernotool_elapse_1.json` were skipped without a word; now the folder is refused."""
-    folder = write_v1(tmp_path / "v1", {
-        "preferTool_elapse_1.json": [v1_record(rid(1))],
-        "prefernotool_elapse_1.json": [v1_record(rid(2))],  # another capitalisation
-        "preferTool_elapse_3.json": [v1_record(rid(3))],  # no level 3
-        "extra.jsonl": [v1_record(rid(4))],
-    })
+    folder = write_v1(
+        tmp_path / "v1",
+        {
+            "preferTool_elapse_1.json": [v1_record(rid(1))],
+            "prefernotool_elapse_1.json": [v1_record(rid(2))],  # another capitalisation
+            "preferTool_elapse_3.json": [v1_record(rid(3))],  # no level 3
+            "extra.jsonl": [v1_record(rid(4))],
+        },
+    )
     (folder / "README.md").write_text("notes, not data")  # not a data file: ignored
     with pytest.raises(TicTocFormatError) as err:
         load_v1(folder)
@@ -164,43 +204,64 @@ def test_v1_files_with_unexpected_names_are_listed(tmp_path):
     skipped = load_v1(folder, on_error="skip")
     assert [s.id for s in skipped.samples] == [rid(1)]
     assert [(Path(r["source"]).name, r["id"]) for r in skipped.rejects] == [
-        ("extra.jsonl", None), ("preferTool_elapse_3.json", None), ("prefernotool_elapse_1.json", None)]
+        ("extra.jsonl", None),
+        ("preferTool_elapse_3.json", None),
+        ("prefernotool_elapse_1.json", None),
+    ]
     assert all(r["reason"].startswith("not a TicToc v1 file name: ") for r in skipped.rejects)
 
 
 def test_an_empty_v1_level_file_is_a_list_of_no_records_but_an_empty_file_is_an_error(tmp_path):
-    folder = write_v1(tmp_path / "v1", {"preferTool_elapse_1.json": [v1_record(rid(1))],
-                                        "preferNoTool_elapse_2.json": []})
+    folder = write_v1(
+        tmp_path / "v1", {"preferTool_elapse_1.json": [v1_record(rid(1))], "preferNoTool_elapse_2.json": []}
+    )
     assert len(load_v1(folder).samples) == 1
     (folder / "preferNoTool_elapse_1.json").write_text("")
-    expect_named_and_skipped(lambda p, on_error: load_v1(p, on_error=on_error), folder,
-                             folder / "preferNoTool_elapse_1.json", None, "empty file: no records", [rid(1)])
+    expect_named_and_skipped(
+        lambda p, on_error: load_v1(p, on_error=on_error),
+        folder,
+        folder / "preferNoTool_elapse_1.json",
+        None,
+        "empty file: no records",
+        [rid(1)],
+    )
 
 
 def test_duplicates_are_rejected_naming_the_first(tmp_path):
     one, two = v1_record(rid(1)), v1_record(rid(2))
     under_another_id = dict(copy.deepcopy(one), id=rid(3))
-    folder = write_v1(tmp_path / "v1", {
-        "preferTool_elapse_1.json": [one, two, copy.deepcopy(one), under_another_id],
-        "preferNoTool_elapse_1.json": [copy.deepcopy(two)],  # same id and level, the opposite label
-        "preferNoTool_elapse_0.json": [copy.deepcopy(two)],  # another level: a sample of its own
-    })
+    folder = write_v1(
+        tmp_path / "v1",
+        {
+            "preferTool_elapse_1.json": [one, two, copy.deepcopy(one), under_another_id],
+            "preferNoTool_elapse_1.json": [copy.deepcopy(two)],  # same id and level, the opposite label
+            "preferNoTool_elapse_0.json": [copy.deepcopy(two)],  # another level: a sample of its own
+        },
+    )
     tool_file, no_tool_file = folder / "preferTool_elapse_1.json", folder / "preferNoTool_elapse_1.json"
     with pytest.raises(TicTocFormatError) as err:
         load_v1(folder)
     # Files are read in name order: preferNoTool_elapse_1.json's copy of rid(2) comes before preferTool's.
-    assert str(err.value) == (f"{tool_file}: record {rid(2)!r}: this record (#1) duplicates record {rid(2)!r} (#0) "
-                              f"of {no_tool_file}: same id and elapse level, but labelled {PREFER_NO_TOOL} there and "
-                              "prefer_tool here: contradicting labels")
+    assert str(err.value) == (
+        f"{tool_file}: record {rid(2)!r}: this record (#1) duplicates record {rid(2)!r} (#0) "
+        f"of {no_tool_file}: same id and elapse level, but labelled {PREFER_NO_TOOL} there and "
+        "prefer_tool here: contradicting labels"
+    )
     skipped = load_v1(folder, on_error="skip")
     assert sorted((s.id, s.elapse_level, s.label) for s in skipped.samples) == [
-        (rid(1), 1, "prefer_tool"), (rid(2), 0, PREFER_NO_TOOL), (rid(2), 1, PREFER_NO_TOOL)]
+        (rid(1), 1, "prefer_tool"),
+        (rid(2), 0, PREFER_NO_TOOL),
+        (rid(2), 1, PREFER_NO_TOOL),
+    ]
     reasons = {r["id"]: r["reason"] for r in skipped.rejects}
     assert len(skipped.rejects) == 3 and reasons[rid(2)] == err.value.reason
     earlier = f"duplicates record {rid(1)!r} (#0) of {tool_file}"
-    assert reasons[rid(1)] == f"this record (#2) {earlier}: an exact copy (same id, elapse level, conversation and label)"
-    assert reasons[rid(3)] == (f"this record (#3) {earlier}: the same conversation and tools at the same elapse level "
-                               "under another id")
+    assert (
+        reasons[rid(1)] == f"this record (#2) {earlier}: an exact copy (same id, elapse level, conversation and label)"
+    )
+    assert reasons[rid(3)] == (
+        f"this record (#3) {earlier}: the same conversation and tools at the same elapse level under another id"
+    )
 
 
 def test_annotated_duplicates_across_files(tmp_path):
@@ -209,10 +270,15 @@ def test_annotated_duplicates_across_files(tmp_path):
     write_jsonl(folder / "a.jsonl", [annotated_record(rid(1)), annotated_record(rid(2))])
     changed = annotated_record(rid(1), score=2.5)
     write_jsonl(folder / "b.jsonl", [annotated_record(rid(3)), changed])
-    expect_named_and_skipped(load_annotated, folder, folder / "b.jsonl", rid(1),
-                             f"this record (line 2) duplicates record {rid(1)!r} (line 1) of {folder / 'a.jsonl'}: "
-                             "same id, elapse level and conversation, score 3.0 there and 2.5 here",
-                             [rid(1), rid(2), rid(3)])
+    expect_named_and_skipped(
+        load_annotated,
+        folder,
+        folder / "b.jsonl",
+        rid(1),
+        f"this record (line 2) duplicates record {rid(1)!r} (line 1) of {folder / 'a.jsonl'}: "
+        "same id, elapse level and conversation, score 3.0 there and 2.5 here",
+        [rid(1), rid(2), rid(3)],
+    )
 
 
 def _swap(record: dict, i: int, j: int) -> dict:
@@ -226,25 +292,39 @@ def _out_of_order():
     del text_only["history"][2:5]  # system, user, user question
     text_only["history"].insert(2, {"role": "assistant", "content": "Hello.", "time": "2024-05-01T09:00:03Z"})
     return {
-        "assistant first": (_swap(copy.deepcopy(text_only), 1, 2),
-                            "history[1] is an assistant message, but the conversation starts with the user's"),
-        "user makes the call": (_swap(annotated_record(rid(2)), 1, 2),
-                                "history[2] (user) has tool calls; only assistant messages make them"),
+        "assistant first": (
+            _swap(copy.deepcopy(text_only), 1, 2),
+            "history[1] is an assistant message, but the conversation starts with the user's",
+        ),
+        "user makes the call": (
+            _swap(annotated_record(rid(2)), 1, 2),
+            "history[2] (user) has tool calls; only assistant messages make them",
+        ),
         "result before its call": (_swap(annotated_record(rid(2)), 2, 3), "history[2] (tool) has tool calls"),
-        "answer instead of the result": (_swap(annotated_record(rid(2)), 3, 4),
-                                         "history[3] (assistant) comes before every tool call of history[2] has its "
-                                         "result (unanswered: 'call_a')"),
-        "system later": (_swap(annotated_record(rid(2)), 0, 1),
-                         "history[1] is a system message; only the first message may be one"),
-        "result of another call": (_edit(annotated_record(rid(2)), 3, tool_call_id="call_z"),
-                                   "history[3] answers tool_call_id 'call_z', which is no unanswered call of "
-                                   "history[2] ('call_a')"),
-        "result under another name": (_edit(annotated_record(rid(2)), 3, name="get_news"),
-                                      "history[3] is named 'get_news' but answers call 'call_a' to 'get_price'"),
-        "empty assistant": (_edit(annotated_record(rid(2)), 4, content=None),
-                            "history[4] is an assistant message with neither text nor tool calls"),
-        "unknown role": (_edit(annotated_record(rid(2)), 4, role="bot"),
-                         "history[4] has the unknown role 'bot'; roles are system, user, assistant, tool"),
+        "answer instead of the result": (
+            _swap(annotated_record(rid(2)), 3, 4),
+            "history[3] (assistant) comes before every tool call of history[2] has its result (unanswered: 'call_a')",
+        ),
+        "system later": (
+            _swap(annotated_record(rid(2)), 0, 1),
+            "history[1] is a system message; only the first message may be one",
+        ),
+        "result of another call": (
+            _edit(annotated_record(rid(2)), 3, tool_call_id="call_z"),
+            "history[3] answers tool_call_id 'call_z', which is no unanswered call of history[2] ('call_a')",
+        ),
+        "result under another name": (
+            _edit(annotated_record(rid(2)), 3, name="get_news"),
+            "history[3] is named 'get_news' but answers call 'call_a' to 'get_price'",
+        ),
+        "empty assistant": (
+            _edit(annotated_record(rid(2)), 4, content=None),
+            "history[4] is an assistant message with neither text nor tool calls",
+        ),
+        "unknown role": (
+            _edit(annotated_record(rid(2)), 4, role="bot"),
+            "history[4] has the unknown role 'bot'; roles are system, user, assistant, tool",
+        ),
     }
 
 
@@ -267,10 +347,19 @@ def test_orders_openai_allows_are_kept(tmp_path):
     del h[0]
     h.insert(1, {"role": "user", "content": "Quick please.", "time": "2024-05-01T09:00:01Z"})
     h[2]["content"] = "Let me look."
-    h[2]["tool_calls"].append({"id": "call_b", "type": "function",
-                               "function": {"name": "get_price", "arguments": {"symbol": "BOLT"}}})
-    h.insert(3, {"role": "tool", "tool_call_id": "call_b", "name": "get_price", "content": "{\"price\": 20}",
-                 "time": "2024-05-01T09:00:04Z"})
+    h[2]["tool_calls"].append(
+        {"id": "call_b", "type": "function", "function": {"name": "get_price", "arguments": {"symbol": "BOLT"}}}
+    )
+    h.insert(
+        3,
+        {
+            "role": "tool",
+            "tool_call_id": "call_b",
+            "name": "get_price",
+            "content": '{"price": 20}',
+            "time": "2024-05-01T09:00:04Z",
+        },
+    )
     assert [m["role"] for m in h] == ["user", "user", "assistant", "tool", "tool", "assistant", "user"]
     assert len(load_annotated(write_jsonl(tmp_path / "a.jsonl", [record])).samples) == 1
 
@@ -283,8 +372,10 @@ def test_a_call_to_an_undeclared_function(tmp_path):
     path = folder / "preferTool_elapse_2.json"
     with pytest.raises(TicTocFormatError) as err:
         load_v1(folder)
-    assert str(err.value) == (f"{path}: record {rid(2)!r}: history[2].tool_calls[0] calls 'get_quote', which the "
-                              "record's tool schemas do not declare (declared: get_price)")
+    assert str(err.value) == (
+        f"{path}: record {rid(2)!r}: history[2].tool_calls[0] calls 'get_quote', which the "
+        "record's tool schemas do not declare (declared: get_price)"
+    )
     skipped = load_v1(folder, on_error="skip")
     assert [s.id for s in skipped.samples] == [rid(1)]
     assert [r["id"] for r in skipped.rejects] == [rid(2), rid(3)]
@@ -296,8 +387,9 @@ def test_a_time_without_a_timezone_needs_assume_timezone(tmp_path):
     for message in bad["history"]:
         message["time"] = message["time"].rstrip("Z")
     path = write_jsonl(tmp_path / "a.jsonl", [annotated_record(rid(1)), bad])
-    err = expect_named_and_skipped(load_annotated, path, path, rid(2),
-                                   "history[0].time has no timezone: '2024-05-01T09:00:00'", [rid(1)])
+    err = expect_named_and_skipped(
+        load_annotated, path, path, rid(2), "history[0].time has no timezone: '2024-05-01T09:00:00'", [rid(1)]
+    )
     assert "data.assume_timezone" in str(err)
     utc = load_annotated(path, assume_timezone="UTC").samples[1]
     assert [m["time"] for m in utc.history] == [m["time"] for m in annotated_record(rid(2))["history"]]
@@ -338,8 +430,9 @@ def test_data_prep_in_skip_mode_keeps_every_good_record(tmp_path):
     latin = v1_record(rid(16))
     latin["history"][1]["content"] = "Prix d'ACME, s'il vous pla\u00eet?"
     folder = write_v1(tmp_path / "v1", {"preferTool_elapse_1.json": good[:3] + list(bad.values())})
-    (folder / "preferNoTool_elapse_0.json").write_bytes(json.dumps(good[3:] + [latin], ensure_ascii=False)
-                                                        .encode("latin-1"))
+    (folder / "preferNoTool_elapse_0.json").write_bytes(
+        json.dumps(good[3:] + [latin], ensure_ascii=False).encode("latin-1")
+    )
     (folder / "PreferTool_elapse_2.json").write_text(json.dumps([v1_record(rid(17))]))
     info = prepare(DataSection(source="v1", path=str(folder), on_error="skip"), tmp_path / "out")
     assert info["pairs"] == len(good)
@@ -350,19 +443,33 @@ def test_data_prep_in_skip_mode_keeps_every_good_record(tmp_path):
     with pytest.raises(TicTocFormatError, match="PreferTool_elapse_2.json"):
         prepare(DataSection(source="v1", path=str(folder)), tmp_path / "out2")
     (folder / "PreferTool_elapse_2.json").unlink()
-    with pytest.raises(TicTocFormatError, match=rf"preferNoTool_elapse_0.json: record '{rid(16)}': text that is not "
-                                                "valid UTF-8"):
+    with pytest.raises(
+        TicTocFormatError,
+        match=rf"preferNoTool_elapse_0.json: record '{rid(16)}': text that is not "
+        "valid UTF-8",
+    ):
         prepare(DataSection(source="v1", path=str(folder)), tmp_path / "out2")
-    assert prepare(DataSection(source="v1", path=str(folder), on_error="skip", assume_timezone="UTC"),
-                   tmp_path / "out3")["pairs"] == len(good) + 1  # the naive-time record, read as UTC
+    assert (
+        prepare(DataSection(source="v1", path=str(folder), on_error="skip", assume_timezone="UTC"), tmp_path / "out3")[
+            "pairs"
+        ]
+        == len(good) + 1
+    )  # the naive-time record, read as UTC
 
 
 def test_the_pairs_command_refuses_an_unknown_timezone(tmp_path, capsys):
     from timealign.data.commands import pairs_main
 
     path = write_jsonl(tmp_path / "a.jsonl", [annotated_record(rid(1))])
-    code = pairs_main(["recipe=tiny", "data.source=annotated", f"data.path={path}", "data.assume_timezone=Mars/Olympus",
-                       f"out={tmp_path / 'out'}"])
+    code = pairs_main(
+        [
+            "recipe=tiny",
+            "data.source=annotated",
+            f"data.path={path}",
+            "data.assume_timezone=Mars/Olympus",
+            f"out={tmp_path / 'out'}",
+        ]
+    )
     assert code == 2 and "data.assume_timezone='Mars/Olympus' is not a time zone" in capsys.readouterr().err
 
 
@@ -370,9 +477,15 @@ def test_the_pairs_command_refuses_an_unknown_timezone(tmp_path, capsys):
 
 
 def dialog(did: str, **changes) -> dict:
-    base = {"id": did, "speaker_list": ["A", "B", "A"], "context": ["I'm off to the gym.", "Have fun!", "Thanks!"],
-            "target_speaker": "B", "time_elapsed": "1 hour 30 minutes", "timely_response": "How was the gym?",
-            "untimely_response": "See you."}
+    base = {
+        "id": did,
+        "speaker_list": ["A", "B", "A"],
+        "context": ["I'm off to the gym.", "Have fun!", "Thanks!"],
+        "target_speaker": "B",
+        "time_elapsed": "1 hour 30 minutes",
+        "timely_response": "How was the gym?",
+        "untimely_response": "See you.",
+    }
     return {**base, **changes}
 
 
@@ -380,12 +493,17 @@ def load_tc(path, on_error):
     return load_timelychat(path, on_error=on_error)
 
 
-@pytest.mark.parametrize("bad, reason", [
-    (dialog("bad", target_speaker="C"), "`target_speaker` 'C' is not one of the dialog's speakers ('A', 'B'"),
-    (dialog("bad", target_speaker="b"), "`target_speaker` 'b' is not one of the dialog's speakers"),
-    (dialog("bad", speaker_list=["A", "B", "C"]), "`speaker_list` has 3 speakers ('A', 'B', 'C'); a TimelyChat "
-                                                   "dialog is between two"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        (dialog("bad", target_speaker="C"), "`target_speaker` 'C' is not one of the dialog's speakers ('A', 'B'"),
+        (dialog("bad", target_speaker="b"), "`target_speaker` 'b' is not one of the dialog's speakers"),
+        (
+            dialog("bad", speaker_list=["A", "B", "C"]),
+            "`speaker_list` has 3 speakers ('A', 'B', 'C'); a TimelyChat dialog is between two",
+        ),
+    ],
+)
 def test_timelychat_speakers(tmp_path, bad, reason):
     path = write_jsonl(tmp_path / "eval.jsonl", [dialog("d1"), bad, dialog("d3")])
     expect_named_and_skipped(load_tc, path, path, "bad", reason, ["d1", "d3"])
@@ -394,7 +512,10 @@ def test_timelychat_speakers(tmp_path, bad, reason):
 def test_the_dialogs_layout_may_have_more_speakers(tmp_path):
     record = {"id": "m", "turns": [{"speaker": s, "utterance": f"hi from {s}"} for s in ("A", "B", "C")]}
     assert load_files(write_jsonl(tmp_path / "d.jsonl", [record]), layout="dialogs").dialogs[0].speakers == [
-        "A", "B", "C"]
+        "A",
+        "B",
+        "C",
+    ]
 
 
 def test_timelychat_non_utf8(tmp_path):
@@ -405,24 +526,32 @@ def test_timelychat_non_utf8(tmp_path):
     expect_named_and_skipped(load_tc, path, path, "d2", "not valid UTF-8 at context[1]: byte 0xe0", ["d1", "d3"])
 
 
-@pytest.mark.parametrize("name, content, reason", [
-    ("eval.jsonl", "", "empty file: no records"),
-    ("eval.jsonl", "\n  \n", "empty file: no records"),
-    ("eval.json", "", "empty file: no records"),
-    ("eval.json", json.dumps(dialog("x")), "expected a JSON list of records (or JSON Lines), got a JSON object with "
-                                           "keys context, id, speaker_list, target_speaker"),
-    ("eval.json", json.dumps({"data": [dialog("x")]}), "got a JSON object with keys data"),
-    ("eval.jsonl", json.dumps(dialog("x"), indent=2), "a JSON object written over 17 lines, not JSON Lines"),
-    ("eval.json", "".join(json.dumps(dialog(d)) + "\n" for d in "xy"), "it looks like JSON Lines"),
-])
+@pytest.mark.parametrize(
+    "name, content, reason",
+    [
+        ("eval.jsonl", "", "empty file: no records"),
+        ("eval.jsonl", "\n  \n", "empty file: no records"),
+        ("eval.json", "", "empty file: no records"),
+        (
+            "eval.json",
+            json.dumps(dialog("x")),
+            "expected a JSON list of records (or JSON Lines), got a JSON object with "
+            "keys context, id, speaker_list, target_speaker",
+        ),
+        ("eval.json", json.dumps({"data": [dialog("x")]}), "got a JSON object with keys data"),
+        ("eval.jsonl", json.dumps(dialog("x"), indent=2), "a JSON object written over 17 lines, not JSON Lines"),
+        ("eval.json", "".join(json.dumps(dialog(d)) + "\n" for d in "xy"), "it looks like JSON Lines"),
+    ],
+)
 def test_timelychat_files_that_hold_no_record_list(tmp_path, name, content, reason):
     """The file is named; skip mode rejects that file and reads the folder's other files."""
     folder = tmp_path / "data"
     folder.mkdir()
     write_jsonl(folder / "train.jsonl", [dialog("t1"), dialog("t2")])
     (folder / name).write_text(content)
-    expect_named_and_skipped(lambda p, on_error: load_files(p, "timelychat", on_error), folder, folder / name, None,
-                             reason, ["t1", "t2"])
+    expect_named_and_skipped(
+        lambda p, on_error: load_files(p, "timelychat", on_error), folder, folder / name, None, reason, ["t1", "t2"]
+    )
 
 
 def test_timelychat_duplicate_ids_across_files(tmp_path):
@@ -430,8 +559,14 @@ def test_timelychat_duplicate_ids_across_files(tmp_path):
     folder.mkdir()
     write_jsonl(folder / "train.jsonl", [dialog("d1"), dialog("d2")])
     write_jsonl(folder / "eval.jsonl", [dialog("d2"), dialog("d3")])  # d2 in both splits: a leak
-    expect_named_and_skipped(lambda p, on_error: load_files(p, "timelychat", on_error), folder, folder / "train.jsonl",
-                             "d2", f"duplicate record id: record #0 of {folder / 'eval.jsonl'} has it too", ["d1", "d2", "d3"])
+    expect_named_and_skipped(
+        lambda p, on_error: load_files(p, "timelychat", on_error),
+        folder,
+        folder / "train.jsonl",
+        "d2",
+        f"duplicate record id: record #0 of {folder / 'eval.jsonl'} has it too",
+        ["d1", "d2", "d3"],
+    )
 
 
 def test_the_real_timelychat_sample_still_loads(timelychat_sample):

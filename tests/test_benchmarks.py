@@ -3,7 +3,6 @@
 import sys
 
 import pytest
-
 from conftest import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT))  # benchmarks/ is a folder of scripts beside the package, not installed
@@ -19,15 +18,24 @@ def test_summary_reports_best_median_and_max():
 
 
 def test_abba_alternates_the_order_every_round():
-    assert list(harness.abba("odpo", "trl", 3)) == [(0, "odpo"), (0, "trl"), (1, "trl"), (1, "odpo"),
-                                                    (2, "odpo"), (2, "trl")]
+    assert list(harness.abba("odpo", "trl", 3)) == [
+        (0, "odpo"),
+        (0, "trl"),
+        (1, "trl"),
+        (1, "odpo"),
+        (2, "odpo"),
+        (2, "trl"),
+    ]
 
 
 def test_paired_ratios_are_a_over_b_in_speed():
     ratios = harness.paired_ratios([1.0, 2.0, 0.5], [2.0, 3.0, 1.0])  # A's seconds, B's seconds
     assert ratios == [2.0, 1.5, 2.0]
-    assert harness.ratio_range(ratios) == {"ratio_paired_median": 2.0, "ratio_paired_min": 1.5,
-                                           "ratio_paired_max": 2.0}
+    assert harness.ratio_range(ratios) == {
+        "ratio_paired_median": 2.0,
+        "ratio_paired_min": 1.5,
+        "ratio_paired_max": 2.0,
+    }
     assert harness.ratio_range([2.0, 1.5])["ratio_paired_median"] == 1.75
 
 
@@ -38,13 +46,15 @@ def test_fastest_quartile_is_the_lower_25th_percentile():
 
 
 def test_top_level_imports_keeps_only_modules_imported_by_main():
-    stderr = "\n".join([
-        "import time: self [us] | cumulative | imported package",
-        "import time:       100 |        100 |   _io",  # nested: two spaces
-        "import time:      2000 |     500000 | torch",
-        "import time:       300 |    1500000 | trl",
-        "some other line",
-    ])
+    stderr = "\n".join(
+        [
+            "import time: self [us] | cumulative | imported package",
+            "import time:       100 |        100 |   _io",  # nested: two spaces
+            "import time:      2000 |     500000 | torch",
+            "import time:       300 |    1500000 | trl",
+            "some other line",
+        ]
+    )
     assert harness.top_level_imports(stderr) == {"total": 2.0, "largest": {"trl": 1.5, "torch": 0.5}}
     assert list(harness.top_level_imports(stderr, top=1)["largest"]) == ["trl"]
 
@@ -65,8 +75,14 @@ def test_check_steps_needs_a_timed_step_after_the_warmup():
 
 
 def run(steps_per_s, tokens_per_s, cpu_share, step_s, tokens_timed=300, timed_steps=3):
-    return {"steps_per_s": steps_per_s, "tokens_per_s": tokens_per_s, "tokens_timed": tokens_timed,
-            "timed_steps": timed_steps, "cpu_share": cpu_share, "timed_step_s": step_s}
+    return {
+        "steps_per_s": steps_per_s,
+        "tokens_per_s": tokens_per_s,
+        "tokens_timed": tokens_timed,
+        "timed_steps": timed_steps,
+        "cpu_share": cpu_share,
+        "timed_step_s": step_s,
+    }
 
 
 RUNS_A = [run(2.0, 200.0, 0.5, [0.5, 0.6, 0.4]), run(4.0, 400.0, 0.9, [0.25, 0.3, 0.2])]
@@ -126,6 +142,23 @@ def test_bench_dpo_options_and_json_args_keep_their_names():
     options = parse(COMMAND, ["steps=20", "ab_steps=0", "no_precompute=true", "json=results/bench.json"]).options
     record = harness.options_record(options)
     assert (record["steps"], record["ab_steps"], record["no_precompute"], record["json"]) == (
-        20, 0, True, "results/bench.json")
-    assert {"tictoc", "data_runs", "warmup", "repeats", "batch_size", "pairs", "max_length", "skip_data",
-            "skip_train", "peak_tflops", "gpu_seq_len", "gpu_steps", "gpu_batch_size"} <= set(record)
+        20,
+        0,
+        True,
+        "results/bench.json",
+    )
+    assert {
+        "tictoc",
+        "data_runs",
+        "warmup",
+        "repeats",
+        "batch_size",
+        "pairs",
+        "max_length",
+        "skip_data",
+        "skip_train",
+        "peak_tflops",
+        "gpu_seq_len",
+        "gpu_steps",
+        "gpu_batch_size",
+    } <= set(record)

@@ -22,8 +22,9 @@ TOOL, NO_TOOL = "prefer_tool", "prefer_no_tool"
 def tictoc_report(samples: list[dict], protocol: str = "timealign") -> dict:
     """A TicToc report as evaluate_tictoc writes it: overall from `summarize` over the scored samples."""
     scored = [s for s in samples if "error" not in s]
-    overall = summarize([s["label"] for s in scored], [s["tool_call"] for s in scored],
-                        [s["empty_output"] for s in scored], protocol)
+    overall = summarize(
+        [s["label"] for s in scored], [s["tool_call"] for s in scored], [s["empty_output"] for s in scored], protocol
+    )
     return {"suite": "tictoc", "overall": overall, "settings": {"protocol": protocol}, "samples": samples}
 
 
@@ -33,16 +34,27 @@ def tictoc_samples(tool_calls: list[bool], no_tool_calls: list[bool]) -> list[di
     for i in range(max(len(tool_calls), len(no_tool_calls))):
         for label, calls in ((TOOL, tool_calls), (NO_TOOL, no_tool_calls)):
             if i < len(calls):
-                samples.append({"id": f"t{i}", "elapse_level": 0 if label == TOOL else 2, "label": label,
-                                "tool_call": calls[i], "empty_output": False, "output": ""})
+                samples.append(
+                    {
+                        "id": f"t{i}",
+                        "elapse_level": 0 if label == TOOL else 2,
+                        "label": label,
+                        "tool_call": calls[i],
+                        "empty_output": False,
+                        "output": "",
+                    }
+                )
     return samples
 
 
 # ------------------------------------------------------------------------------------------- single-run intervals
 def test_accuracy_interval_is_a_percentile_bootstrap_of_the_items():
     correct = np.array([1, 0, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 0, 1, 0, 1, 1], dtype=float)
-    report = {"suite": "tcp", "overall": {"accuracy": correct.mean()},
-              "samples": [{"id": f"p{i}", "correct": bool(c)} for i, c in enumerate(correct)]}
+    report = {
+        "suite": "tcp",
+        "overall": {"accuracy": correct.mean()},
+        "samples": [{"id": f"p{i}", "correct": bool(c)} for i, c in enumerate(correct)],
+    }
     block = attach_intervals(report, resamples=2000, confidence=0.9, seed=7)
 
     rng = np.random.default_rng(7)
@@ -73,8 +85,7 @@ def test_nar_interval_resamples_each_label_separately():
     m = block["metrics"]
     assert m["nar"] == pytest.approx(list(np.percentile(nar, [2.5, 97.5])), abs=1e-12)
     assert m["attempt_rate_prefer_tool"] == pytest.approx(list(np.percentile(tool_rate, [2.5, 97.5])), abs=1e-12)
-    assert m["attempt_rate_prefer_no_tool"] == pytest.approx(list(np.percentile(no_tool_rate, [2.5, 97.5])),
-                                                             abs=1e-12)
+    assert m["attempt_rate_prefer_no_tool"] == pytest.approx(list(np.percentile(no_tool_rate, [2.5, 97.5])), abs=1e-12)
     for key, interval in m.items():
         assert interval[0] <= report["overall"][key] <= interval[1], key
     assert block["stratified_by"] == "label" and block["units"] == 28
@@ -125,11 +136,31 @@ def test_timelychat_units_reproduce_the_turn_level_metrics():
     for s, value in zip(scored, per):
         s["rouge_l"] = value
     timing = timing_metrics(gold, pred, unparsed="wrong", targets=targets)
-    report = {"suite": "timelychat", "timing": timing, "settings": {"unparsed": "wrong", "instant_max_minutes": 0.0},
-              "overall": {**{k: timing[k] for k in ("precision", "recall", "f1", "fpr", "rmsle", "rmsle_target",
-                                                    "target_precision", "target_recall", "target_f1", "target_fpr")},
-                          "bleu2": bleu2(hyps, refs), "rouge_l": rouge},
-              "samples": samples}
+    report = {
+        "suite": "timelychat",
+        "timing": timing,
+        "settings": {"unparsed": "wrong", "instant_max_minutes": 0.0},
+        "overall": {
+            **{
+                k: timing[k]
+                for k in (
+                    "precision",
+                    "recall",
+                    "f1",
+                    "fpr",
+                    "rmsle",
+                    "rmsle_target",
+                    "target_precision",
+                    "target_recall",
+                    "target_f1",
+                    "target_fpr",
+                )
+            },
+            "bleu2": bleu2(hyps, refs),
+            "rouge_l": rouge,
+        },
+        "samples": samples,
+    }
 
     units = suite_units(report)
     assert units.unit == "dialog" and len(units) == 14  # a dialog's turns are drawn together
@@ -201,7 +232,8 @@ def test_pairing_matches_samples_by_id_and_refuses_different_sets():
     before = tictoc_report(samples)
     shuffled = tictoc_report(list(reversed(samples)))
     assert paired_differences(suite_units(before), suite_units(shuffled), resamples=100)["metrics"]["nar"][
-        "interval"] == [0.0, 0.0]  # the same outcomes in another order: matched by id, no difference
+        "interval"
+    ] == [0.0, 0.0]  # the same outcomes in another order: matched by id, no difference
     fewer = tictoc_report(samples[1:])
     with pytest.raises(SampleSetMismatch, match=r"different sample sets .*1 only before, first: t0@0"):
         paired_differences(suite_units(before), suite_units(fewer))
@@ -220,8 +252,10 @@ def test_compare_prints_and_writes_the_paired_verdicts(tmp_path, capsys):
         paths[name].parent.mkdir()
         paths[name].write_text(json.dumps(report))
     out = tmp_path / "cmp"
-    assert main([f"before={paths['before']}", f"after={paths['after'].parent}", f"out={out}",
-                 f"png={out / 'nar.png'}"]) == 0
+    assert (
+        main([f"before={paths['before']}", f"after={paths['after'].parent}", f"out={out}", f"png={out / 'nar.png'}"])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "| NAR | 0.500 [0.500, 0.500] |" in text and "outside noise" in text
     record = json.loads((out / "compare.json").read_text())["pairs"][0]
@@ -247,16 +281,22 @@ def test_a_rerun_keeps_the_first_run_and_moves_latest(tiny_model_dir, tmp_path):
 
     prepared = tmp_path / "prepared"
     tictoc_rows(prepared)
-    overrides = {"data.prepared_dir": str(prepared), "data.synthetic_trajectories": "4", "eval.max_samples": "6",
-                 "eval.max_new_tokens": "4", "eval.bootstrap": "300"}
+    overrides = {
+        "data.prepared_dir": str(prepared),
+        "data.synthetic_trajectories": "4",
+        "eval.max_samples": "6",
+        "eval.max_new_tokens": "4",
+        "eval.bootstrap": "300",
+    }
     out = tmp_path / "eval"
     first = evaluate(load_recipe("tiny", overrides), str(tiny_model_dir), ["tictoc"], out)["tictoc"]
     kept = (out / "runs" / "001" / "tictoc.json").read_bytes()
     assert first["run"] == "runs/001" and json.loads(kept)["intervals"]["resamples"] == 300
     assert "bootstrap intervals" in (out / "report.md").read_text()
 
-    second = evaluate(load_recipe("tiny", {**overrides, "eval.bootstrap": "0"}), str(tiny_model_dir), ["tictoc"],
-                      out)["tictoc"]
+    second = evaluate(load_recipe("tiny", {**overrides, "eval.bootstrap": "0"}), str(tiny_model_dir), ["tictoc"], out)[
+        "tictoc"
+    ]
     assert second["generation"]["cached"] == 6  # the generation cache is shared by the runs
     assert (out / "runs" / "001" / "tictoc.json").read_bytes() == kept  # the first run's report is kept
     assert second["run"] == "runs/002" and "intervals" not in second

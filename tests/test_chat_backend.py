@@ -14,7 +14,6 @@ and are skipped without it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -24,11 +23,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from needs import vllm_missing
 from vllm_server import vllm_server
 
 from timealign.backends.base import BackendError, GenerationError
-from needs import vllm_missing
-
 from timealign.backends.chat import ChatBackend, ChatReply, parse_reply, reply_from_response, reply_string
 from timealign.backends.factory import make_backend
 from timealign.config import load_recipe
@@ -44,55 +42,98 @@ HAS_VLLM = vllm_missing() is None  # raises under make test-vllm (TIMEALIGN_REQU
 
 def _m(role, content, time, **extra):
     """A message as a prepared pair row holds it (Arrow pads missing keys with None)."""
-    return {"role": role, "content": content, "time": time, "tool_calls": None, "tool_call_id": None, "name": None,
-            **extra}
+    return {
+        "role": role,
+        "content": content,
+        "time": time,
+        "tool_calls": None,
+        "tool_call_id": None,
+        "name": None,
+        **extra,
+    }
 
 
 SAMPLE = [
     _m("system", "You track parcels.", "2025-03-01T09:00:00Z"),
     _m("user", "Where is my parcel 77?", "2025-03-01T09:00:05Z"),
-    _m("assistant", None, "2025-03-01T09:00:06Z", tool_calls=[
-        {"id": "call_1", "type": "function", "function": {"name": "track", "arguments": "{'parcel': 77}"}}]),
+    _m(
+        "assistant",
+        None,
+        "2025-03-01T09:00:06Z",
+        tool_calls=[
+            {"id": "call_1", "type": "function", "function": {"name": "track", "arguments": "{'parcel': 77}"}}
+        ],
+    ),
     _m("tool", '{"status": "in transit"}', "2025-03-01T09:00:07Z", tool_call_id="call_1", name="track"),
     _m("assistant", "It is in transit.", "2025-03-01T09:00:08Z"),
     _m("user", "Is it delivered now?", "2025-03-01T15:30:00Z"),
 ]
-TOOLS = [{"type": "function", "function": {
-    "name": "track", "description": "Parcel status.",
-    "parameters": {"type": "object", "properties": {"parcel": {"type": "integer"}}, "required": ["parcel"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "track",
+            "description": "Parcel status.",
+            "parameters": {"type": "object", "properties": {"parcel": {"type": "integer"}}, "required": ["parcel"]},
+        },
+    }
+]
 
 
 # ----------------------------------------------------------------------------------------------- requests
 def test_paper_requests_are_the_authors_api_messages():
     request = json.loads(ChatRequestRenderer(protocol="paper").prompt(SAMPLE, json.dumps(TOOLS)))
-    assert request == {"tools": TOOLS, "messages": [
-        {"role": "system", "content": "[2025-03-01T09:00:00Z] You track parcels."},
-        {"role": "user", "content": "[2025-03-01T09:00:05Z] Where is my parcel 77?"},
-        # no content key; the arguments string as the data has it, Python literal and all
-        {"role": "assistant", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "track", "arguments": "{'parcel': 77}"}}]},
-        {"role": "tool", "content": '[2025-03-01T09:00:07Z] {"status": "in transit"}', "tool_call_id": "call_1"},
-        {"role": "assistant", "content": "[2025-03-01T09:00:08Z] It is in transit."},
-        {"role": "user", "content": "[2025-03-01T15:30:00Z] Is it delivered now?"}]}
+    assert request == {
+        "tools": TOOLS,
+        "messages": [
+            {"role": "system", "content": "[2025-03-01T09:00:00Z] You track parcels."},
+            {"role": "user", "content": "[2025-03-01T09:00:05Z] Where is my parcel 77?"},
+            # no content key; the arguments string as the data has it, Python literal and all
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "track", "arguments": "{'parcel': 77}"}}
+                ],
+            },
+            {"role": "tool", "content": '[2025-03-01T09:00:07Z] {"status": "in transit"}', "tool_call_id": "call_1"},
+            {"role": "assistant", "content": "[2025-03-01T09:00:08Z] It is in transit."},
+            {"role": "user", "content": "[2025-03-01T15:30:00Z] Is it delivered now?"},
+        ],
+    }
 
-    plain = json.loads(ChatRequestRenderer(protocol="paper", timestamps=False, prompt_mode="reminder")
-                       .prompt(SAMPLE, TOOLS))["messages"]
+    plain = json.loads(
+        ChatRequestRenderer(protocol="paper", timestamps=False, prompt_mode="reminder").prompt(SAMPLE, TOOLS)
+    )["messages"]
     assert plain[0] == {"role": "system", "content": "You track parcels." + PAPER_REMINDER}
     assert PAPER_REMINDER == " Note that the environment may be dynamic. Be aware of the time elapsed."
-    assert [m.get("content") for m in plain[1:]] == ["Where is my parcel 77?", None, '{"status": "in transit"}',
-                                                     "It is in transit.", "Is it delivered now?"]
+    assert [m.get("content") for m in plain[1:]] == [
+        "Where is my parcel 77?",
+        None,
+        '{"status": "in transit"}',
+        "It is in transit.",
+        "Is it delivered now?",
+    ]
 
 
 def test_timealign_requests_stamp_every_turn_and_send_json_arguments():
     request = json.loads(ChatRequestRenderer(protocol="timealign").prompt(SAMPLE, TOOLS))
-    assert request == {"tools": TOOLS, "messages": [
-        {"role": "system", "content": "You track parcels."},
-        {"role": "user", "content": "[2025-03-01T09:00:05Z]Where is my parcel 77?"},
-        {"role": "assistant", "content": "[2025-03-01T09:00:06Z]", "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "track", "arguments": '{"parcel": 77}'}}]},
-        {"role": "tool", "content": '[2025-03-01T09:00:07Z]{"status": "in transit"}', "tool_call_id": "call_1"},
-        {"role": "assistant", "content": "[2025-03-01T09:00:08Z]It is in transit."},
-        {"role": "user", "content": "[2025-03-01T15:30:00Z]Is it delivered now?"}]}
+    assert request == {
+        "tools": TOOLS,
+        "messages": [
+            {"role": "system", "content": "You track parcels."},
+            {"role": "user", "content": "[2025-03-01T09:00:05Z]Where is my parcel 77?"},
+            {
+                "role": "assistant",
+                "content": "[2025-03-01T09:00:06Z]",
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "track", "arguments": '{"parcel": 77}'}}
+                ],
+            },
+            {"role": "tool", "content": '[2025-03-01T09:00:07Z]{"status": "in transit"}', "tool_call_id": "call_1"},
+            {"role": "assistant", "content": "[2025-03-01T09:00:08Z]It is in transit."},
+            {"role": "user", "content": "[2025-03-01T15:30:00Z]Is it delivered now?"},
+        ],
+    }
 
     plain = json.loads(ChatRequestRenderer(timestamps=False, prompt_mode="rules").prompt(SAMPLE, TOOLS))["messages"]
     assert plain[0] == {"role": "system", "content": "You track parcels.\n\n" + RULES_PROMPT}
@@ -129,9 +170,12 @@ def test_every_v1_sample_becomes_a_request(tictoc_v1_dir):
     not_json = sum(_json_or_none(a) is None for a in raw)
     assert not_json > 0
     for protocol in ("paper", "timealign"):
-        sent = [c["function"]["arguments"] for r in rows
-                for m in json.loads(ChatRequestRenderer(protocol=protocol).prompt(r["prompt"], r["tools"]))["messages"]
-                for c in m.get("tool_calls") or []]
+        sent = [
+            c["function"]["arguments"]
+            for r in rows
+            for m in json.loads(ChatRequestRenderer(protocol=protocol).prompt(r["prompt"], r["tools"]))["messages"]
+            for c in m.get("tool_calls") or []
+        ]
         assert len(sent) == len(raw)
         assert sum(_json_or_none(a) is None for a in sent) == (not_json if protocol == "paper" else 0)
         if protocol == "paper":
@@ -143,22 +187,47 @@ def test_request_body_follows_the_recipe():
     backend = make_backend(recipe.eval, "gpt-4.1-2025-04-14")
     assert isinstance(backend, ChatBackend) and backend.tokenizer is None
     body = backend.request_body(SAMPLE[:2], TOOLS, max_new_tokens=64)
-    assert body == {"model": "gpt-4.1-2025-04-14", "messages": SAMPLE[:2], "tools": TOOLS, "tool_choice": "auto",
-                    "max_completion_tokens": 64, "temperature": 0.0}  # greedy: nothing else, no vLLM extras
+    assert body == {
+        "model": "gpt-4.1-2025-04-14",
+        "messages": SAMPLE[:2],
+        "tools": TOOLS,
+        "tool_choice": "auto",
+        "max_completion_tokens": 64,
+        "temperature": 0.0,
+    }  # greedy: nothing else, no vLLM extras
 
     sampled = backend.request_body(SAMPLE[:2], TOOLS, max_new_tokens=0, temperature=0.6, top_p=0.95, top_k=20)
     assert "max_completion_tokens" not in sampled  # 0: no limit, as the authors'
     assert (sampled["temperature"], sampled["top_p"], sampled["seed"], sampled["top_k"]) == (0.6, 0.95, 0, 20)
     assert "tools" not in backend.request_body(SAMPLE[:2], [], max_new_tokens=8)  # no tool_choice without tools
 
-    authors = make_backend(load_recipe("tiny", {
-        "eval.backend": "chat", "eval.base_url": "http://127.0.0.1:9/v1", "eval.chat_sampling": "false",
-        "eval.tool_choice": "track", "eval.served_model": "o3-2025-04-16"}).eval, "ignored")
+    authors = make_backend(
+        load_recipe(
+            "tiny",
+            {
+                "eval.backend": "chat",
+                "eval.base_url": "http://127.0.0.1:9/v1",
+                "eval.chat_sampling": "false",
+                "eval.tool_choice": "track",
+                "eval.served_model": "o3-2025-04-16",
+            },
+        ).eval,
+        "ignored",
+    )
     body = authors.request_body(SAMPLE[:2], TOOLS, max_new_tokens=0)
-    assert body == {"model": "o3-2025-04-16", "messages": SAMPLE[:2], "tools": TOOLS,
-                    "tool_choice": {"type": "function", "function": {"name": "track"}}}
-    assert authors.resolve_sampling() == {"temperature": None, "top_p": None, "top_k": None, "min_p": None,
-                                          "seed": None}
+    assert body == {
+        "model": "o3-2025-04-16",
+        "messages": SAMPLE[:2],
+        "tools": TOOLS,
+        "tool_choice": {"type": "function", "function": {"name": "track"}},
+    }
+    assert authors.resolve_sampling() == {
+        "temperature": None,
+        "top_p": None,
+        "top_k": None,
+        "min_p": None,
+        "seed": None,
+    }
     assert backend.fingerprint != authors.fingerprint  # tool choice and sampling are part of the cache key
     with pytest.raises(BackendError, match="chat_sampling=false"):
         authors.resolve_sampling(temperature=0.7)
@@ -169,34 +238,90 @@ def test_request_body_follows_the_recipe():
 # ----------------------------------------------------------------------------------------------- replies
 def _response(message: dict, finish_reason: str, model: str = "gpt-4.1-2025-04-14") -> dict:
     """A chat-completions response body as the API sends it."""
-    return {"id": "chatcmpl-BxYz", "object": "chat.completion", "created": 1752000000, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "logprobs": None,
-                         "finish_reason": finish_reason}],
-            "usage": {"prompt_tokens": 210, "completion_tokens": 17, "total_tokens": 227}}
+    return {
+        "id": "chatcmpl-BxYz",
+        "object": "chat.completion",
+        "created": 1752000000,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "logprobs": None, "finish_reason": finish_reason}
+        ],
+        "usage": {"prompt_tokens": 210, "completion_tokens": 17, "total_tokens": 227},
+    }
 
 
 CALL = {"id": "call_Qm2rB7", "type": "function", "function": {"name": "track", "arguments": '{"parcel":77}'}}
 HERMES_TEXT = '<tool_call>\n{"name": "track", "arguments": {"parcel": 77}}\n</tool_call>'
 # (name, response, paper call, timealign call, empty)
 REPLIES = [
-    ("gpt-4.1 structured call", _response({"content": None, "tool_calls": [CALL], "refusal": None,
-                                           "annotations": []}, "tool_calls"), True, True, False),
-    ("text answer", _response({"content": "It was in transit at 09:00; it may have moved since.", "refusal": None,
-                               "annotations": []}, "stop"), False, False, False),
-    ("gpt-4o text and a call", _response({"content": "Let me check the latest status.", "tool_calls": [CALL]},
-                                         "tool_calls", "gpt-4o-2024-11-20"), False, True, False),
-    ("a server without a tool parser", _response({"content": HERMES_TEXT, "tool_calls": []}, "stop", "qwen"),
-     False, True, False),
-    ("a Llama-style JSON call as text", _response({"content": '{"name": "track", "parameters": {"parcel": 77}}'},
-                                                  "stop", "llama"), False, True, False),
-    ("deepseek-reasoner: reasoning, then text", _response({"content": "It was in transit 6 hours ago.",
-                                                          "reasoning_content": "Maybe call track? No."}, "stop",
-                                                         "deepseek-reasoner"), False, False, False),
-    ("a call drafted in a think block", _response({"content": "<think>I could " + HERMES_TEXT + " but no.</think>"
-                                                   "It is still in transit."}, "stop", "qwen3"), False, False, False),
+    (
+        "gpt-4.1 structured call",
+        _response({"content": None, "tool_calls": [CALL], "refusal": None, "annotations": []}, "tool_calls"),
+        True,
+        True,
+        False,
+    ),
+    (
+        "text answer",
+        _response(
+            {"content": "It was in transit at 09:00; it may have moved since.", "refusal": None, "annotations": []},
+            "stop",
+        ),
+        False,
+        False,
+        False,
+    ),
+    (
+        "gpt-4o text and a call",
+        _response(
+            {"content": "Let me check the latest status.", "tool_calls": [CALL]}, "tool_calls", "gpt-4o-2024-11-20"
+        ),
+        False,
+        True,
+        False,
+    ),
+    (
+        "a server without a tool parser",
+        _response({"content": HERMES_TEXT, "tool_calls": []}, "stop", "qwen"),
+        False,
+        True,
+        False,
+    ),
+    (
+        "a Llama-style JSON call as text",
+        _response({"content": '{"name": "track", "parameters": {"parcel": 77}}'}, "stop", "llama"),
+        False,
+        True,
+        False,
+    ),
+    (
+        "deepseek-reasoner: reasoning, then text",
+        _response(
+            {"content": "It was in transit 6 hours ago.", "reasoning_content": "Maybe call track? No."},
+            "stop",
+            "deepseek-reasoner",
+        ),
+        False,
+        False,
+        False,
+    ),
+    (
+        "a call drafted in a think block",
+        _response(
+            {"content": "<think>I could " + HERMES_TEXT + " but no.</think>It is still in transit."}, "stop", "qwen3"
+        ),
+        False,
+        False,
+        False,
+    ),
     ("o3 spent its budget on reasoning", _response({"content": None}, "length", "o3-2025-04-16"), False, False, True),
-    ("vLLM forced call (required)", _response({"content": "", "tool_calls": [CALL]}, "tool_calls", "tiny"),
-     True, True, False),
+    (
+        "vLLM forced call (required)",
+        _response({"content": "", "tool_calls": [CALL]}, "tool_calls", "tiny"),
+        True,
+        True,
+        False,
+    ),
 ]
 
 
@@ -204,16 +329,28 @@ def test_replies_to_canonical_strings():
     texts = [reply_string(reply_from_response(r)) for _, r, *_ in REPLIES]
     call = '{"id": "call_Qm2rB7", "type": "function", "function": {"name": "track", "arguments": "{\\"parcel\\":77}"}}'
     assert texts[0] == '{"content": null, "tool_calls": [' + call + '], "finish_reason": "tool_calls"}'
-    assert texts[2] == ('{"content": "Let me check the latest status.", "tool_calls": [' + call
-                        + '], "finish_reason": "tool_calls"}')
-    assert texts[5] == ('{"content": "It was in transit 6 hours ago.", "tool_calls": [], "finish_reason": "stop", '
-                        '"reasoning": "Maybe call track? No."}')
+    assert texts[2] == (
+        '{"content": "Let me check the latest status.", "tool_calls": [' + call + '], "finish_reason": "tool_calls"}'
+    )
+    assert texts[5] == (
+        '{"content": "It was in transit 6 hours ago.", "tool_calls": [], "finish_reason": "stop", '
+        '"reasoning": "Maybe call track? No."}'
+    )
     assert texts[7] == '{"content": null, "tool_calls": [], "finish_reason": "length"}'
     assert parse_reply(texts[2]) == ChatReply("Let me check the latest status.", [CALL], "tool_calls")
     assert parse_reply(texts[7]).empty and not parse_reply(texts[0]).empty
     # a server that sends arguments as an object: stored as the JSON string the API type says
-    odd = reply_from_response(_response({"content": None, "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "track", "arguments": {"parcel": 77}}}]}, "tool_calls"))
+    odd = reply_from_response(
+        _response(
+            {
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "track", "arguments": {"parcel": 77}}}
+                ],
+            },
+            "tool_calls",
+        )
+    )
     assert odd.tool_calls[0]["function"]["arguments"] == '{"parcel": 77}'
     with pytest.raises(BackendError, match="unexpected"):
         reply_from_response({"error": {"message": "The model `gpt-9` does not exist"}})
@@ -231,15 +368,26 @@ def test_api_detection_under_both_protocols(name, response, paper, timealign, em
 
 def test_paper_api_output_is_what_the_authors_handler_returned():
     texts = [reply_string(reply_from_response(r)) for _, r, *_ in REPLIES]
-    assert paper_api_output(texts[0]) == ("[ChatCompletionMessageToolCall(id='call_Qm2rB7', function=Function("
-                                          "arguments='{\"parcel\":77}', name='track'), type='function')]")
+    assert paper_api_output(texts[0]) == (
+        "[ChatCompletionMessageToolCall(id='call_Qm2rB7', function=Function("
+        "arguments='{\"parcel\":77}', name='track'), type='function')]"
+    )
     assert paper_api_output(texts[2]) == "Let me check the latest status."  # content wins, the call is lost
     assert paper_api_output(texts[7]) == ""  # their "[ERROR]": left out of the denominator
 
 
 def test_metrics_on_api_replies_by_hand():
-    labels = ["prefer_tool", "prefer_no_tool", "prefer_tool", "prefer_tool", "prefer_no_tool", "prefer_no_tool",
-              "prefer_tool", "prefer_tool", "prefer_no_tool"]
+    labels = [
+        "prefer_tool",
+        "prefer_no_tool",
+        "prefer_tool",
+        "prefer_tool",
+        "prefer_no_tool",
+        "prefer_no_tool",
+        "prefer_tool",
+        "prefer_tool",
+        "prefer_no_tool",
+    ]
     texts = [reply_string(reply_from_response(r)) for _, r, *_ in REPLIES]
     empty = [is_empty_output(t, "api") for t in texts]
     # timealign: calls at 0, 2, 3, 4, 8 -> TP 3 (0, 2, 3), FN 2 (6, 7), FP 2 (4, 8), TN 2 (1, 5); the empty one stays
@@ -253,8 +401,18 @@ def test_metrics_on_api_replies_by_hand():
 
 
 def _rows(n: int = 2) -> list[dict]:
-    return [{"id": f"parcel_{i}", "elapse_level": 1, "label": "prefer_tool", "sensitivity": "high", "num_turns": 6,
-             "prompt": SAMPLE, "tools": json.dumps(TOOLS)} for i in range(n)]
+    return [
+        {
+            "id": f"parcel_{i}",
+            "elapse_level": 1,
+            "label": "prefer_tool",
+            "sensitivity": "high",
+            "num_turns": 6,
+            "prompt": SAMPLE,
+            "tools": json.dumps(TOOLS),
+        }
+        for i in range(n)
+    ]
 
 
 def test_failed_requests_are_recorded_per_sample(tmp_path):
@@ -266,8 +424,9 @@ def test_failed_requests_are_recorded_per_sample(tmp_path):
     backend = ChatBackend(f"http://127.0.0.1:{port}/v1", model="gpt-4.1", max_retries=0)
     with pytest.raises(GenerationError, match="cannot reach"):
         backend.generate([ChatRequestRenderer().prompt(SAMPLE, TOOLS)], max_new_tokens=8, desc=None)
-    report = evaluate_tictoc(backend, _rows(), ChatRequestRenderer(), family="api", max_new_tokens=8,
-                             cache_dir=tmp_path)
+    report = evaluate_tictoc(
+        backend, _rows(), ChatRequestRenderer(), family="api", max_new_tokens=8, cache_dir=tmp_path
+    )
     assert [e["id"] for e in report["errors"]] == ["parcel_0", "parcel_1"]
     assert all("cannot reach" in e["error"] for e in report["errors"])
     assert report["overall"]["n"] == 0 and report["overall"]["nar"] is None
@@ -324,10 +483,16 @@ def build_api_agent(out: Path, base_dir: Path, rows: list[dict]) -> Path:
         renderer = ChatRequestRenderer(protocol=protocol)
         for row in rows:
             request = json.loads(renderer.prompt(row["prompt"], row["tools"]))
-            prompt = tokenizer.apply_chat_template(_server_messages(request["messages"]), tools=request["tools"],
-                                                   add_generation_prompt=True, tokenize=False)
-            pair = (tokenizer(prompt, add_special_tokens=False)["input_ids"],
-                    tokenizer(_target(row, ids) + tokenizer.eos_token, add_special_tokens=False)["input_ids"])
+            prompt = tokenizer.apply_chat_template(
+                _server_messages(request["messages"]),
+                tools=request["tools"],
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+            pair = (
+                tokenizer(prompt, add_special_tokens=False)["input_ids"],
+                tokenizer(_target(row, ids) + tokenizer.eos_token, add_special_tokens=False)["input_ids"],
+            )
             checks.append(pair)
             if row["elapse_level"] == 0:
                 examples.append(pair)
@@ -338,16 +503,18 @@ def build_api_agent(out: Path, base_dir: Path, rows: list[dict]) -> Path:
     labels = torch.full((len(examples), width), -100)
     mask = torch.zeros((len(examples), width), dtype=torch.long)
     for i, (p, c) in enumerate(examples):
-        inputs[i, :len(p) + len(c)] = torch.tensor(p + c)
-        labels[i, len(p):len(p) + len(c)] = torch.tensor(c)
-        mask[i, :len(p) + len(c)] = 1
+        inputs[i, : len(p) + len(c)] = torch.tensor(p + c)
+        labels[i, len(p) : len(p) + len(c)] = torch.tensor(c)
+        mask[i, : len(p) + len(c)] = 1
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)
 
     def solved() -> bool:
         model.eval()
         with torch.no_grad():
-            ok = all(model.generate(torch.tensor([p]), max_new_tokens=len(c), do_sample=False)[0, len(p):].tolist()
-                     == c for p, c in checks)
+            ok = all(
+                model.generate(torch.tensor([p]), max_new_tokens=len(c), do_sample=False)[0, len(p) :].tolist() == c
+                for p, c in checks
+            )
         model.train()
         return ok
 
@@ -383,20 +550,35 @@ def api_agent(tiny_model_dir, short_rows, tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(api_agent, tmp_path_factory):
     """`python -m vllm.entrypoints.openai.api_server` with auto tool choice and the hermes parser (CPU engine)."""
-    with vllm_server(api_agent, "tiny-api", tmp_path_factory.mktemp("server") / "server.log",
-                     "--enable-auto-tool-choice", "--tool-call-parser", "hermes") as url:
+    with vllm_server(
+        api_agent,
+        "tiny-api",
+        tmp_path_factory.mktemp("server") / "server.log",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+    ) as url:
         yield url, api_agent
 
 
 def _chat_backend(url: str, **overrides) -> ChatBackend:
-    recipe = load_recipe("tiny", {"eval.backend": "chat", "eval.base_url": f"{url}/v1", "eval.served_model": "tiny-api",
-                                  "eval.batch_size": "4", **overrides})
+    recipe = load_recipe(
+        "tiny",
+        {
+            "eval.backend": "chat",
+            "eval.base_url": f"{url}/v1",
+            "eval.served_model": "tiny-api",
+            "eval.batch_size": "4",
+            **overrides,
+        },
+    )
     return make_backend(recipe.eval, "tiny-api")
 
 
 def _post(url: str, body: dict) -> dict:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"},
-                                     method="POST")
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
     return json.loads(urllib.request.urlopen(request, timeout=120).read())
 
 
@@ -410,10 +592,12 @@ def test_the_server_renders_our_requests_unchanged(server, short_rows):
     url, model_dir = server
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     for protocol in ("paper", "timealign"):
-        request = json.loads(ChatRequestRenderer(protocol=protocol).prompt(short_rows[0]["prompt"],
-                                                                          short_rows[0]["tools"]))
-        ours = tokenizer.apply_chat_template(_server_messages(request["messages"]), tools=request["tools"],
-                                             add_generation_prompt=True, tokenize=False)
+        request = json.loads(
+            ChatRequestRenderer(protocol=protocol).prompt(short_rows[0]["prompt"], short_rows[0]["tools"])
+        )
+        ours = tokenizer.apply_chat_template(
+            _server_messages(request["messages"]), tools=request["tools"], add_generation_prompt=True, tokenize=False
+        )
         served = _post(f"{url}/tokenize", {"model": "tiny-api", "add_generation_prompt": True, **request})
         assert served["tokens"] == tokenizer(ours, add_special_tokens=False)["input_ids"]
         assert ("[2023-08-11T14:02:57Z]" if protocol == "timealign" else "[2023-08-11T14:02:57Z] ") in ours
@@ -427,16 +611,24 @@ def test_structured_tool_calls_under_auto_tool_choice(server, short_rows, tmp_pa
     url, _ = server
     ids = sorted({r["id"] for r in short_rows})
     # the rows the hand counts below are about (scenario -> labels at elapse levels 0, 1, 2)
-    assert {i: [r["label"][len("prefer_"):] for r in short_rows if r["id"] == i] for i in ids} == {
-        "airline_baggage_policy_1": ["no_tool", "no_tool", "tool"],        # KINDS: call
-        "hotel_room_availability_rates_1": ["no_tool", "tool", "tool"],    # text
-        "live_sports_score_tracker_1": ["no_tool", "tool", "tool"],        # text, then a call
-        "stock_market_order_book_1": ["no_tool", "tool", "tool"]}          # call
+    assert {i: [r["label"][len("prefer_") :] for r in short_rows if r["id"] == i] for i in ids} == {
+        "airline_baggage_policy_1": ["no_tool", "no_tool", "tool"],  # KINDS: call
+        "hotel_room_availability_rates_1": ["no_tool", "tool", "tool"],  # text
+        "live_sports_score_tracker_1": ["no_tool", "tool", "tool"],  # text, then a call
+        "stock_market_order_book_1": ["no_tool", "tool", "tool"],
+    }  # call
     backend = _chat_backend(url)
     reports = {}
     for protocol in ("timealign", "paper"):
-        reports[protocol] = evaluate_tictoc(backend, short_rows, ChatRequestRenderer(protocol=protocol), family="api",
-                                            max_new_tokens=64, cache_dir=tmp_path / protocol, protocol=protocol)
+        reports[protocol] = evaluate_tictoc(
+            backend,
+            short_rows,
+            ChatRequestRenderer(protocol=protocol),
+            family="api",
+            max_new_tokens=64,
+            cache_dir=tmp_path / protocol,
+            protocol=protocol,
+        )
     for protocol, report in reports.items():
         for row, sample in zip(short_rows, report["samples"]):
             reply, kind = parse_reply(sample["output"]), _kind(row, ids)
@@ -452,8 +644,9 @@ def test_structured_tool_calls_under_auto_tool_choice(server, short_rows, tmp_pa
     o = reports["paper"]["overall"]
     assert (o["n"], o["tp"], o["fn"], o["fp"], o["tn"]) == (12, 3, 4, 3, 2)
     assert o["nar"] == pytest.approx(0.5 * (3 / 7 + 2 / 5))
-    again = evaluate_tictoc(backend, short_rows, ChatRequestRenderer(), family="api", max_new_tokens=64,
-                            cache_dir=tmp_path / "timealign")
+    again = evaluate_tictoc(
+        backend, short_rows, ChatRequestRenderer(), family="api", max_new_tokens=64, cache_dir=tmp_path / "timealign"
+    )
     assert again["generation"]["cached"] == 12 and again["samples"] == reports["timealign"]["samples"]
 
 
@@ -467,8 +660,14 @@ def test_forced_tool_calls_and_a_failed_request(server, short_rows, tmp_path):
     max_model_len fails alone (HTTP 400), recorded for its sample."""
     url, _ = server
     ids = sorted({r["id"] for r in short_rows})
-    report = evaluate_tictoc(_chat_backend(url, **{"eval.tool_choice": "required"}), short_rows,
-                             ChatRequestRenderer(), family="api", max_new_tokens=48, cache_dir=tmp_path / "required")
+    report = evaluate_tictoc(
+        _chat_backend(url, **{"eval.tool_choice": "required"}),
+        short_rows,
+        ChatRequestRenderer(),
+        family="api",
+        max_new_tokens=48,
+        cache_dir=tmp_path / "required",
+    )
     for row, sample in zip(short_rows, report["samples"]):
         reply, names = parse_reply(sample["output"]), [t["function"]["name"] for t in json.loads(row["tools"])]
         assert reply.content in (None, "") or reply.content.startswith('<tool_call>{"name": "')
@@ -485,18 +684,34 @@ def test_forced_tool_calls_and_a_failed_request(server, short_rows, tmp_path):
     assert sum(is_tool_call(s["output"], "api", "paper") for s in report["samples"]) == structured >= 6
 
     stock = [r for r in short_rows if r["id"] == "stock_market_order_book_1"]
-    named = evaluate_tictoc(_chat_backend(url, **{"eval.tool_choice": "get_order_book"}), stock,
-                            ChatRequestRenderer(), family="api", max_new_tokens=48, cache_dir=tmp_path / "named")
+    named = evaluate_tictoc(
+        _chat_backend(url, **{"eval.tool_choice": "get_order_book"}),
+        stock,
+        ChatRequestRenderer(),
+        family="api",
+        max_new_tokens=48,
+        cache_dir=tmp_path / "named",
+    )
     for row, sample in zip(stock, named["samples"]):
         reply = parse_reply(sample["output"])
         assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in reply.tool_calls] == [
-            ("get_order_book", _last_call(row)["arguments"])]
+            ("get_order_book", _last_call(row)["arguments"])
+        ]
         assert reply.content == "" and reply.finish_reason == "stop"  # OpenAI's finish reason for a named choice
 
-    too_long = dict(short_rows[0], id="too_long", prompt=[*short_rows[0]["prompt"][:-1], dict(
-        short_rows[0]["prompt"][-1], content="How much now? " * 2000)])
-    report = evaluate_tictoc(_chat_backend(url), [short_rows[0], too_long, short_rows[1]], ChatRequestRenderer(),
-                             family="api", max_new_tokens=48, cache_dir=tmp_path / "long")
+    too_long = dict(
+        short_rows[0],
+        id="too_long",
+        prompt=[*short_rows[0]["prompt"][:-1], dict(short_rows[0]["prompt"][-1], content="How much now? " * 2000)],
+    )
+    report = evaluate_tictoc(
+        _chat_backend(url),
+        [short_rows[0], too_long, short_rows[1]],
+        ChatRequestRenderer(),
+        family="api",
+        max_new_tokens=48,
+        cache_dir=tmp_path / "long",
+    )
     assert [e["id"] for e in report["errors"]] == ["too_long"] and "HTTP 400" in report["errors"][0]["error"]
     assert report["overall"]["n"] == 2 and report["samples"][1]["output"] is None
 
@@ -509,13 +724,24 @@ def test_eval_cli_with_the_chat_backend(server, tmp_path):
 
     url, _ = server
     env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", TIMEALIGN_CACHE=str(tmp_path / "cache"))
-    common = [sys.executable, str(REPO_ROOT / "eval/run.py"), "recipe=tiny", "checkpoint=tiny-api",
-              f"data.prepared_dir={tmp_path / 'prep'}", "data.synthetic_trajectories=2", "eval.max_samples=4",
-              "eval.max_new_tokens=32", "eval.backend=chat", f"eval.base_url={url}/v1", "eval.served_model=tiny-api"]
+    common = [
+        sys.executable,
+        str(REPO_ROOT / "eval/run.py"),
+        "recipe=tiny",
+        "checkpoint=tiny-api",
+        f"data.prepared_dir={tmp_path / 'prep'}",
+        "data.synthetic_trajectories=2",
+        "eval.max_samples=4",
+        "eval.max_new_tokens=32",
+        "eval.backend=chat",
+        f"eval.base_url={url}/v1",
+        "eval.served_model=tiny-api",
+    ]
     for protocol in ("timealign", "paper"):
         out = tmp_path / f"eval-{protocol}"
-        proc = subprocess.run([*common, f"data.protocol={protocol}", f"out={out}"], env=env, capture_output=True,
-                              text=True, timeout=600)
+        proc = subprocess.run(
+            [*common, f"data.protocol={protocol}", f"out={out}"], env=env, capture_output=True, text=True, timeout=600
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         report = json.loads((out / "tictoc.json").read_text())
         assert report["backend"]["name"] == "chat" and report["settings"]["family"] == "api"
@@ -523,6 +749,7 @@ def test_eval_cli_with_the_chat_backend(server, tmp_path):
         assert report["overall"]["n"] == 4 and report["generation"]["generated"] == 4 and not report["errors"]
         replies = [parse_reply(s["output"]) for s in report["samples"]]  # every output is a reply message
         assert report["overall"]["tool_calls"] == sum(
-            is_tool_call(s["output"], "api", protocol) for s in report["samples"])
+            is_tool_call(s["output"], "api", protocol) for s in report["samples"]
+        )
         assert report["overall"]["empty_outputs"] == sum(r.empty for r in replies)
         assert "| NAR |" in (out / "report.md").read_text()

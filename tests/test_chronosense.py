@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from timealign.data.records import write_jsonl
 from timealign.suites import chronosense as cs
 from timealign.suites.generate_sets import main as generate_main
-from timealign.data.records import write_jsonl
 
 # Allen's relations re-derived from endpoint comparisons (A = (a1, a2), B = (b1, b2)), independently of the module.
 DEFINITIONS = {
@@ -43,6 +43,7 @@ def holding(a, b):
 
 
 # ------------------------------------------------------------------------------------------------ Allen relations
+
 
 def test_every_pair_in_the_grid_has_exactly_one_relation_and_it_is_the_returned_one():
     assert len(GRID) == 28
@@ -86,6 +87,7 @@ def test_sample_pair_realises_each_relation(relation):
 
 # ---------------------------------------------------------------------------------------------- negative sampling
 
+
 def test_paper_exclusion_list_is_exactly_what_day_level_refinement_makes_ambiguous():
     """App. A.1.1: a relation is excluded as a negative iff some placement of the events within their years makes
     it true. Refine every year endpoint to year + f (f a fraction of the year) and collect the relations."""
@@ -112,8 +114,13 @@ def test_generated_allen_items_have_correct_labels_and_allowed_negatives():
         if not it["label"]:
             assert it["hypothesis_relation"] not in cs.NEGATIVE_EXCLUSIONS.get(true_rel, ())
     negatives = Counter((it["category"], it["hypothesis_relation"]) for it in items if not it["label"])
-    assert negatives[("Equals", "Before")] + negatives[("Equals", "After")] + negatives[("Equals", "Meets")] \
-        + negatives[("Equals", "Met-By")] == 8
+    assert (
+        negatives[("Equals", "Before")]
+        + negatives[("Equals", "After")]
+        + negatives[("Equals", "Meets")]
+        + negatives[("Equals", "Met-By")]
+        == 8
+    )
 
 
 @pytest.mark.parametrize("tasks", ["all", "allen", "arithmetic"])
@@ -149,6 +156,7 @@ def test_named_events_cover_all_relations_with_true_years():
 
 
 # ----------------------------------------------------------------------------------------------------- arithmetic
+
 
 def brute_end(start, duration):
     year = start
@@ -200,16 +208,22 @@ def test_generated_arithmetic_labels_against_brute_force():
 
 # ----------------------------------------------------------------------------------------- the paper's examples
 
+
 def test_paper_allen_example_fourth_cholera_pandemic_before_world_war_ii():
     # Sec. 3 / Fig. 2: the fourth cholera pandemic (1863-1875) occurred before World War II (1939-1945): True.
-    item = {"task": "allen", "category": "Before", "hypothesis_relation": "Before",
-            "event_a": {"name": "fourth cholera pandemic", "start": 1863, "end": 1875},
-            "event_b": {"name": "World War II", "start": 1939, "end": 1945}}
+    item = {
+        "task": "allen",
+        "category": "Before",
+        "hypothesis_relation": "Before",
+        "event_a": {"name": "fourth cholera pandemic", "start": 1863, "end": 1875},
+        "event_b": {"name": "World War II", "start": 1939, "end": 1945},
+    }
     assert cs.allen_relation((1863, 1875), (1939, 1945)) == "Before"
     assert cs.render_question(item, 0) == (
         "The event 'fourth cholera pandemic' occurred between year 1863 and year 1875. The event 'World War II' "
         "occurred between year 1939 and year 1945. Did 'fourth cholera pandemic' occur before 'World War II' "
-        "without any overlap between the two events? Answer True or False.")
+        "without any overlap between the two events? Answer True or False."
+    )
 
 
 def test_paper_arithmetic_example_next_occurrence_1921_true_1950_false():
@@ -217,13 +231,21 @@ def test_paper_arithmetic_example_next_occurrence_1921_true_1950_false():
     assert cs.next_occurrence(1909, 12) == 1921
     assert cs.arithmetic_truth("Next Occurrence", {"first": 1909, "every": 12}, 1921) is True
     assert cs.arithmetic_truth("Next Occurrence", {"first": 1909, "every": 12}, 1950) is False
-    item = {"task": "arithmetic", "category": "Next Occurrence", "event": "Event A",
-            "params": {"first": 1909, "every": 12}, "hypothesis_year": 1921}
-    assert cs.render_question(item, 0) == ("'Event A' first occurred in year 1909. 'Event A' occurs every 12 years. "
-                                           "Did 'Event A' occur again in the year 1921? Answer True or False.")
+    item = {
+        "task": "arithmetic",
+        "category": "Next Occurrence",
+        "event": "Event A",
+        "params": {"first": 1909, "every": 12},
+        "hypothesis_year": 1921,
+    }
+    assert cs.render_question(item, 0) == (
+        "'Event A' first occurred in year 1909. 'Event A' occurs every 12 years. "
+        "Did 'Event A' occur again in the year 1921? Answer True or False."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- prompts
+
 
 def test_prompt_settings_and_templates():
     zero = cs.generate(32, seed=2, setting="0-shot")
@@ -279,7 +301,7 @@ def test_few_shot_prompts_never_share_the_test_pair_repeat_a_shot_or_show_the_qu
             assert cs.render_question(it, 0) not in questions
             assert not any(_shares_event_pair(it, q) for q in questions), it["id"]
             for i, q in enumerate(questions):  # shots share no context with each other either
-                assert not any(c in other for c in _context_of_shot(q) for other in questions[i + 1:])
+                assert not any(c in other for c in _context_of_shot(q) for other in questions[i + 1 :])
 
 
 def test_a_relation_with_one_named_pair_gets_abstract_shots_instead_of_its_own_pair():
@@ -300,32 +322,45 @@ def test_a_relation_with_one_named_pair_gets_abstract_shots_instead_of_its_own_p
 
 # ----------------------------------------------------------------------------------------------------- parsing
 
-@pytest.mark.parametrize("text, expected", [
-    ("True", "True"),
-    ("False.", "False"),
-    ("  **True**\n\nThe first event ended in 1875.", "True"),
-    ("**Answer:** False", "False"),
-    ("**Answer**: True", "True"),
-    ("Fourth cholera pandemic ended in 1875 and World War II began in 1939, so there is no overlap. "
-     "Therefore, the answer is True.", "True"),
-    ("It would be true if both began in 1939, but the first began in 1937. The answer is: False", "False"),
-    ("Answer True or False. False", "False"),
-    ("True or False?", None),
-    ("Yes, it did.", None),
-    ("It is true that A began earlier, but the statement is false.", None),
-    ("<think>maybe true</think>False", "False"),
-    ("", None),
-    ("\n\n\n\n", None),
-    ("ĠĠ ;; ?? ĊĊ", None),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("True", "True"),
+        ("False.", "False"),
+        ("  **True**\n\nThe first event ended in 1875.", "True"),
+        ("**Answer:** False", "False"),
+        ("**Answer**: True", "True"),
+        (
+            "Fourth cholera pandemic ended in 1875 and World War II began in 1939, so there is no overlap. "
+            "Therefore, the answer is True.",
+            "True",
+        ),
+        ("It would be true if both began in 1939, but the first began in 1937. The answer is: False", "False"),
+        ("Answer True or False. False", "False"),
+        ("True or False?", None),
+        ("Yes, it did.", None),
+        ("It is true that A began earlier, but the statement is false.", None),
+        ("<think>maybe true</think>False", "False"),
+        ("", None),
+        ("\n\n\n\n", None),
+        ("ĠĠ ;; ?? ĊĊ", None),
+    ],
+)
 def test_parse_true_false(text, expected):
     assert cs.parse_true_false(text) == expected
 
 
 def test_score_counts_unclear_as_wrong_and_breaks_down_by_task():
     items = cs.generate(6, seed=0)
-    outputs = [items[0]["answer"], "no idea", "Answer: " + items[2]["answer"],
-               "True" if items[3]["answer"] == "False" else "False", "", items[5]["answer"] + "."]
+    outputs = [
+        items[0]["answer"],
+        "no idea",
+        "Answer: " + items[2]["answer"],
+        "True" if items[3]["answer"] == "False" else "False",
+        "",
+        items[5]["answer"] + ".",
+    ]
     report = cs.score(items, outputs)
     o = report["overall"]
     assert (o["n"], o["correct"], o["unclear"]) == (6, 3, 2)
@@ -337,6 +372,7 @@ def test_score_counts_unclear_as_wrong_and_breaks_down_by_task():
 
 # ------------------------------------------------------------------------------------------- files, CLI, suite
 
+
 def test_write_jsonl_roundtrip_and_cli(tmp_path):
     items = cs.generate(16, seed=4, setting="1-shot")
     path = write_jsonl(items, tmp_path / "cs.jsonl")
@@ -345,9 +381,13 @@ def test_write_jsonl_roundtrip_and_cli(tmp_path):
     assert generate_main(["suite=chronosense", "n=8", "tasks=Before,Next Occurrence", f"out={out}"]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert Counter(r["category"] for r in rows) == {"Before": 4, "Next Occurrence": 4}
-    help_text = subprocess.run([sys.executable, "data_prep/reasoning.py", "suite=chronosense", "--help"],
-                               capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
-                               check=True).stdout
+    help_text = subprocess.run(
+        [sys.executable, "data_prep/reasoning.py", "suite=chronosense", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        check=True,
+    ).stdout
     assert "setting=" in help_text and "named=False" in help_text
 
 
@@ -358,8 +398,9 @@ def test_suite_runs_on_the_tiny_model_and_counts_garbage_as_unclear(tiny_model_d
     suite = get_suite("chronosense")
     assert suite.run is cs.run_suite
     backend = HFBackend(str(tiny_model_dir), batch_size=8)
-    ctx = EvalContext(recipe=None, out_dir=tmp_path,
-                      options=suite.parse_options({"n": "4", "max_new_tokens": "8", "seed": "1"}))
+    ctx = EvalContext(
+        recipe=None, out_dir=tmp_path, options=suite.parse_options({"n": "4", "max_new_tokens": "8", "seed": "1"})
+    )
     report = suite.run(backend, ctx)
     o = report["overall"]
     assert o["n"] == 4 and len(report["samples"]) == 4
@@ -375,6 +416,7 @@ def test_suite_runs_on_the_tiny_model_and_counts_garbage_as_unclear(tiny_model_d
 
 
 # ------------------------------------------------------------------------------------- clean named sets (issue 23)
+
 
 def _interval_pair(question: str) -> frozenset:
     """The two year intervals a template-0 Allen question states (read off its text, not from `context_key`)."""
@@ -396,8 +438,17 @@ def test_no_shot_is_on_the_test_years_and_no_item_repeats(setting, named):
         shot_years = [_interval_pair(s["question"]) for s in it["shots"]]
         assert _test_years(it) not in shot_years, it["id"]
         assert len(set(shot_years)) == len(shot_years), it["id"]
-    questions = Counter((it["category"], it["hypothesis_relation"], it["event_a"]["start"], it["event_a"]["end"],
-                         it["event_b"]["start"], it["event_b"]["end"]) for it in items)
+    questions = Counter(
+        (
+            it["category"],
+            it["hypothesis_relation"],
+            it["event_a"]["start"],
+            it["event_a"]["end"],
+            it["event_b"]["start"],
+            it["event_b"]["end"],
+        )
+        for it in items
+    )
     assert max(questions.values()) == 1
 
 

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -16,16 +15,23 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cli_env(tmp_path_factory):
     env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", WANDB_MODE="offline", TOKENIZERS_PARALLELISM="false",
-               TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")), PYTHONUNBUFFERED="1")
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        WANDB_MODE="offline",
+        TOKENIZERS_PARALLELISM="false",
+        TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")),
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
 def run(args, env, cwd=REPO_ROOT, check=True):
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                             f"{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
@@ -75,8 +81,11 @@ def test_training_help_lists_every_recipe_field_with_its_help(task, capsys):
     assert {"dpo": dpo, "sft": sft}[task].main(["--help"]) == 0
     text = capsys.readouterr().out
     flat = " ".join(text.split())  # help text is wrapped
-    missing = [key for key, help_ in recipe_fields(Recipe)
-               if f"\n  {key}=" not in text or (help_ and " ".join(help_.split()) not in flat)]
+    missing = [
+        key
+        for key, help_ in recipe_fields(Recipe)
+        if f"\n  {key}=" not in text or (help_ and " ".join(help_.split()) not in flat)
+    ]
     assert not missing
     assert f"train/{task}.py recipe=NAME|--config PATH" in text
 
@@ -91,27 +100,60 @@ def test_data_prep_cli_manifest(prepared):
 def test_data_prep_cli_bad_input(cli_env, tmp_path):
     folder = tmp_path / "v1"
     folder.mkdir()
-    good = {"id": "train_delay_1", "function": [{"type": "function", "function": {"name": "get_delay"}}], "history": [
-        {"role": "system", "content": "s", "time": "2024-01-01T00:00:00Z"},
-        {"role": "user", "content": "q", "time": "2024-01-01T00:00:00Z"},
-        {"role": "assistant", "content": None, "time": "2024-01-01T00:00:02Z", "tool_calls": [
-            {"id": "a", "type": "function", "function": {"name": "get_delay", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "a", "name": "get_delay", "content": "{}", "time": "2024-01-01T00:00:03Z"},
-        {"role": "user", "content": "again?", "time": ["2024-01-01T00:00:09Z", "2024-01-01T00:05:00Z",
-                                                        "2024-01-01T04:00:00Z"]}]}
+    good = {
+        "id": "train_delay_1",
+        "function": [{"type": "function", "function": {"name": "get_delay"}}],
+        "history": [
+            {"role": "system", "content": "s", "time": "2024-01-01T00:00:00Z"},
+            {"role": "user", "content": "q", "time": "2024-01-01T00:00:00Z"},
+            {
+                "role": "assistant",
+                "content": None,
+                "time": "2024-01-01T00:00:02Z",
+                "tool_calls": [{"id": "a", "type": "function", "function": {"name": "get_delay", "arguments": "{}"}}],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "a",
+                "name": "get_delay",
+                "content": "{}",
+                "time": "2024-01-01T00:00:03Z",
+            },
+            {
+                "role": "user",
+                "content": "again?",
+                "time": ["2024-01-01T00:00:09Z", "2024-01-01T00:05:00Z", "2024-01-01T04:00:00Z"],
+            },
+        ],
+    }
     bad = json.loads(json.dumps(good))
     bad["id"] = "train_delay_2"
     bad["history"][4]["time"] = bad["history"][4]["time"][:2]
     (folder / "preferTool_elapse_2.json").write_text(json.dumps([good, bad]))
-    proc = run(py("data_prep/tictoc.py", "recipe=tiny", "data.source=v1", f"data.path={folder}",
-                  f"out={tmp_path / 'out'}"), cli_env, check=False)
+    proc = run(
+        py("data_prep/tictoc.py", "recipe=tiny", "data.source=v1", f"data.path={folder}", f"out={tmp_path / 'out'}"),
+        cli_env,
+        check=False,
+    )
     assert proc.returncode == 1
     assert "preferTool_elapse_2.json: record 'train_delay_2'" in proc.stderr and "must list 3 times" in proc.stderr
-    proc = run(py("data_prep/tictoc.py", "recipe=tiny", "data.source=v1", f"data.path={folder}",
-                  f"out={tmp_path / 'out'}", "data.on_error=skip"), cli_env)
+    proc = run(
+        py(
+            "data_prep/tictoc.py",
+            "recipe=tiny",
+            "data.source=v1",
+            f"data.path={folder}",
+            f"out={tmp_path / 'out'}",
+            "data.on_error=skip",
+        ),
+        cli_env,
+    )
     # Training on the same folder prepares the data first and stops with the same named error.
-    proc = run(py("train/dpo.py", "recipe=tiny", "data.source=v1", f"data.path={folder}",
-                  f"output_dir={tmp_path / 'run'}"), cli_env, check=False)
+    proc = run(
+        py("train/dpo.py", "recipe=tiny", "data.source=v1", f"data.path={folder}", f"output_dir={tmp_path / 'run'}"),
+        cli_env,
+        check=False,
+    )
     assert proc.returncode == 1 and "record 'train_delay_2'" in proc.stderr and "data.on_error=skip" in proc.stderr
     rejects = [json.loads(x) for x in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rejects] == ["train_delay_2"]
@@ -122,14 +164,33 @@ def test_accelerate_launch_trains_logs_and_saves(cli_env, prepared, tmp_path):
     """`accelerate launch train/dpo.py recipe=tiny` with W&B offline; the checkpoint loads and evaluates."""
     out = tmp_path / "run"
     env = dict(cli_env, WANDB_DIR=str(tmp_path))
-    run([str(Path(sys.executable).with_name("accelerate")), "launch", "--num_processes", "1", "--cpu", str(REPO_ROOT / "train/dpo.py"), "recipe=tiny",
-         f"data.prepared_dir={prepared}", DATA, f"output_dir={out}", "training.max_steps=2", "training.logging_steps=1",
-         "training.report_to=[wandb]", "training.per_device_train_batch_size=4"], env)
+    run(
+        [
+            str(Path(sys.executable).with_name("accelerate")),
+            "launch",
+            "--num_processes",
+            "1",
+            "--cpu",
+            str(REPO_ROOT / "train/dpo.py"),
+            "recipe=tiny",
+            f"data.prepared_dir={prepared}",
+            DATA,
+            f"output_dir={out}",
+            "training.max_steps=2",
+            "training.logging_steps=1",
+            "training.report_to=[wandb]",
+            "training.per_device_train_batch_size=4",
+        ],
+        env,
+    )
     from transformers import AutoModelForCausalLM
 
     from timealign.tiny import ensure_tiny_model
 
-    trained, base = AutoModelForCausalLM.from_pretrained(out), AutoModelForCausalLM.from_pretrained(ensure_tiny_model())
+    trained, base = (
+        AutoModelForCausalLM.from_pretrained(out),
+        AutoModelForCausalLM.from_pretrained(ensure_tiny_model()),
+    )
     assert trained.config.architectures == ["LlamaForCausalLM"]
     changed = [n for n, p in trained.state_dict().items() if not p.equal(base.state_dict()[n])]
     assert changed, "the saved model equals the base: training saved nothing it learned"
@@ -145,8 +206,18 @@ def test_accelerate_launch_trains_logs_and_saves(cli_env, prepared, tmp_path):
     report_dir = tmp_path / "eval"
     eval_env = dict(cli_env, WANDB_DIR=str(tmp_path / "eval-wandb"))
     (tmp_path / "eval-wandb").mkdir()
-    run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", DATA, f"checkpoint={out}", f"out={report_dir}",
-           "wandb=true"), eval_env)
+    run(
+        py(
+            "eval/run.py",
+            "recipe=tiny",
+            f"data.prepared_dir={prepared}",
+            DATA,
+            f"checkpoint={out}",
+            f"out={report_dir}",
+            "wandb=true",
+        ),
+        eval_env,
+    )
     eval_runs = list((tmp_path / "eval-wandb" / "wandb").glob("offline-run-*/*.wandb"))
     assert len(eval_runs) == 1 and b"tictoc/nar" in eval_runs[0].read_bytes()
     report = json.loads((report_dir / "tictoc.json").read_text())
@@ -157,16 +228,44 @@ def test_accelerate_launch_trains_logs_and_saves(cli_env, prepared, tmp_path):
 
 def test_python_launch_with_lora_and_eval_compare(cli_env, prepared, tmp_path):
     out = tmp_path / "lora"
-    run(py("train/dpo.py", "recipe=tiny", f"data.prepared_dir={prepared}", DATA, f"output_dir={out}", "lora.enabled=true",
-           "lora.r=4", "training.max_steps=1", "training.precompute_ref_log_probs=true"), cli_env)
+    run(
+        py(
+            "train/dpo.py",
+            "recipe=tiny",
+            f"data.prepared_dir={prepared}",
+            DATA,
+            f"output_dir={out}",
+            "lora.enabled=true",
+            "lora.r=4",
+            "training.max_steps=1",
+            "training.precompute_ref_log_probs=true",
+        ),
+        cli_env,
+    )
     assert (out / "adapter_config.json").exists()
-    run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", DATA, f"checkpoint={out}",
-           f"out={tmp_path / 'after'}", "timestamps=false"), cli_env)
+    run(
+        py(
+            "eval/run.py",
+            "recipe=tiny",
+            f"data.prepared_dir={prepared}",
+            DATA,
+            f"checkpoint={out}",
+            f"out={tmp_path / 'after'}",
+            "timestamps=false",
+        ),
+        cli_env,
+    )
     run(py("eval/run.py", "recipe=tiny", f"data.prepared_dir={prepared}", DATA, f"out={tmp_path / 'before'}"), cli_env)
     after = json.loads((tmp_path / "after" / "tictoc.json").read_text())
     assert after["settings"]["timestamps"] is False
-    proc = run(py("eval/compare.py", f"before={tmp_path / 'before' / 'tictoc.json'}", f"after={tmp_path / 'after' / 'tictoc.json'}"),
-               cli_env)
+    proc = run(
+        py(
+            "eval/compare.py",
+            f"before={tmp_path / 'before' / 'tictoc.json'}",
+            f"after={tmp_path / 'after' / 'tictoc.json'}",
+        ),
+        cli_env,
+    )
     assert "| NAR |" in proc.stdout and "prefer-Tool (want a call)" in proc.stdout
 
 
@@ -179,8 +278,18 @@ def test_config_file_outside_recipes(cli_env, prepared, tmp_path):
     proc = run(py("train/dpo.py", "--config", str(tmp_path / "absent.yaml")), cli_env, check=False)
     assert proc.returncode == 2 and "no such file" in proc.stderr
     out = tmp_path / "run"
-    proc = run(py("train/dpo.py", "--config", str(config), f"data.prepared_dir={prepared}", DATA, f"output_dir={out}",
-                  "training.max_steps=1"), cli_env)
+    proc = run(
+        py(
+            "train/dpo.py",
+            "--config",
+            str(config),
+            f"data.prepared_dir={prepared}",
+            DATA,
+            f"output_dir={out}",
+            "training.max_steps=1",
+        ),
+        cli_env,
+    )
     assert f"saved model to {out}" in proc.stderr  # the closing log line (logging writes to stderr)
     import yaml
 
@@ -191,9 +300,21 @@ def test_config_file_outside_recipes(cli_env, prepared, tmp_path):
 def test_reasoning_suites_through_the_evaluator(cli_env, tmp_path):
     """All three temporal-reasoning suites on one checkpoint land in one report; sets generate from the CLI."""
     out = tmp_path / "reasoning"
-    run(py("eval/run.py", "recipe=tiny", "suites=timepuzzles,chronosense,tcp", f"out={out}",
-           "timepuzzles.n=2", "timepuzzles.max_new_tokens=8", "chronosense.n=2", "chronosense.max_new_tokens=4",
-           "tcp.n=2", "tcp.max_new_tokens=8"), cli_env)
+    run(
+        py(
+            "eval/run.py",
+            "recipe=tiny",
+            "suites=timepuzzles,chronosense,tcp",
+            f"out={out}",
+            "timepuzzles.n=2",
+            "timepuzzles.max_new_tokens=8",
+            "chronosense.n=2",
+            "chronosense.max_new_tokens=4",
+            "tcp.n=2",
+            "tcp.max_new_tokens=8",
+        ),
+        cli_env,
+    )
     for suite in ("timepuzzles", "chronosense", "tcp"):
         report = json.loads((out / f"{suite}.json").read_text())
         assert report["suite"] == suite and report["overall"]["n"] == 2

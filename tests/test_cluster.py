@@ -1,4 +1,5 @@
-"""Cluster scale: accelerate configs, SLURM launch commands and scripts, preemption + resume, multi-process on CPU, W&B.
+"""Cluster scale: accelerate configs, SLURM launch commands and scripts, preemption + resume, multi-process on CPU,
+W&B.
 
 Fast tests check the configs with accelerate's own loader and launcher, the per-node commands built from fake SLURM
 env vars, and the sbatch plumbing (warning signal -> stop file -> requeue) with fake `srun`/`scontrol`. Slow tests
@@ -21,16 +22,20 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-
 from conftest import REPO_ROOT, launcher_env
+
 from timealign import cluster
 from timealign.config import RecipeError, load_recipe
 from timealign.train import resume
 
 CONFIGS = ("ddp", "fsdp", "fsdp_offload", "zero2", "zero3", "zero3_offload")
 SCRIPTS = ("slurm/dpo.sbatch", "slurm/sft.sbatch", "slurm/eval.sbatch", "slurm/launch.sh")
-TWO_NODES = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu-a100-[07-08]", "SLURM_NNODES": "2",
-             "SLURM_GPUS_ON_NODE": "4"}
+TWO_NODES = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NODELIST": "gpu-a100-[07-08]",
+    "SLURM_NNODES": "2",
+    "SLURM_GPUS_ON_NODE": "4",
+}
 
 
 # ---------------------------------------------------------------------------------------------- accelerate configs
@@ -41,12 +46,28 @@ def _launcher_env(path: Path, *extra: str):
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
 
-    argv = ["--config_file", str(path), "--num_processes", "8", "--num_machines", "2", "--machine_rank", "1",
-            "--main_process_ip", "gpu-a100-07", "--main_process_port", "24242", *extra, "train/dpo.py", "recipe=x"]
+    argv = [
+        "--config_file",
+        str(path),
+        "--num_processes",
+        "8",
+        "--num_machines",
+        "2",
+        "--machine_rank",
+        "1",
+        "--main_process_ip",
+        "gpu-a100-07",
+        "--main_process_port",
+        "24242",
+        *extra,
+        "train/dpo.py",
+        "recipe=x",
+    ]
     args, defaults, mp_from_config = _validate_launch_command(launch_command_parser().parse_args(argv))
     if args.use_deepspeed:  # as accelerate's launch_command does before its DeepSpeed launcher
         args.deepspeed_fields_from_accelerate_config = ",".join(
-            list(defaults.deepspeed_config) + (["mixed_precision"] if mp_from_config else []))
+            list(defaults.deepspeed_config) + (["mixed_precision"] if mp_from_config else [])
+        )
         _, env = prepare_deepspeed_cmd_env(args)
     else:
         env = prepare_multi_gpu_env(args)
@@ -139,8 +160,13 @@ def test_gpus_and_port_from_env():
     assert cluster.gpus_on_node({}) is None
     assert cluster.default_port("4242") == 24242 and cluster.default_port(None) == 29500
     where = cluster.placement({**TWO_NODES, "SLURM_NODEID": "1", "MASTER_PORT": "31000"})
-    assert (where.num_machines, where.num_processes, where.machine_rank, where.main_process_ip, where.port) == \
-        (2, 8, 1, "gpu-a100-07", 31000)
+    assert (where.num_machines, where.num_processes, where.machine_rank, where.main_process_ip, where.port) == (
+        2,
+        8,
+        1,
+        "gpu-a100-07",
+        31000,
+    )
     with pytest.raises(RuntimeError, match="one launcher per node"):
         cluster.placement({**TWO_NODES, "SLURM_NODEID": "0", "SLURM_STEP_NUM_TASKS": "8"})
 
@@ -154,8 +180,9 @@ def test_ports_of_two_jobs_on_one_node_never_collide(capsys):
     from timealign.cluster.slurm import default_serve_port, free_port
 
     jobs = range(100_000, 100_000 + 30_000, 7)
-    assert not {default_serve_port(str(j)) for j in jobs} & {default_port for j in jobs
-                                                              for default_port in [cluster.default_port(str(j))]}
+    assert not {default_serve_port(str(j)) for j in jobs} & {
+        default_port for j in jobs for default_port in [cluster.default_port(str(j))]
+    }
     assert default_serve_port("4242") == 14242 and default_serve_port(None) == 8000
     with socket.socket() as holder:
         holder.bind(("", 0))
@@ -201,19 +228,35 @@ def test_dry_run_prints_every_node_command(capsys):
         assert _flag(cmd, "--num_machines") == "2" and _flag(cmd, "--num_processes") == "8"
         assert _flag(cmd, "--machine_rank") == str(rank)
         assert _flag(cmd, "--main_process_ip") == "gpu-a100-07" and _flag(cmd, "--main_process_port") == "24242"
-        assert cmd[cmd.index(str(REPO_ROOT / "train/dpo.py")) + 1:] == [
-            "recipe=llama8b", "launch.accelerate_config=zero3", "training.resume_from_checkpoint=auto"]
+        assert cmd[cmd.index(str(REPO_ROOT / "train/dpo.py")) + 1 :] == [
+            "recipe=llama8b",
+            "launch.accelerate_config=zero3",
+            "training.resume_from_checkpoint=auto",
+        ]
 
     # Inside the job step of node 1 (what srun runs there): only that node's command.
-    rc, out, _ = _cli(["launch", "dry_run=true", "task=dpo", "recipe=llama8b"], {**TWO_NODES, "SLURM_NODEID": "1"},
-                      capsys)
+    rc, out, _ = _cli(
+        ["launch", "dry_run=true", "task=dpo", "recipe=llama8b"], {**TWO_NODES, "SLURM_NODEID": "1"}, capsys
+    )
     (cmd,) = _commands(out)
     assert _flag(cmd, "--machine_rank") == "1" and _flag(cmd, "--num_processes") == "8"
     assert _flag(cmd, "--config_file").endswith("fsdp_offload.yaml")  # llama8b's launch.accelerate_config
 
     # One node with 8 GPUs, explicit port and config, no SLURM needed for the plan.
-    rc, out, _ = _cli(["plan", "task=sft", "nodes=1", "gpus_per_node=8", "accelerate_config=ddp",
-                       "port=29600", "recipe=tiny-timer", "training.resume_from_checkpoint=false"], {}, capsys)
+    rc, out, _ = _cli(
+        [
+            "plan",
+            "task=sft",
+            "nodes=1",
+            "gpus_per_node=8",
+            "accelerate_config=ddp",
+            "port=29600",
+            "recipe=tiny-timer",
+            "training.resume_from_checkpoint=false",
+        ],
+        {},
+        capsys,
+    )
     (cmd,) = _commands(out)
     assert _flag(cmd, "--num_machines") == "1" and _flag(cmd, "--num_processes") == "8"
     assert _flag(cmd, "--main_process_port") == "29600" and str(REPO_ROOT / "train/sft.py") in cmd
@@ -224,15 +267,37 @@ def test_dry_run_prints_every_node_command(capsys):
 
 
 def test_submit_builds_sbatch_from_the_recipe(capsys):
-    rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=llama8b", "launch.nodes=2",
-                       "launch.gpus_per_node=4", "launch.gpu_type=l40s", "launch.partition=gpu",
-                       "launch.time=2-00:00:00"], {}, capsys)
+    rc, out, _ = _cli(
+        [
+            "submit",
+            "dry_run=true",
+            "task=dpo",
+            "recipe=llama8b",
+            "launch.nodes=2",
+            "launch.gpus_per_node=4",
+            "launch.gpu_type=l40s",
+            "launch.partition=gpu",
+            "launch.time=2-00:00:00",
+        ],
+        {},
+        capsys,
+    )
     assert rc == 0
     line = out.strip().splitlines()[-1]
-    for piece in ("sbatch ", "--nodes=2", "--ntasks-per-node=1", "--gres=gpu:l40s:4", "--partition=gpu",
-                  "--time=2-00:00:00", "--requeue", "--signal=B:USR1@600", "--cpus-per-task=32",
-                  "--mem=256G",  # 4 processes x llama8b's launch.mem_per_gpu 64G
-                  f"{REPO_ROOT}/slurm/dpo.sbatch recipe=llama8b launch.nodes=2", "TIMEALIGN_REQUEUE=1"):
+    for piece in (
+        "sbatch ",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--gres=gpu:l40s:4",
+        "--partition=gpu",
+        "--time=2-00:00:00",
+        "--requeue",
+        "--signal=B:USR1@600",
+        "--cpus-per-task=32",
+        "--mem=256G",  # 4 processes x llama8b's launch.mem_per_gpu 64G
+        f"{REPO_ROOT}/slurm/dpo.sbatch recipe=llama8b launch.nodes=2",
+        "TIMEALIGN_REQUEUE=1",
+    ):
         assert piece in line, piece
     rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=tiny", "processes_per_node=2"], {}, capsys)
     assert rc == 0 and "--signal=B:USR1@120" in out  # the schema's default lead; llama8b's recipe says 600
@@ -241,8 +306,19 @@ def test_submit_builds_sbatch_from_the_recipe(capsys):
     assert rc == 0 and "--mem=3000M " in out  # the option wins
     rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=tiny", "launch.mem_per_gpu=null"], {}, capsys)
     assert rc == 0 and "--mem" not in out  # the cluster's default
-    rc, out, _ = _cli(["submit", "dry_run=true", "task=eval", "recipe=llama8b", "checkpoint=outputs/x",
-                       "eval.tensor_parallel_size=2", "suites=tictoc"], {}, capsys)
+    rc, out, _ = _cli(
+        [
+            "submit",
+            "dry_run=true",
+            "task=eval",
+            "recipe=llama8b",
+            "checkpoint=outputs/x",
+            "eval.tensor_parallel_size=2",
+            "suites=tictoc",
+        ],
+        {},
+        capsys,
+    )
     assert rc == 0 and "--nodes=1" in out and "--gres=gpu:2" in out and "slurm/eval.sbatch recipe=llama8b" in out
 
 
@@ -252,8 +328,11 @@ def test_eval_commands_use_tensor_parallelism(capsys, tmp_path):
     (run,) = _commands(out)
     assert run[1] == str(REPO_ROOT / "eval/run.py")
     assert "eval.backend=vllm" in run and "eval.tensor_parallel_size=4" in run
-    rc, out, _ = _cli(["eval", "dry_run=true", "serve=true", "port=8123", "recipe=llama8b",
-                       "checkpoint=outputs/llama8b"], env, capsys)
+    rc, out, _ = _cli(
+        ["eval", "dry_run=true", "serve=true", "port=8123", "recipe=llama8b", "checkpoint=outputs/llama8b"],
+        env,
+        capsys,
+    )
     server, run = _commands(out)
     assert server[1:3] == ["serve", "outputs/llama8b"] and _flag(server, "--tensor-parallel-size") == "4"
     assert _flag(server, "--port") == "8123"
@@ -261,8 +340,9 @@ def test_eval_commands_use_tensor_parallelism(capsys, tmp_path):
     adapter = tmp_path / "lora"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "meta-llama/x", "r": 8}))
-    server, _ = cluster.eval_commands(["recipe=llama8b", f"checkpoint={adapter}"], gpus=2, serve=True,
-                                      require_vllm=False)
+    server, _ = cluster.eval_commands(
+        ["recipe=llama8b", f"checkpoint={adapter}"], gpus=2, serve=True, require_vllm=False
+    )
     assert server[2] == "meta-llama/x" and f"timealign={adapter}" in server and _flag(server, "--max-lora-rank") == "8"
 
 
@@ -278,8 +358,12 @@ def test_scripts_parse(script):
 def test_sbatch_headers():
     for task in ("dpo", "sft", "eval"):
         text = (REPO_ROOT / f"slurm/{task}.sbatch").read_text()
-        for line in ("#SBATCH --requeue", "#SBATCH --signal=B:USR1@120", "#SBATCH --open-mode=append",
-                     "#SBATCH --ntasks-per-node=1"):
+        for line in (
+            "#SBATCH --requeue",
+            "#SBATCH --signal=B:USR1@120",
+            "#SBATCH --open-mode=append",
+            "#SBATCH --ntasks-per-node=1",
+        ):
             assert line in text, (task, line)
         # sizes come from the command line; --output would be relative to the submit directory (launch.sh moves the
         # log into the checkout's slurm/logs instead)
@@ -324,19 +408,31 @@ def fake_slurm(tmp_path):
     for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
-    env = {**os.environ, **TWO_NODES, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_DIR": str(tmp_path),
-           "SLURM_SUBMIT_DIR": str(REPO_ROOT), "SLURM_JOB_NAME": "timealign-dpo", "SLURM_CPUS_PER_TASK": "32",
-           "TIMEALIGN_PYTHON": sys.executable, "TIMEALIGN_LOG_DIR": str(tmp_path / "logs"),
-           "TIMEALIGN_MAIN_ADDR": "10.1.2.7"}  # resolved on the first node in a real job (tests/test_slurm_real.py)
+    env = {
+        **os.environ,
+        **TWO_NODES,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_DIR": str(tmp_path),
+        "SLURM_SUBMIT_DIR": str(REPO_ROOT),
+        "SLURM_JOB_NAME": "timealign-dpo",
+        "SLURM_CPUS_PER_TASK": "32",
+        "TIMEALIGN_PYTHON": sys.executable,
+        "TIMEALIGN_LOG_DIR": str(tmp_path / "logs"),
+        "TIMEALIGN_MAIN_ADDR": "10.1.2.7",
+    }  # resolved on the first node in a real job (tests/test_slurm_real.py)
     env.pop("TIMEALIGN_ROOT", None)
     return tmp_path, env
 
 
 def test_sbatch_dry_run_prints_the_per_node_commands(fake_slurm):
     tmp, env = fake_slurm
-    proc = subprocess.run(["bash", str(REPO_ROOT / "slurm/dpo.sbatch"), "recipe=llama8b",
-                           "launch.accelerate_config=zero3_offload"], env={**env, "TIMEALIGN_DRY_RUN": "1"},
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["bash", str(REPO_ROOT / "slurm/dpo.sbatch"), "recipe=llama8b", "launch.accelerate_config=zero3_offload"],
+        env={**env, "TIMEALIGN_DRY_RUN": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     srun = (tmp / "srun.args").read_text()
     assert "--nodes=2 --ntasks=2 --ntasks-per-node=1" in srun and "--cpus-per-task=32" in srun
@@ -374,11 +470,22 @@ def test_sbatch_from_another_directory_finds_the_checkout_and_logs_there(fake_sl
     spool.mkdir(parents=True)
     (spool / "slurm_script").write_text((REPO_ROOT / "slurm/dpo.sbatch").read_text())
     default_log = elsewhere / "slurm-4242.out"
-    env = {**env, "SLURM_SUBMIT_DIR": str(elsewhere), "TIMEALIGN_DRY_RUN": "1", "SLURM_JOB_NAME": "timealign-dpo",
-           "FAKE_COMMAND": str(REPO_ROOT / "slurm/dpo.sbatch")}
+    env = {
+        **env,
+        "SLURM_SUBMIT_DIR": str(elsewhere),
+        "TIMEALIGN_DRY_RUN": "1",
+        "SLURM_JOB_NAME": "timealign-dpo",
+        "FAKE_COMMAND": str(REPO_ROOT / "slurm/dpo.sbatch"),
+    }
     with open(default_log, "w") as out:
-        proc = subprocess.run(["bash", str(spool / "slurm_script"), "recipe=llama8b"], cwd=elsewhere, env=env,
-                              stdout=out, stderr=subprocess.STDOUT, timeout=300)
+        proc = subprocess.run(
+            ["bash", str(spool / "slurm_script"), "recipe=llama8b"],
+            cwd=elsewhere,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=300,
+        )
     log = Path(env["TIMEALIGN_LOG_DIR"]) / "timealign-dpo-4242.out"
     pointer = default_log.read_text()
     assert proc.returncode == 0, pointer + (log.read_text() if log.exists() else "")
@@ -387,16 +494,29 @@ def test_sbatch_from_another_directory_finds_the_checkout_and_logs_there(fake_sl
     assert "--num_processes 8" in text and f"--config_file {REPO_ROOT}/recipes/accelerate/fsdp_offload.yaml" in text
     # Without a checkout anywhere in sight: one line naming the fix.
     (tmp / "bin" / "scontrol").write_text(FAKE_SCONTROL)
-    proc = subprocess.run(["bash", str(spool / "slurm_script"), "recipe=llama8b"], cwd=elsewhere, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["bash", str(spool / "slurm_script"), "recipe=llama8b"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         f"error: cannot find the timealign checkout (tried the script's path and {elsewhere}): set "
-        "TIMEALIGN_ROOT=/path/to/timealign"]
+        "TIMEALIGN_ROOT=/path/to/timealign"
+    ]
 
 
 def _run_batch(env, send=None, group=False):
-    proc = subprocess.Popen(["bash", str(REPO_ROOT / "slurm/dpo.sbatch"), "recipe=tiny"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", str(REPO_ROOT / "slurm/dpo.sbatch"), "recipe=tiny"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     if send is not None:
         started = Path(env["FAKE_DIR"]) / "started"
         for _ in range(200):
@@ -426,8 +546,9 @@ def test_cancel_or_max_requeues_do_not_requeue(fake_slurm):
     assert not (tmp / "scontrol.args").exists() or "requeue" not in (tmp / "scontrol.args").read_text()
     # Too many restarts: the warning is honoured (checkpoint) but the job is not requeued again.
     (tmp / "started").unlink()
-    rc, out = _run_batch({**env, "FAKE_TRAINER": "wait", "SLURM_RESTART_COUNT": "3", "TIMEALIGN_MAX_REQUEUES": "3"},
-                         send=signal.SIGUSR1)
+    rc, out = _run_batch(
+        {**env, "FAKE_TRAINER": "wait", "SLURM_RESTART_COUNT": "3", "TIMEALIGN_MAX_REQUEUES": "3"}, send=signal.SIGUSR1
+    )
     assert rc == 75 and "not requeueing" in out, out
 
 
@@ -468,8 +589,15 @@ def test_resolve_resume(tmp_path):
 def test_auto_resume_refuses_another_recipes_checkpoint(tmp_path):
     trained = load_recipe("tiny", {"training.learning_rate": "1e-4"})
     ckpt = _checkpoint(tmp_path, 4, recipe=trained)
-    same = load_recipe("tiny", {"training.learning_rate": "1e-4", "training.max_steps": "10", "output_dir": "x",
-                                "training.resume_from_checkpoint": "auto"})
+    same = load_recipe(
+        "tiny",
+        {
+            "training.learning_rate": "1e-4",
+            "training.max_steps": "10",
+            "output_dir": "x",
+            "training.resume_from_checkpoint": "auto",
+        },
+    )
     resume.check_resume_compatible(same, ckpt)  # bookkeeping keys may change
     with pytest.raises(RecipeError, match="training.learning_rate"):
         resume.check_resume_compatible(load_recipe("tiny"), ckpt)
@@ -512,11 +640,21 @@ def test_stop_outcome_says_what_slurm_will_do():
 
     def slurm(state, requeue="1", restarts="0", run="00:05:00", limit="UNLIMITED"):
         # the fields `scontrol show job` gives while Slurm ends a job (Slurm 22.05, tests/test_slurm_real.py)
-        return lambda job_id: {"JobId": job_id, "JobState": state, "Requeue": requeue, "Reason": "None",
-                               "Restarts": restarts, "RunTime": run, "TimeLimit": limit}
+        return lambda job_id: {
+            "JobId": job_id,
+            "JobState": state,
+            "Requeue": requeue,
+            "Reason": "None",
+            "Restarts": restarts,
+            "RunTime": run,
+            "TimeLimit": limit,
+        }
 
-    cancelled = (False, "job 77 was cancelled (scancel): it is not requeued; resubmit the same command "
-                        "(training.resume_from_checkpoint=auto) to continue from it")
+    cancelled = (
+        False,
+        "job 77 was cancelled (scancel): it is not requeued; resubmit the same command "
+        "(training.resume_from_checkpoint=auto) to continue from it",
+    )
     assert resume.stop_outcome("SIGTERM", job, slurm("COMPLETING")) == cancelled  # what scancel shows
     assert resume.stop_outcome("SIGTERM", job, slurm("CANCELLED", limit="01:00:00")) == cancelled
     for state in ("TIMEOUT", "COMPLETING"):
@@ -526,8 +664,10 @@ def test_stop_outcome_says_what_slurm_will_do():
         requeued, line = resume.stop_outcome("SIGTERM", job, fields)
         assert requeued and "Slurm requeues job 77" in line and "BeginTime" in line
     assert not resume.stop_outcome("SIGTERM", job, slurm("PREEMPTED", requeue="0"))[0]
-    assert resume.stop_outcome("SIGTERM", {**job, "SLURM_RESTART_COUNT": "1"}, slurm("COMPLETING", restarts="1")
-                               ) == cancelled
+    assert (
+        resume.stop_outcome("SIGTERM", {**job, "SLURM_RESTART_COUNT": "1"}, slurm("COMPLETING", restarts="1"))
+        == cancelled
+    )
     for reason in ("SIGUSR1", "stop file /logs/77.stop", "another rank"):  # the USR1 warning, however it came
         requeued, line = resume.stop_outcome(reason, job, slurm("RUNNING"))
         assert requeued and "the batch script requeues job 77" in line, reason
@@ -553,8 +693,13 @@ print("alive", torchrun.get_args_parser().parse_args(["x.py"]).signals_to_handle
 
 
 def test_launcher_outlives_the_jobs_signals():
-    proc = subprocess.run([sys.executable, "-c", OUTLIVE], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", OUTLIVE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr
     # a trainer it starts ignores USR1 until its own handler is in (stop file), and dies on SIGTERM before training
     assert proc.stdout.split() == ["alive", "SIGINT,SIGHUP,SIGQUIT", "1", "0"]  # SIG_IGN, SIG_DFL
@@ -591,8 +736,15 @@ def test_save_timing_warns_when_a_step_and_a_save_outgrow_the_signal_lead(monkey
 
 # ---------------------------------------------------------------------------------------------- training (slow)
 
-TRAIN = ["recipe=tiny", "data.synthetic_trajectories=8", "training.max_steps=6", "training.logging_steps=1", "training.save_strategy=steps",
-         "training.save_steps=2", "training.per_device_train_batch_size=2"]
+TRAIN = [
+    "recipe=tiny",
+    "data.synthetic_trajectories=8",
+    "training.max_steps=6",
+    "training.logging_steps=1",
+    "training.save_strategy=steps",
+    "training.save_steps=2",
+    "training.per_device_train_batch_size=2",
+]
 
 PREEMPT_SCRIPT = """
 import os, signal, sys
@@ -632,8 +784,9 @@ def prepared(tmp_path_factory):
 def _run(args, env, check=True, timeout=600):
     proc = subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                             f"{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
@@ -646,9 +799,18 @@ def baseline(train_env, prepared, tmp_path_factory):
     """One uninterrupted 6-step run (1 process, global batch 2), reporting to W&B offline."""
     root = tmp_path_factory.mktemp("baseline")
     out = root / "run"
-    _run([sys.executable, str(REPO_ROOT / "train/dpo.py"), *TRAIN, f"data.prepared_dir={prepared}",
-          f"output_dir={out}", "training.report_to=[wandb]", "wandb.tags=[ablation-a]"],
-         {**train_env, "WANDB_DIR": str(root)})
+    _run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "train/dpo.py"),
+            *TRAIN,
+            f"data.prepared_dir={prepared}",
+            f"output_dir={out}",
+            "training.report_to=[wandb]",
+            "wandb.tags=[ablation-a]",
+        ],
+        {**train_env, "WANDB_DIR": str(root)},
+    )
     return out
 
 
@@ -681,8 +843,13 @@ def test_wandb_run_has_tags_and_resolved_config(baseline, prepared):
 def test_preempted_run_resumes_with_identical_losses(baseline, train_env, prepared, tmp_path):
     out = tmp_path / "run"
     stop = tmp_path / "job.stop"
-    args = [*TRAIN, f"data.prepared_dir={prepared}", f"output_dir={out}", "training.resume_from_checkpoint=auto",
-            "training.report_to=[wandb]"]
+    args = [
+        *TRAIN,
+        f"data.prepared_dir={prepared}",
+        f"output_dir={out}",
+        "training.resume_from_checkpoint=auto",
+        "training.report_to=[wandb]",
+    ]
     env = {**train_env, "WANDB_DIR": str(tmp_path), "TIMEALIGN_STOP_FILE": str(stop)}
     script = tmp_path / "preempt.py"
     script.write_text(PREEMPT_SCRIPT)
@@ -708,14 +875,30 @@ def test_preempted_run_resumes_with_identical_losses(baseline, train_env, prepar
 
 
 def _cluster_launch(env, prepared, out, *extra, nodes=1, gpus=2, rank=0, job="777", cpu_env=True):
-    slurm = {"SLURM_JOB_ID": job, "SLURM_JOB_NODELIST": ",".join(["127.0.0.1"] * nodes), "SLURM_NNODES": str(nodes),
-             "SLURM_NODEID": str(rank), "SLURM_GPUS_ON_NODE": str(gpus)}
+    slurm = {
+        "SLURM_JOB_ID": job,
+        "SLURM_JOB_NODELIST": ",".join(["127.0.0.1"] * nodes),
+        "SLURM_NNODES": str(nodes),
+        "SLURM_NODEID": str(rank),
+        "SLURM_GPUS_ON_NODE": str(gpus),
+    }
     if cpu_env:
         slurm["ACCELERATE_USE_CPU"] = "true"  # DDP over gloo; without it 2 processes train independently
-    args = [sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "recipe=tiny",
-            f"data.prepared_dir={prepared}", "data.synthetic_trajectories=8", f"output_dir={out}",
-            "training.logging_steps=1",
-            "training.per_device_train_batch_size=1", "training.save_strategy=no", *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "timealign.cluster",
+        "launch",
+        "task=dpo",
+        "recipe=tiny",
+        f"data.prepared_dir={prepared}",
+        "data.synthetic_trajectories=8",
+        f"output_dir={out}",
+        "training.logging_steps=1",
+        "training.per_device_train_batch_size=1",
+        "training.save_strategy=no",
+        *extra,
+    ]
     return {**env, **slurm}, args
 
 
@@ -745,11 +928,23 @@ def test_two_nodes_zero2_rendezvous_on_cpu(baseline, train_env, prepared, tmp_pa
     out = tmp_path / "multinode"
     procs = []
     for rank in (0, 1):
-        # No ACCELERATE_USE_CPU for DeepSpeed: with it accelerate builds a MULTI_CPU state and silently drops DeepSpeed.
-        env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2", "accelerate_config=zero2", nodes=2,
-                                    gpus=1, rank=rank, job="778", cpu_env=False)
-        procs.append(subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
+        # No ACCELERATE_USE_CPU for DeepSpeed: with it accelerate builds a MULTI_CPU state and silently drops
+        # DeepSpeed.
+        env, args = _cluster_launch(
+            train_env,
+            prepared,
+            out,
+            "training.max_steps=2",
+            "accelerate_config=zero2",
+            nodes=2,
+            gpus=1,
+            rank=rank,
+            job="778",
+            cpu_env=False,
+        )
+        procs.append(
+            subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        )
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
     info = _check_distributed(out, baseline, 2, "DeepSpeedEngine")
@@ -760,8 +955,9 @@ def test_two_nodes_zero2_rendezvous_on_cpu(baseline, train_env, prepared, tmp_pa
 def test_deepspeed_zero3_two_processes(baseline, train_env, prepared, tmp_path):
     pytest.importorskip("deepspeed", reason="DeepSpeed not installed (pip install -e '.[deepspeed]')")
     out = tmp_path / "zero3"
-    env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2", "accelerate_config=zero3", job="779",
-                                cpu_env=False)
+    env, args = _cluster_launch(
+        train_env, prepared, out, "training.max_steps=2", "accelerate_config=zero3", job="779", cpu_env=False
+    )
     _run(args, env)
     info = _check_distributed(out, baseline, 2, "DeepSpeedEngine")
     assert info["zero_stage"] == 3 and info["distributed_type"] == "DistributedType.DEEPSPEED"
@@ -772,12 +968,16 @@ def test_fsdp_two_processes(baseline, train_env, prepared, tmp_path):
     import torch
 
     if torch.cuda.device_count() < 2:
-        pytest.skip("FSDP needs 2 GPUs: on CPU, accelerate 1.15 ignores the FSDP plugin (fsdp.yaml with "
-                    "ACCELERATE_USE_CPU gives distributed_type MULTI_CPU, model_wrapper DistributedDataParallel) and "
-                    "`accelerate launch --cpu` runs a single process; fsdp.yaml is checked by "
-                    "test_accelerate_config_loads_and_launches")
+        pytest.skip(
+            "FSDP needs 2 GPUs: on CPU, accelerate 1.15 ignores the FSDP plugin (fsdp.yaml with "
+            "ACCELERATE_USE_CPU gives distributed_type MULTI_CPU, model_wrapper DistributedDataParallel) and "
+            "`accelerate launch --cpu` runs a single process; fsdp.yaml is checked by "
+            "test_accelerate_config_loads_and_launches"
+        )
     out = tmp_path / "fsdp"
-    env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2", "accelerate_config=fsdp", cpu_env=False)
+    env, args = _cluster_launch(
+        train_env, prepared, out, "training.max_steps=2", "accelerate_config=fsdp", cpu_env=False
+    )
     _run(args, env)
     info = json.loads((out / "run_info.json").read_text())
     assert info["distributed_type"] == "DistributedType.FSDP" and info["model_wrapper"].startswith("FSDP")
@@ -793,13 +993,29 @@ def _one_core():
 def test_launch_refuses_more_processes_than_cores_before_spawning(tmp_path):
     """A CPU job step with one core asked for 2 processes per node: one line, exit 2, no accelerate launch."""
     slurm = {"SLURM_JOB_ID": "812", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_NNODES": "1", "SLURM_NODEID": "0"}
-    proc = subprocess.run([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "recipe=tiny",
-                           "processes_per_node=2", f"output_dir={tmp_path / 'run'}"], cwd=REPO_ROOT,
-                          env=launcher_env(**slurm), capture_output=True, text=True, timeout=300, preexec_fn=_one_core)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "timealign.cluster",
+            "launch",
+            "task=dpo",
+            "recipe=tiny",
+            "processes_per_node=2",
+            f"output_dir={tmp_path / 'run'}",
+        ],
+        cwd=REPO_ROOT,
+        env=launcher_env(**slurm),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_one_core,
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines() == [
         "error: 2 processes per node but this node has 1 CPU cores (this step's affinity): pass processes_per_node=1 "
-        "or fewer (batch.global_size keeps the global batch), or ask Slurm for more (--cpus-per-task / --gres=gpu:N)"]
+        "or fewer (batch.global_size keeps the global batch), or ask Slurm for more (--cpus-per-task / --gres=gpu:N)"
+    ]
 
 
 @pytest.mark.slow
@@ -807,15 +1023,28 @@ def test_failed_child_launch_ends_with_the_childs_error(tmp_path):
     """Issue 21/22: the cluster launcher's accelerate launch whose training stops (here the launch check: 2 "GPUs" on
     a CPU machine without use_cpu) ends with the child's one error, exit 2: no CalledProcessError / ChildFailedError
     traceback, no torchrun failure table, one message for two ranks."""
-    slurm = {"SLURM_JOB_ID": "813", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_NNODES": "1", "SLURM_NODEID": "0",
-             "SLURM_GPUS_ON_NODE": "2"}
+    slurm = {
+        "SLURM_JOB_ID": "813",
+        "SLURM_JOB_NODELIST": "127.0.0.1",
+        "SLURM_NNODES": "1",
+        "SLURM_NODEID": "0",
+        "SLURM_GPUS_ON_NODE": "2",
+    }
     args = ["recipe=tiny", "training.use_cpu=false", "data.synthetic_trajectories=8", f"output_dir={tmp_path / 'run'}"]
-    proc = subprocess.run([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", *args],
-                          cwd=REPO_ROOT, env=launcher_env(**slurm), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", *args],
+        cwd=REPO_ROOT,
+        env=launcher_env(**slurm),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode == 2, text[-4000:]
     for noise in ("Traceback", "CalledProcessError", "ChildFailedError", "failed (exitcode"):
         assert noise not in text, (noise, text[-4000:])
     assert text.count("error: launch check (before loading the model)") == 1
-    assert proc.stderr.strip().splitlines()[-1] == \
-        "To go on anyway: launch.check=warn (log this and train) or launch.check=off."
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == "To go on anyway: launch.check=warn (log this and train) or launch.check=off."
+    )

@@ -36,8 +36,9 @@ def test_offsets_reach_the_batch_and_not_the_wrapped_collator():
     assert base.seen and all("margin" not in keys for keys in base.seen)
 
 
-@pytest.mark.parametrize("margins, message", [([0.5, -1.0], "must be >= 0"), ([float("nan")], "NaN/inf"),
-                                              (["high"], "must hold numbers")])
+@pytest.mark.parametrize(
+    "margins, message", [([0.5, -1.0], "must be >= 0"), ([float("nan")], "NaN/inf"), (["high"], "must hold numbers")]
+)
 def test_bad_offsets_are_refused(margins, message):
     with pytest.raises(ValueError, match=message):
         OffsetPreferenceCollator(DataCollatorForPreference(pad_token_id=0))(preference_rows(margins))
@@ -53,8 +54,10 @@ def test_missing_column_names_it():
 def test_token_types_are_right_padded_to_the_batch_width():
     base = Recording(DataCollatorForLanguageModeling(pad_token_id=0))
     collator = TokenTypesCollator(base)
-    rows = [{"input_ids": [5, 6, 7], "labels": [-100, 6, 7], "token_types": [0, 1, 2]},
-            {"input_ids": [5], "labels": [5], "token_types": [2]}]
+    rows = [
+        {"input_ids": [5, 6, 7], "labels": [-100, 6, 7], "token_types": [0, 1, 2]},
+        {"input_ids": [5], "labels": [5], "token_types": [2]},
+    ]
     batch = collator(rows)
     assert batch["token_types"].tolist() == [[0, 1, 2], [2, 0, 0]]
     assert batch["token_types"].shape == batch["input_ids"].shape

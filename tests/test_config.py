@@ -37,9 +37,17 @@ def test_tiny_recipe_is_cpu_and_offline():
 
 
 def test_dotted_overrides_are_typed():
-    recipe = load_recipe("llama8b", {"training.learning_rate": "1e-6", "data.timestamps": "false",
-                                     "lora.enabled": "true", "lora.r": "8", "training.save_strategy": "no",
-                                     "output_dir": "outputs/x"})
+    recipe = load_recipe(
+        "llama8b",
+        {
+            "training.learning_rate": "1e-6",
+            "data.timestamps": "false",
+            "lora.enabled": "true",
+            "lora.r": "8",
+            "training.save_strategy": "no",
+            "output_dir": "outputs/x",
+        },
+    )
     assert recipe.training["learning_rate"] == 1e-6
     assert recipe.data.timestamps is False
     assert recipe.lora.enabled is True and recipe.lora.r == 8

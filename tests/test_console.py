@@ -37,11 +37,14 @@ def test_help_lists_every_subcommand_with_its_script(capsys):
         assert f"  {name} " in text and f"[{sub.script}]" in text
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["dop"], "error: unknown subcommand timealign 'dop'. Did you mean: dpo?"),
-    (["prep", "tictok"], "error: unknown subcommand timealign prep 'tictok'. Did you mean: tictoc?"),
-    (["frobnicate"], "error: unknown subcommand timealign 'frobnicate'. Subcommands: dpo, sft,"),
-])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["dop"], "error: unknown subcommand timealign 'dop'. Did you mean: dpo?"),
+        (["prep", "tictok"], "error: unknown subcommand timealign prep 'tictok'. Did you mean: tictoc?"),
+        (["frobnicate"], "error: unknown subcommand timealign 'frobnicate'. Subcommands: dpo, sft,"),
+    ],
+)
 def test_unknown_subcommand_is_one_line_and_exit_2(capsys, argv, line):
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -92,12 +95,16 @@ def _build_wheel(tmp_path: Path) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
     shutil.copytree(ROOT / "recipes", src / "recipes")
-    shutil.copytree(ROOT / "timealign", src / "timealign", symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "timealign", src / "timealign", symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     assert (src / "timealign" / "_recipes").is_symlink()
     dist = tmp_path / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                    str(dist), str(src)], check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     (wheel,) = dist.glob("timealign-*.whl")
     return wheel
 
@@ -108,10 +115,21 @@ def test_pip_installed_timealign_finds_its_recipes_by_name(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                    str(wheel)], check=True, capture_output=True, text=True, timeout=300)
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     (site / "timealign_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
     work = tmp_path / "elsewhere"  # no recipes/ here, and not the checkout
@@ -124,9 +142,13 @@ def test_pip_installed_timealign_finds_its_recipes_by_name(tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
         return proc
 
-    found = run(str(python), "-c", "import timealign; from timealign.config.recipes import find_recipe; "
-                "from timealign.config.accelerate import accelerate_config_path; "
-                "print(timealign.__file__); print(find_recipe('tiny')); print(accelerate_config_path('zero3'))")
+    found = run(
+        str(python),
+        "-c",
+        "import timealign; from timealign.config.recipes import find_recipe; "
+        "from timealign.config.accelerate import accelerate_config_path; "
+        "print(timealign.__file__); print(find_recipe('tiny')); print(accelerate_config_path('zero3'))",
+    )
     module, recipe, accelerate = map(Path, found.stdout.split())
     installed = site / "timealign"
     assert module == installed / "__init__.py", "the checkout's timealign was imported, not the installed one"
@@ -143,7 +165,14 @@ def test_pip_installed_timealign_finds_its_recipes_by_name(tmp_path):
     assert "  tiny " in text and "  llama8b " in text and "training.<field>" in text
 
     out = tmp_path / "run"
-    run(timealign, "dpo", "recipe=tiny", "training.max_steps=1", "data.synthetic_trajectories=4",
-        "training.per_device_train_batch_size=4", f"output_dir={out}")
+    run(
+        timealign,
+        "dpo",
+        "recipe=tiny",
+        "training.max_steps=1",
+        "data.synthetic_trajectories=4",
+        "training.per_device_train_batch_size=4",
+        f"output_dir={out}",
+    )
     saved = (out / "timealign_recipe.yaml").read_text()
     assert "name: tiny" in saved and "synthetic_trajectories: 4" in saved

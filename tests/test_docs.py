@@ -15,8 +15,11 @@ def _pages() -> list[Path]:
 
 
 def _links(page: Path) -> list[Path]:
-    return [(page.parent / target).resolve() for target in LINK.findall(page.read_text())
-            if "://" not in target and not target.startswith("mailto:")]
+    return [
+        (page.parent / target).resolve()
+        for target in LINK.findall(page.read_text())
+        if "://" not in target and not target.startswith("mailto:")
+    ]
 
 
 def test_every_relative_link_resolves():
@@ -32,8 +35,11 @@ def test_every_docs_page_is_reachable_from_the_readme():
             continue
         seen.add(page)
         todo.extend(_links(page))
-    unreachable = [p.relative_to(ROOT) for p in sorted((ROOT / "docs").rglob("*.md")) if p.resolve() not in seen
-                   and p.name != "report.md"]  # experiment run reports are written by the runs, linked by folder
+    unreachable = [
+        p.relative_to(ROOT)
+        for p in sorted((ROOT / "docs").rglob("*.md"))
+        if p.resolve() not in seen and p.name != "report.md"
+    ]  # experiment run reports are written by the runs, linked by folder
     assert not unreachable, unreachable
 
 

@@ -42,21 +42,22 @@ ENTRY_POINTS = [
 
 def _help(args: list[str]) -> str:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, *args, "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, *args, "--help"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
 
-@pytest.mark.parametrize("args, module, lists_recipe", ENTRY_POINTS, ids=lambda v: " ".join(v) if
-                         isinstance(v, list) else "")
+@pytest.mark.parametrize(
+    "args, module, lists_recipe", ENTRY_POINTS, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
+)
 def test_help_documents_every_option(args, module, lists_recipe):
     text = _help(args)
     assert text.startswith("usage: ")
     if module:
         command = importlib.import_module(module)
-        options = [getattr(c, "options", None) for c in vars(command).values()
-                   if type(c).__name__ == "Command"]
+        options = [getattr(c, "options", None) for c in vars(command).values() if type(c).__name__ == "Command"]
         for cls in filter(None, options):
             for f in dataclasses.fields(cls):
                 help_ = f.metadata.get("help", "")
@@ -82,11 +83,11 @@ def test_module_runs_with_python_m(module):
 from timealign.cli import PREP, SUBCOMMANDS  # noqa: E402
 
 SUBCOMMAND_SCRIPTS = [([name], sub.script) for name, sub in SUBCOMMANDS.items()] + [
-    (["prep", name], sub.script) for name, sub in PREP.items()]
+    (["prep", name], sub.script) for name, sub in PREP.items()
+]
 
 
-@pytest.mark.parametrize("names, script", SUBCOMMAND_SCRIPTS, ids=lambda v: " ".join(v) if isinstance(v, list)
-                         else "")
+@pytest.mark.parametrize("names, script", SUBCOMMAND_SCRIPTS, ids=lambda v: " ".join(v) if isinstance(v, list) else "")
 def test_subcommand_help_is_the_scripts_help(names, script):
     script_args = script.split()[1:] if script.startswith("python ") else [script]
     ours, theirs = _help(["-m", "timealign", *names]).split("\n", 1), _help(script_args).split("\n", 1)

@@ -24,9 +24,18 @@ def _records(path: Path) -> list[dict]:
 def _evaluate(tiny_model_dir, tmp_path) -> dict:
     from timealign.eval.runner import main
 
-    code = main(["recipe=tiny", f"checkpoint={tiny_model_dir}", "suites=tictoc", f"out={tmp_path / 'eval'}",
-                 f"data.prepared_dir={tmp_path / 'prepared'}", "data.synthetic_trajectories=4",
-                 "eval.max_samples=6", "eval.max_new_tokens=4"])
+    code = main(
+        [
+            "recipe=tiny",
+            f"checkpoint={tiny_model_dir}",
+            "suites=tictoc",
+            f"out={tmp_path / 'eval'}",
+            f"data.prepared_dir={tmp_path / 'prepared'}",
+            "data.synthetic_trajectories=4",
+            "eval.max_samples=6",
+            "eval.max_new_tokens=4",
+        ]
+    )
     assert code == 0
     return json.loads((tmp_path / "eval" / "tictoc.json").read_text())
 
@@ -67,8 +76,7 @@ class Echo(BaseBackend):
         super().__init__()
         self.model_id, self.tokenizer, self.prompts = "echo", None, []
 
-    def generate(self, prompts, *, max_new_tokens=64, temperature=None, top_p=None, top_k=None, min_p=None,
-                 desc="x"):
+    def generate(self, prompts, *, max_new_tokens=64, temperature=None, top_p=None, top_k=None, min_p=None, desc="x"):
         self.prompts += list(prompts)
         return [f"é{p[::-1]}…" for p in prompts]
 

@@ -28,9 +28,11 @@ def test_nar_of_constant_policies_is_chance():
 
 def test_length_buckets_and_breakdowns():
     assert [length_bucket(n) for n in (5, 7, 8, 12, 13, 21)] == ["short", "short", "medium", "medium", "long", "long"]
-    rows = [{"label": T, "sensitivity": "high", "elapse_level": 2, "num_turns": 5},
-            {"label": N, "sensitivity": "high", "elapse_level": 0, "num_turns": 13},
-            {"label": N, "sensitivity": "low", "elapse_level": 0, "num_turns": 9}]
+    rows = [
+        {"label": T, "sensitivity": "high", "elapse_level": 2, "num_turns": 5},
+        {"label": N, "sensitivity": "high", "elapse_level": 0, "num_turns": 13},
+        {"label": N, "sensitivity": "low", "elapse_level": 0, "num_turns": 9},
+    ]
     report = tictoc_report(rows, [True, True, False])
     assert report["overall"]["nar"] == pytest.approx(0.5 * (1 + 1 / 2))
     assert report["by_sensitivity"]["high"]["fp"] == 1 and report["by_sensitivity"]["low"]["tn"] == 1
@@ -57,9 +59,11 @@ def test_empty_outputs_are_counted_and_dropped_only_in_paper_protocol():
 
 
 def test_empty_outputs_in_breakdowns():
-    rows = [{"label": T, "sensitivity": "high", "elapse_level": 2, "num_turns": 5},
-            {"label": T, "sensitivity": "high", "elapse_level": 2, "num_turns": 5},
-            {"label": N, "sensitivity": "low", "elapse_level": 0, "num_turns": 13}]
+    rows = [
+        {"label": T, "sensitivity": "high", "elapse_level": 2, "num_turns": 5},
+        {"label": T, "sensitivity": "high", "elapse_level": 2, "num_turns": 5},
+        {"label": N, "sensitivity": "low", "elapse_level": 0, "num_turns": 13},
+    ]
     called, empty = [True, False, False], [False, True, False]
     paper = tictoc_report(rows, called, empty, protocol="paper")
     assert paper["overall"]["empty_outputs"] == 1 and paper["overall"]["nar"] == 1.0

@@ -23,8 +23,9 @@ TRAIN = ["training.max_steps=2", "training.per_device_train_batch_size=2", "trai
 
 
 def _run(args: list, cwd: Path, env: dict, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900,
-                          check=False)
+    proc = subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
     if check:
         assert proc.returncode == 0, f"{' '.join(map(str, args))}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     return proc
@@ -82,8 +83,9 @@ def test_sample_is_the_same_whatever_the_row_order_and_grows_by_adding(v1_test_r
     assert key(sample_pairs(v1_test_rows, 32, 0)[0]) != key(sample_pairs(v1_test_rows, 32, 1)[0])
     rows = sample_pairs(v1_test_rows, 32, 0)[0]
     order = {(r["id"], r["elapse_level"]): i for i, r in enumerate(v1_test_rows)}
-    assert [order[(r["id"], r["elapse_level"])] for r in rows] == sorted(order[(r["id"], r["elapse_level"])]
-                                                                          for r in rows)  # the split's order
+    assert [order[(r["id"], r["elapse_level"])] for r in rows] == sorted(
+        order[(r["id"], r["elapse_level"])] for r in rows
+    )  # the split's order
 
 
 # ------------------------------------------------------------------------------ end to end on TicToc v1 (item 8)
@@ -99,13 +101,26 @@ def test_v1_prepare_train_live_eval_evaluate_compare_card(tictoc_v1_dir, tmp_pat
     fingerprint = manifest["fingerprint"]["sha256"]
 
     # Train a few steps with the live-eval curve on an 8-pair slice, W&B offline.
-    _run(py("train/dpo.py", "recipe=tiny", *data, f"output_dir={out}", *TRAIN,
-            "data.overlength=truncate_prompt_or_drop", "live_eval.every_steps=2", "live_eval.max_samples=8", "training.report_to=[wandb]"),
-         REPO_ROOT, {**env, "WANDB_DIR": str(tmp_path / "train-wandb")})
+    _run(
+        py(
+            "train/dpo.py",
+            "recipe=tiny",
+            *data,
+            f"output_dir={out}",
+            *TRAIN,
+            "data.overlength=truncate_prompt_or_drop",
+            "live_eval.every_steps=2",
+            "live_eval.max_samples=8",
+            "training.report_to=[wandb]",
+        ),
+        REPO_ROOT,
+        {**env, "WANDB_DIR": str(tmp_path / "train-wandb")},
+    )
     (train_run,) = (tmp_path / "train-wandb" / "wandb").glob("offline-run-*")
     assert "/" not in run_of(train_run)["name"].split(":", 1)[1].replace("source=v1", "")  # no absolute path
-    curve = {row["train/global_step"]: row["eval/live/nar"] for row in wandb_history(train_run)
-             if "eval/live/nar" in row}
+    curve = {
+        row["train/global_step"]: row["eval/live/nar"] for row in wandb_history(train_run) if "eval/live/nar" in row
+    }
     assert sorted(curve) == [0, 2] and all(v is not None for v in curve.values())  # defined at 8 samples
     live = json.loads((out / "live_eval" / "step-000002.json").read_text())
     assert live["data"]["by_label"] == {"prefer_no_tool": 2, "prefer_tool": 6} and live["data"]["source"] == "v1"
@@ -118,8 +133,13 @@ def test_v1_prepare_train_live_eval_evaluate_compare_card(tictoc_v1_dir, tmp_pat
     report = json.loads((out / "eval" / "tictoc.json").read_text())
     ident = report["data"]
     assert {k: ident[k] for k in ("source", "path", "split", "samples", "fingerprint", "sampling")} == {
-        "source": "v1", "path": str(tictoc_v1_dir), "split": "test", "samples": 8, "fingerprint": fingerprint,
-        "sampling": "stratified"}
+        "source": "v1",
+        "path": str(tictoc_v1_dir),
+        "split": "test",
+        "samples": 8,
+        "fingerprint": fingerprint,
+        "sampling": "stratified",
+    }
     assert "differs_from_training" not in ident and report["overall"]["nar"] is not None
     # the same 8 pairs live evaluation scored
     assert sorted(s["id"] for s in report["samples"]) == sorted(s["id"] for s in live["samples"])
@@ -136,21 +156,44 @@ def test_v1_prepare_train_live_eval_evaluate_compare_card(tictoc_v1_dir, tmp_pat
     assert names[f"eval:tiny-v1:{tag}#001"]["data"]["tictoc"]["fingerprint"] == fingerprint
 
     # The base model on the same recipe keys: the same sample, so compare pairs it; the data named on both sides.
-    _run(py("eval/run.py", "recipe=tiny", *data, "eval.max_samples=8", f"output_dir={tmp_path / 'base-out'}",
-            f"out={tmp_path / 'base'}"), work, env)
+    _run(
+        py(
+            "eval/run.py",
+            "recipe=tiny",
+            *data,
+            "eval.max_samples=8",
+            f"output_dir={tmp_path / 'base-out'}",
+            f"out={tmp_path / 'base'}",
+        ),
+        work,
+        env,
+    )
     proc = _run(py("eval/compare.py", f"before={tmp_path / 'base'}", f"after={out / 'eval'}"), work, env)
     assert f"data: {label} -> {label}" in proc.stdout and "DIFFERENT DATA" not in proc.stdout
     assert "paired bootstrap: 1000 resamples of the 8 held-out pairs" in proc.stdout
 
     # A synthetic evaluation of the same checkpoint (recipe= wins) says how it differs from the training data ...
-    proc = _run(py("eval/run.py", "recipe=tiny", f"checkpoint={out}", "eval.max_samples=8",
-                   f"output_dir={tmp_path / 'synth-out'}", f"out={out / 'eval-synthetic'}"), work, env)
+    proc = _run(
+        py(
+            "eval/run.py",
+            "recipe=tiny",
+            f"checkpoint={out}",
+            "eval.max_samples=8",
+            f"output_dir={tmp_path / 'synth-out'}",
+            f"out={out / 'eval-synthetic'}",
+        ),
+        work,
+        env,
+    )
     synthetic = json.loads((out / "eval-synthetic" / "tictoc.json").read_text())["data"]
     assert "data.source: v1 (trained) -> synthetic (evaluated)" in synthetic["differs_from_training"]
     assert "data.source: v1 (trained) -> synthetic (evaluated)" in proc.stderr
     # ... and the model card keeps it a row of its own, labelled by its data, after the training data's rows.
-    _run([sys.executable, "-m", "timealign.train.model_card", f"checkpoint={out}", f"eval={tmp_path / 'base'}"],
-         REPO_ROOT, env)
+    _run(
+        [sys.executable, "-m", "timealign.train.model_card", f"checkpoint={out}", f"eval={tmp_path / 'base'}"],
+        REPO_ROOT,
+        env,
+    )
     card = (out / "README.md").read_text()
     nar = [line for line in card.splitlines() if line.startswith("| tictoc | nar |")]
     assert len(nar) == 3
@@ -162,8 +205,19 @@ def test_v1_prepare_train_live_eval_evaluate_compare_card(tictoc_v1_dir, tmp_pat
     # run's other files instead of refusing the folder.
     written = json.loads((out / "timealign_run.json").read_text())["written"]
     assert {"eval/tictoc.json", "eval/report.md", "eval-synthetic/tictoc.json"} <= set(written)
-    _run(py("train/dpo.py", "recipe=tiny", *data, f"output_dir={out}", *TRAIN, "data.overlength=truncate_prompt_or_drop",
-            "overwrite_output_dir=true"), REPO_ROOT, env)
+    _run(
+        py(
+            "train/dpo.py",
+            "recipe=tiny",
+            *data,
+            f"output_dir={out}",
+            *TRAIN,
+            "data.overlength=truncate_prompt_or_drop",
+            "overwrite_output_dir=true",
+        ),
+        REPO_ROOT,
+        env,
+    )
     assert not (out / "eval" / "tictoc.json").exists() and not (out / "eval-synthetic" / "tictoc.json").exists()
 
 
@@ -177,9 +231,21 @@ def test_timer_sample_train_evaluate_compare_card(timelychat_sample, tmp_path):
     env = launcher_env()
     out, work = tmp_path / "timer", tmp_path / "elsewhere"
     work.mkdir()
-    _run(py("train/sft.py", "recipe=tiny-timer", "data.source=timelychat", f"data.path={timelychat_sample}",
-            "data.eval_split=train", f"output_dir={out}", *TRAIN, "training.save_strategy=steps",
-            "training.save_steps=1"), REPO_ROOT, env)
+    _run(
+        py(
+            "train/sft.py",
+            "recipe=tiny-timer",
+            "data.source=timelychat",
+            f"data.path={timelychat_sample}",
+            "data.eval_split=train",
+            f"output_dir={out}",
+            *TRAIN,
+            "training.save_strategy=steps",
+            "training.save_steps=1",
+        ),
+        REPO_ROOT,
+        env,
+    )
     (prepared,) = (out / "data").glob("dialogs-*")
     fingerprint = json.loads((prepared / "manifest.json").read_text())["fingerprint"]["sha256"]
     fast = ["timelychat.response_max_new_tokens=6", "timelychat.interval_max_new_tokens=6"]
@@ -189,23 +255,40 @@ def test_timer_sample_train_evaluate_compare_card(timelychat_sample, tmp_path):
     report = json.loads((out / "eval" / "timelychat.json").read_text())
     ident = report["data"]
     assert {k: ident[k] for k in ("source", "path", "split", "samples", "fingerprint")} == {
-        "source": "timelychat", "path": str(timelychat_sample), "split": "train", "samples": 6,
-        "fingerprint": fingerprint}
+        "source": "timelychat",
+        "path": str(timelychat_sample),
+        "split": "train",
+        "samples": 6,
+        "fingerprint": fingerprint,
+    }
     label = f"timelychat eval.jsonl/train n=6 [{fingerprint[:12]}]"
     assert ident["label"] == label and f"timelychat: {label}" in proc.stdout
     assert any("6 of 6 evaluated dialogs are in the training split 'train'" in n for n in report["notes"])
     assert "the samples were trained on" in " ".join(ident["differs_from_training"])
     assert "in the training split 'train'" in proc.stderr  # the overlap is a logged warning
     assert report["overall"]["target_f1"] is not None
-    proc = _run(py("eval/compare.py", f"before={out / 'checkpoint-1' / 'eval'}", f"after={out / 'eval'}",
-                   "suite=timelychat"), work, env)
+    proc = _run(
+        py("eval/compare.py", f"before={out / 'checkpoint-1' / 'eval'}", f"after={out / 'eval'}", "suite=timelychat"),
+        work,
+        env,
+    )
     assert f"data: {label} -> {label}" in proc.stdout and "paired bootstrap" in proc.stdout
     _run([sys.executable, "-m", "timealign.train.model_card", f"checkpoint={out}"], REPO_ROOT, env)
     card = (out / "README.md").read_text()
     assert f"| {label} (the training data's held-out split) | this model | `eval` |" in card
     # An explicit file still overrides the recipe's data (timelychat.data=), named as such.
-    _run(py("eval/run.py", f"checkpoint={out}", *fast, f"timelychat.data={timelychat_sample}", "timelychat.n=3",
-            f"out={tmp_path / 'explicit'}"), work, env)
+    _run(
+        py(
+            "eval/run.py",
+            f"checkpoint={out}",
+            *fast,
+            f"timelychat.data={timelychat_sample}",
+            "timelychat.n=3",
+            f"out={tmp_path / 'explicit'}",
+        ),
+        work,
+        env,
+    )
     explicit = json.loads((tmp_path / "explicit" / "timelychat.json").read_text())
     assert explicit["data"]["source"] == "timelychat.data" and explicit["data"]["samples"] == 3
     assert explicit["data"]["from_recipe"] is False
@@ -225,5 +308,6 @@ def test_eval_without_recipe_needs_a_checkpoint_that_carries_one(tmp_path, capsy
     assert main(["eval.max_samples=8"]) == 2  # neither a checkpoint nor a recipe
     assert "recipe= needs a name" in capsys.readouterr().err
     assert main(["--help"]) == 0
-    assert "Without recipe=, checkpoint=DIR is scored with the recipe it was trained with" in \
-        " ".join(capsys.readouterr().out.split())
+    assert "Without recipe=, checkpoint=DIR is scored with the recipe it was trained with" in " ".join(
+        capsys.readouterr().out.split()
+    )

@@ -25,8 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def experiment(tmp_path_factory):
     out = tmp_path_factory.mktemp("experiment")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}
-    proc = subprocess.run([sys.executable, "-m", "timealign.experiment", f"out={out}", "seed=0"], check=False,
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "timealign.experiment", f"out={out}", "seed=0"],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out, json.loads((out / "summary.json").read_text()), proc.stdout
 
@@ -53,7 +60,9 @@ def test_offset_dpo_teaches_the_tool_call_decision(experiment):
 def test_without_timestamps_the_same_training_learns_nothing(experiment):
     _, summary, _ = experiment
     dpo = summary["dpo"]
-    assert dpo["nar_after_no_timestamps"] <= 0.62  # measured 0.537: a per-scenario constant policy, 0.50 per sensitivity
+    assert (
+        dpo["nar_after_no_timestamps"] <= 0.62
+    )  # measured 0.537: a per-scenario constant policy, 0.50 per sensitivity
     assert dpo["nar_after"] - dpo["nar_after_no_timestamps"] >= 0.15
 
 

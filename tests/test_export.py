@@ -28,8 +28,14 @@ from test_backends import build_test_model, tictoc_rows
 pytestmark = pytest.mark.slow
 
 MAX_NEW_TOKENS = 12
-COMMON = {"training.logging_steps": "1", "training.per_device_train_batch_size": "4", "training.save_strategy": "steps",
-          "training.save_steps": "2", "training.max_steps": "3", "training.learning_rate": "5e-3"}
+COMMON = {
+    "training.logging_steps": "1",
+    "training.per_device_train_batch_size": "4",
+    "training.save_strategy": "steps",
+    "training.save_steps": "2",
+    "training.max_steps": "3",
+    "training.learning_rate": "5e-3",
+}
 TIMER_SMALL = {"timer.synthetic_dialogs": "16", "timer.synthetic_eval_dialogs": "6"}
 MODEL_FILES = {"config.json", "generation_config.json", "model.safetensors"}
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}
@@ -64,24 +70,42 @@ def train(recipe_name: str, overrides: dict, out: Path):
 
 @pytest.fixture(scope="module", params=["trainable_tokens", "modules_to_save"])
 def timer_lora(request, base, tmp_path_factory):
-    out, trainer = train("tiny-timer", {**TIMER_SMALL, "model.name_or_path": str(base), "lora.enabled": "true",
-                                        "timer.lora_new_tokens": request.param},
-                         tmp_path_factory.mktemp(f"timer-{request.param}"))
+    out, trainer = train(
+        "tiny-timer",
+        {
+            **TIMER_SMALL,
+            "model.name_or_path": str(base),
+            "lora.enabled": "true",
+            "timer.lora_new_tokens": request.param,
+        },
+        tmp_path_factory.mktemp(f"timer-{request.param}"),
+    )
     return out, trainer
 
 
 @pytest.fixture(scope="module")
 def dpo_lora(base, tmp_path_factory):
     # max_steps 2 = save_steps: checkpoint-2 holds the final adapter (the hub test pushes from it)
-    return train("tiny", {"model.name_or_path": str(base), "lora.enabled": "true", "training.max_steps": "2",
-                          "data.synthetic_trajectories": "4", "training.per_device_train_batch_size": "2"},
-                 tmp_path_factory.mktemp("dpo-lora"))
+    return train(
+        "tiny",
+        {
+            "model.name_or_path": str(base),
+            "lora.enabled": "true",
+            "training.max_steps": "2",
+            "data.synthetic_trajectories": "4",
+            "training.per_device_train_batch_size": "2",
+        },
+        tmp_path_factory.mktemp("dpo-lora"),
+    )
 
 
 @pytest.fixture(scope="module")
 def timer_full(base, tmp_path_factory):
-    return train("tiny-timer", {**TIMER_SMALL, "model.name_or_path": str(base), "training.max_steps": "1",
-                                "training.save_strategy": "no"}, tmp_path_factory.mktemp("timer-full"))[0]
+    return train(
+        "tiny-timer",
+        {**TIMER_SMALL, "model.name_or_path": str(base), "training.max_steps": "1", "training.save_strategy": "no"},
+        tmp_path_factory.mktemp("timer-full"),
+    )[0]
 
 
 def export(checkpoint: Path, out: Path) -> Path:
@@ -104,8 +128,10 @@ def timer_prompts(checkpoint: Path) -> list[str]:
     prompts = []
     for row in load_timer_prepared(prepared)["test"]:
         dialog = TimerDialog.from_row(row)
-        prompts += [renderer.interval_prompt(dialog.context, dialog.target_speaker),
-                    renderer.response_prompt(dialog.context, dialog.target_speaker, 30.0)]
+        prompts += [
+            renderer.interval_prompt(dialog.context, dialog.target_speaker),
+            renderer.response_prompt(dialog.context, dialog.target_speaker, 30.0),
+        ]
     return prompts
 
 
@@ -121,8 +147,9 @@ def dpo_prompts(checkpoint: Path, rows) -> list[str]:
 def hf_generate(checkpoint: Path, prompts: list[str]) -> list[str]:
     from timealign.backends.hf import HFBackend
 
-    return HFBackend(str(checkpoint), dtype="float32", batch_size=8).generate(prompts, max_new_tokens=MAX_NEW_TOKENS,
-                                                                              desc=None)
+    return HFBackend(str(checkpoint), dtype="float32", batch_size=8).generate(
+        prompts, max_new_tokens=MAX_NEW_TOKENS, desc=None
+    )
 
 
 def weight(folder: Path, name: str):
@@ -209,8 +236,15 @@ def test_export_refuses_what_is_not_a_checkpoint(timer_full, dpo_lora, tmp_path)
     cases = [  # (checkpoint, out, exit code, what the one-line error says)
         (tmp_path / "nothing", out, 1, "no such folder"),
         (tmp_path / "empty", out, 1, "neither config.json (a full model) nor adapter_config.json (a LoRA adapter)"),
-        (unfinished, out, 1, ("its training has not finished. Finish it (the same training command resumes), or "
-                              f"export a checkpoint: checkpoint={unfinished / 'checkpoint-2'}")),
+        (
+            unfinished,
+            out,
+            1,
+            (
+                "its training has not finished. Finish it (the same training command resumes), or "
+                f"export a checkpoint: checkpoint={unfinished / 'checkpoint-2'}"
+            ),
+        ),
         (truncated, out, 1, "the weights are incomplete or missing: model.safetensors is truncated"),
         (timer_full, timer_full / "export", 2, "is, is inside or holds the checkpoint folder"),
         (dpo_lora[0] / "checkpoint-2", dpo_lora[0], 2, "is, is inside or holds the checkpoint folder"),
@@ -244,8 +278,11 @@ def upload_selection(folder: str, allow_patterns=None, ignore_patterns=None) -> 
 
     root = Path(folder).expanduser().resolve()
     files = [p.relative_to(root).as_posix() for p in sorted(root.glob("**/*")) if p.is_file()]
-    return set(filter_repo_objects(files, allow_patterns=allow_patterns,
-                                   ignore_patterns=list(ignore_patterns or []) + DEFAULT_IGNORE_PATTERNS))
+    return set(
+        filter_repo_objects(
+            files, allow_patterns=allow_patterns, ignore_patterns=list(ignore_patterns or []) + DEFAULT_IGNORE_PATTERNS
+        )
+    )
 
 
 class RecordingHub:
@@ -266,8 +303,14 @@ def test_push_to_hub_uploads_model_tokenizer_and_card_only(dpo_lora, monkeypatch
 
     out, trainer = dpo_lora
     present = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    records = {"run_info.json", "timealign_run.json", "train_log.json", "timealign_recipe.yaml", "training_args.bin",
-               "lengths.json"}
+    records = {
+        "run_info.json",
+        "timealign_run.json",
+        "train_log.json",
+        "timealign_recipe.yaml",
+        "training_args.bin",
+        "lengths.json",
+    }
     assert records <= present and any(p.startswith("data/") for p in present)
     assert any(p.startswith("checkpoint-2/") for p in present)
     # What transformers 5.19 alone would upload: everything but checkpoint-*.
@@ -307,15 +350,19 @@ def test_model_card_of_a_run_then_after_evaluation(dpo_lora, rows):
     block = card.data.to_dict()["timealign"]
     (prepared,) = (out / "data").glob("pairs-*")
     manifest = json.loads((prepared / "manifest.json").read_text())
-    assert block["data_fingerprint"] == {"kind": "pairs", "sha256": manifest["fingerprint"]["sha256"],
-                                         "folder": prepared.name}
+    assert block["data_fingerprint"] == {
+        "kind": "pairs",
+        "sha256": manifest["fingerprint"]["sha256"],
+        "folder": prepared.name,
+    }
     assert block["overrides"]["lora.enabled"] == "true" and block["task"] == "dpo"
     run_info = json.loads((out / "run_info.json").read_text())
     assert block["git"] == run_info["git"]
     assert "No evaluation reports here yet" in card.text
 
-    recipe = load_recipe("tiny", {"output_dir": str(out), "data.synthetic_trajectories": "4",
-                                  "eval.max_new_tokens": "4"})
+    recipe = load_recipe(
+        "tiny", {"output_dir": str(out), "data.synthetic_trajectories": "4", "eval.max_new_tokens": "4"}
+    )
     reports = evaluate(recipe, str(out), ["tictoc"], out / "eval")
     assert main([f"checkpoint={out}"]) == 0
     card = ModelCard.load(out / "README.md")
@@ -338,8 +385,9 @@ def vllm_generate(checkpoint: Path, prompts: list[str]) -> list[str]:
     from timealign.backends.factory import make_backend
     from timealign.config import load_recipe
 
-    section = load_recipe("tiny", {"eval.backend": "vllm", "eval.max_model_len": "2048",
-                                   "eval.enforce_eager": "true"}).eval
+    section = load_recipe(
+        "tiny", {"eval.backend": "vllm", "eval.max_model_len": "2048", "eval.enforce_eager": "true"}
+    ).eval
     with make_backend(section, str(checkpoint), dtype="float32") as engine:
         assert engine.lora_request is None  # a plain model to vLLM, no adapter
         return engine.generate(prompts, max_new_tokens=MAX_NEW_TOKENS, desc=None)

@@ -29,8 +29,12 @@ from timealign.data.generated_answers import (
 )
 from timealign.data.prepared import PreparedDataError, ensure_prepared, fingerprint_of, write_prepared
 
-GENERATE = {"data.direct_answer": "generate", "data.direct_answer_model": "tiny-agent",
-            "data.direct_answer_max_new_tokens": "16", "data.synthetic_trajectories": "2"}
+GENERATE = {
+    "data.direct_answer": "generate",
+    "data.direct_answer_model": "tiny-agent",
+    "data.direct_answer_max_new_tokens": "16",
+    "data.synthetic_trajectories": "2",
+}
 EOS = "<|im_end|>"  # the tiny tokenizer's
 
 
@@ -70,12 +74,20 @@ def _expected(backend, recipe, rows: list[dict]) -> list[tuple[str, str]]:
     n = recipe.data.direct_answer_max_new_tokens
     first = backend.generate([renderer.prompt(r["prompt"], r["tools"]) for r in rows], max_new_tokens=n, desc=None)
     retry = [i for i, out in enumerate(first) if is_tool_call(out, "tiny")]
-    second = backend.generate([renderer.prompt(no_tool_messages(rows[i]["prompt"]), None) for i in retry],
-                              max_new_tokens=n, desc=None) if retry else []
+    second = (
+        backend.generate(
+            [renderer.prompt(no_tool_messages(rows[i]["prompt"]), None) for i in retry], max_new_tokens=n, desc=None
+        )
+        if retry
+        else []
+    )
     expected = [("direct", answer_text(out, backend.tokenizer, "tiny")) for out in first]
     for i, out in zip(retry, second):
-        expected[i] = ("fell_back", _latest_tool_result(rows[i])) if is_tool_call(out, "tiny") else \
-            ("without_tools", answer_text(out, backend.tokenizer, "tiny"))
+        expected[i] = (
+            ("fell_back", _latest_tool_result(rows[i]))
+            if is_tool_call(out, "tiny")
+            else ("without_tools", answer_text(out, backend.tokenizer, "tiny"))
+        )
     return expected
 
 
@@ -113,11 +125,15 @@ def test_direct_answers_are_the_models_generations(hf_prep, hf_backend):
     stages = [stage for stage, _ in expected]
     assert report["samples"] == len(rows) == 12
     assert (report["direct"], report["without_tools"], report["fell_back"]) == (
-        stages.count("direct"), stages.count("without_tools"), stages.count("fell_back"))
+        stages.count("direct"),
+        stages.count("without_tools"),
+        stages.count("fell_back"),
+    )
     assert report["direct"] + report["without_tools"] >= 1  # some answers really are generated ...
     assert report["fell_back"] >= 1  # ... and tiny-agent calls on others even without tools: counted, listed
     assert sorted((s["id"], s["elapse_level"]) for s in report["fell_back_samples"]) == sorted(
-        (r["id"], r["elapse_level"]) for r, (stage, _) in zip(rows, expected) if stage == "fell_back")
+        (r["id"], r["elapse_level"]) for r, (stage, _) in zip(rows, expected) if stage == "fell_back"
+    )
     assert all(s["reason"] == "tool_call" for s in report["fell_back_samples"])
     generated = [text for (stage, text) in expected if stage != "fell_back"]
     assert all(text and not is_tool_call(text, "tiny") and EOS not in text for text in generated)
@@ -137,8 +153,15 @@ def test_generations_are_cached_and_resumed(hf_prep, tmp_path):
     assert first["generation"]["direct"]["generated"] == first["samples"] and len(lines) == n_prompts
 
     # the data-prep command's path (replace=True) with the same settings: nothing generated again
-    again = write_prepared("pairs", recipe.data, recipe.timer, tmp_path / "again", fingerprint=fingerprint_of(recipe),
-                           replace=True, generation=AnswerGeneration.from_recipe(recipe, cache_dir=cache.parent))
+    again = write_prepared(
+        "pairs",
+        recipe.data,
+        recipe.timer,
+        tmp_path / "again",
+        fingerprint=fingerprint_of(recipe),
+        replace=True,
+        generation=AnswerGeneration.from_recipe(recipe, cache_dir=cache.parent),
+    )
     runs = again["direct_answers"]["generation"]
     assert runs["direct"]["generated"] == 0 and runs["direct"]["cached"] == first["samples"]
     assert runs["without_tools"]["generated"] == 0
@@ -149,16 +172,30 @@ def test_generations_are_cached_and_resumed(hf_prep, tmp_path):
     resumed_cache = tmp_path / "resume"
     resumed_cache.mkdir()
     (resumed_cache / f"{CACHE_NAME}.jsonl").write_text("\n".join(lines[:-5]) + "\n" + lines[-5][:40])
-    info = write_prepared("pairs", recipe.data, recipe.timer, tmp_path / "resumed", fingerprint=fingerprint_of(recipe),
-                          replace=True, generation=AnswerGeneration.from_recipe(recipe, cache_dir=resumed_cache))
+    info = write_prepared(
+        "pairs",
+        recipe.data,
+        recipe.timer,
+        tmp_path / "resumed",
+        fingerprint=fingerprint_of(recipe),
+        replace=True,
+        generation=AnswerGeneration.from_recipe(recipe, cache_dir=resumed_cache),
+    )
     runs = info["direct_answers"]["generation"]
     assert runs["direct"]["generated"] + runs["without_tools"]["generated"] == 5
     assert [_direct_side(r) for r in _rows(tmp_path / "resumed")] == [_direct_side(r) for r in _rows(folder)]
 
     # other settings miss the cache: another limit generates everything anew
     longer = _recipe(tmp_path, **{"data.direct_answer_max_new_tokens": "17"})
-    info = write_prepared("pairs", longer.data, longer.timer, tmp_path / "longer", fingerprint=fingerprint_of(longer),
-                          replace=True, generation=AnswerGeneration.from_recipe(longer, cache_dir=cache.parent))
+    info = write_prepared(
+        "pairs",
+        longer.data,
+        longer.timer,
+        tmp_path / "longer",
+        fingerprint=fingerprint_of(longer),
+        replace=True,
+        generation=AnswerGeneration.from_recipe(longer, cache_dir=cache.parent),
+    )
     assert info["direct_answers"]["generation"]["direct"]["generated"] == first["samples"]
 
 
@@ -167,9 +204,16 @@ def test_fingerprint_follows_the_generation_settings(hf_prep, tmp_path):
     base = fingerprint_of(recipe)
     assert base.settings["data.direct_answer_model"] == "tiny-agent"
     assert base.sources["direct_answer_model"] == {"model": "tiny-agent"}
-    for key, value in {"data.direct_answer_model": "tiny", "data.direct_answer_max_new_tokens": "12",
-                       "data.direct_answer_backend": "vllm", "eval.temperature": "0.7", "eval.dtype": "bfloat16",
-                       "eval.reasoning": "true", "data.timestamps": "false", "data.elapsed": "true"}.items():
+    for key, value in {
+        "data.direct_answer_model": "tiny",
+        "data.direct_answer_max_new_tokens": "12",
+        "data.direct_answer_backend": "vllm",
+        "eval.temperature": "0.7",
+        "eval.dtype": "bfloat16",
+        "eval.reasoning": "true",
+        "data.timestamps": "false",
+        "data.elapsed": "true",
+    }.items():
         assert fingerprint_of(_recipe(tmp_path, **{key: value})) != base, key
     # unset direct_answer_model means model.name_or_path: the same data as naming it
     default_model = _recipe(tmp_path, **{"data.direct_answer_model": "null", "model.name_or_path": "tiny-agent"})
@@ -179,8 +223,9 @@ def test_fingerprint_follows_the_generation_settings(hf_prep, tmp_path):
         assert fingerprint_of(_recipe(tmp_path, **{key: value})) == base, key
     # another strategy reads none of the direct_answer_* fields
     plain = {"data.direct_answer": "latest_tool_result"}
-    other = fingerprint_of(_recipe(tmp_path, **plain, **{"data.direct_answer_model": "tiny",
-                                                        "data.direct_answer_max_new_tokens": "7"}))
+    other = fingerprint_of(
+        _recipe(tmp_path, **plain, **{"data.direct_answer_model": "tiny", "data.direct_answer_max_new_tokens": "7"})
+    )
     assert other == fingerprint_of(_recipe(tmp_path, **plain))
     assert "direct_answer_model" not in other.sources and "data.direct_answer_model" not in other.settings
     timer_recipe = load_recipe("tiny-timer", {**GENERATE}, task="sft")
@@ -189,8 +234,15 @@ def test_fingerprint_follows_the_generation_settings(hf_prep, tmp_path):
     explicit = tmp_path / "explicit"
     with pytest.raises(ValueError, match="needs the generation settings"):
         data_fingerprint("pairs", recipe.data)
-    write_prepared("pairs", recipe.data, recipe.timer, explicit, fingerprint=base, replace=True,
-                   generation=AnswerGeneration.from_recipe(recipe, cache_dir=folder.parent / "generations"))
+    write_prepared(
+        "pairs",
+        recipe.data,
+        recipe.timer,
+        explicit,
+        fingerprint=base,
+        replace=True,
+        generation=AnswerGeneration.from_recipe(recipe, cache_dir=folder.parent / "generations"),
+    )
     shorter = _recipe(tmp_path, **{"data.prepared_dir": str(explicit), "data.direct_answer_max_new_tokens": "12"})
     with pytest.raises(PreparedDataError, match=r"data.direct_answer_max_new_tokens: 16 \(prepared\) -> 12"):
         ensure_prepared(shorter)
@@ -219,8 +271,10 @@ def test_generate_is_validated_and_never_guessed(tmp_path):
     from timealign.data.synthetic import generate_annotated
     from timealign.data.tictoc import annotated_records, build_pair
 
-    with pytest.raises(RecipeError, match="data.direct_answer='bogus' is not one of: latest_tool_result, "
-                                          "last_assistant_text, generate"):
+    with pytest.raises(
+        RecipeError,
+        match="data.direct_answer='bogus' is not one of: latest_tool_result, last_assistant_text, generate",
+    ):
         load_recipe("tiny", {"data.direct_answer": "bogus"})
     with pytest.raises(RecipeError, match="data.direct_answer_backend='chat' is not one of: hf, vllm, openai"):
         load_recipe("tiny", {**GENERATE, "data.direct_answer_backend": "chat"})
@@ -234,8 +288,11 @@ def test_generate_is_validated_and_never_guessed(tmp_path):
     with pytest.raises(ValueError, match="direct_answer=generate needs the generated text"):
         build_pair(replace(sample, direct_answer=None), default_margins={}, direct_answer="generate")
     with pytest.raises(ValueError, match="needs the model that writes the answers"):
-        prepare(DataSection(direct_answer="generate", synthetic_trajectories=1), tmp_path / "x",
-                fingerprint=fingerprint_of(load_recipe("tiny")))
+        prepare(
+            DataSection(direct_answer="generate", synthetic_trajectories=1),
+            tmp_path / "x",
+            fingerprint=fingerprint_of(load_recipe("tiny")),
+        )
 
 
 # ----------------------------------------------------------------------------------------------- vLLM backend
@@ -245,8 +302,9 @@ def test_vllm_generation_equals_hf(hf_prep, tmp_path):
     require_vllm()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     recipe, folder = hf_prep
-    vllm = _recipe(tmp_path, **{"data.direct_answer_backend": "vllm", "eval.enforce_eager": "true",
-                                "eval.max_model_len": "2048"})
+    vllm = _recipe(
+        tmp_path, **{"data.direct_answer_backend": "vllm", "eval.enforce_eager": "true", "eval.max_model_len": "2048"}
+    )
     assert fingerprint_of(vllm) != fingerprint_of(recipe)
     vllm_folder = ensure_prepared(vllm)
     hf_report, vllm_report = _manifest(folder)["direct_answers"], _manifest(vllm_folder)["direct_answers"]
@@ -257,8 +315,9 @@ def test_vllm_generation_equals_hf(hf_prep, tmp_path):
 
     def outputs(report) -> dict[str, str]:  # prompt hash -> raw generation (special tokens, EOS included)
         lines = Path(report["generation"]["direct"]["cache_file"]).read_text().splitlines()
-        return {r["prompt_sha256"]: r["output"] for r in map(json.loads, lines)
-                if r["settings"]["max_new_tokens"] == 16}  # the cache test added 17-token ones to hf's cache
+        return {
+            r["prompt_sha256"]: r["output"] for r in map(json.loads, lines) if r["settings"]["max_new_tokens"] == 16
+        }  # the cache test added 17-token ones to hf's cache
 
     hf_out, vllm_out = outputs(hf_report), outputs(vllm_report)
     assert len(vllm_out) == len(hf_out) and vllm_out == hf_out

@@ -95,8 +95,13 @@ class HostileServer:
                 self._body(number, data)
 
             def long_chat(self, number):
-                data = json.dumps({"choices": [{"message": {"role": "assistant", "content": "tock " * 40_000},
-                                                "finish_reason": "stop"}]}).encode()
+                data = json.dumps(
+                    {
+                        "choices": [
+                            {"message": {"role": "assistant", "content": "tock " * 40_000}, "finish_reason": "stop"}
+                        ]
+                    }
+                ).encode()
                 self._head(200, len(data))
                 self._body(number, data)
 
@@ -104,7 +109,7 @@ class HostileServer:
                 data = OK_REPLY.ljust(200)
                 self._head(200, len(data))
                 for i in range(len(data)):
-                    self._body(number, data[i:i + 1])
+                    self._body(number, data[i : i + 1])
                     self.wfile.flush()
                     time.sleep(0.05)
 
@@ -158,8 +163,14 @@ def hostile():
 
 
 def _backend(server, tokenizer=None, **kwargs) -> OpenAIBackend:
-    return OpenAIBackend(server.url, model="m", tokenizer=tokenizer, api_key_env="", backoff=0.01,
-                         **{"max_retries": 0, "timeout": 1.0, **kwargs})
+    return OpenAIBackend(
+        server.url,
+        model="m",
+        tokenizer=tokenizer,
+        api_key_env="",
+        backoff=0.01,
+        **{"max_retries": 0, "timeout": 1.0, **kwargs},
+    )
 
 
 def _timed(call):
@@ -176,7 +187,11 @@ def _timed(call):
 def test_a_30_mb_body_is_not_read_whole(hostile, mode):
     server = hostile(mode)
     err, _ = _timed(lambda: _backend(server, timeout=30).complete("hi", max_new_tokens=4))
-    assert isinstance(err, RequestError) and "more than the 8388608 bytes a reply may have" in str(err) and err.status == 200
+    assert (
+        isinstance(err, RequestError)
+        and "more than the 8388608 bytes a reply may have" in str(err)
+        and err.status == 200
+    )
     if mode == "huge_unannounced":  # streamed: the client stopped reading soon after the cap and hung up
         time.sleep(0.5)
         assert server.sent[0] < HUGE
@@ -188,7 +203,7 @@ def test_a_30_mb_body_is_not_read_whole(hostile, mode):
 def test_a_completion_past_max_new_tokens_is_a_failed_sample(hostile, tiny_tokenizer):
     server = hostile("long_text")
     err, _ = _timed(lambda: _backend(server, tiny_tokenizer).complete("hi", max_new_tokens=4))
-    assert isinstance(err, OverlongOutput) and "max_new_tokens=4" in str(err) and f"bound 2 x" in str(err)
+    assert isinstance(err, OverlongOutput) and "max_new_tokens=4" in str(err) and "bound 2 x" in str(err)
     assert token_bound(4) == 24 and server.count == 1
     # the chat backend (API models) too, without a tokenizer: counted at 16 bytes a token at most
     chat_server = hostile("long_chat")
@@ -220,18 +235,30 @@ def _eval_args(tiny_model_dir, tmp_path, server, out, *extra) -> list[str]:
     prepared = tmp_path / "prepared"
     if not prepared.exists():
         tictoc_rows(prepared)
-    return ["recipe=tiny", f"checkpoint={tiny_model_dir}", "eval.backend=openai", f"eval.base_url={server.url}",
-            "eval.api_key_env=", f"data.prepared_dir={prepared}", "data.synthetic_trajectories=4",
-            "eval.max_samples=6", "eval.max_new_tokens=4", "eval.request_timeout=1", "eval.max_retries=0",
-            "eval.batch_size=3", f"out={out}", f"output_dir={tmp_path / 'run'}", *extra]
+    return [
+        "recipe=tiny",
+        f"checkpoint={tiny_model_dir}",
+        "eval.backend=openai",
+        f"eval.base_url={server.url}",
+        "eval.api_key_env=",
+        f"data.prepared_dir={prepared}",
+        "data.synthetic_trajectories=4",
+        "eval.max_samples=6",
+        "eval.max_new_tokens=4",
+        "eval.request_timeout=1",
+        "eval.max_retries=0",
+        "eval.batch_size=3",
+        f"out={out}",
+        f"output_dir={tmp_path / 'run'}",
+        *extra,
+    ]
 
 
 def _size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def test_an_evaluation_whose_requests_fail_exits_1_with_the_counts(hostile, tiny_model_dir, tmp_path, caplog,
-                                                                   capsys):
+def test_an_evaluation_whose_requests_fail_exits_1_with_the_counts(hostile, tiny_model_dir, tmp_path, caplog, capsys):
     from timealign.eval.runner import main
 
     modes = ["huge_unannounced", "long_text", "trickle", "malformed", "error500", "silent"]
@@ -248,12 +275,20 @@ def test_an_evaluation_whose_requests_fail_exits_1_with_the_counts(hostile, tiny
     assert took < 30  # two rounds of three 1 s deadlines, plus loading the tokenizer; not 10 s per trickled read
     assert server.count == 6  # each failure once: nothing was retried (eval.max_retries=0)
     report = json.loads((out / "runs" / "001" / "tictoc.json").read_text())
-    assert {k: report["failures"][k] for k in ("samples", "failed", "share")} == {"samples": 6, "failed": 6,
-                                                                                   "share": 1.0}
+    assert {k: report["failures"][k] for k in ("samples", "failed", "share")} == {
+        "samples": 6,
+        "failed": 6,
+        "share": 1.0,
+    }
     assert report["overall"]["n"] == 0 and len(report["errors"]) == 6
     reasons = " ".join(e["error"] for e in report["errors"])
-    for reason in ("more than the 8388608 bytes", "OverlongOutput", "no complete answer within 1 s", "did not return JSON",
-                   "HTTP 500"):
+    for reason in (
+        "more than the 8388608 bytes",
+        "OverlongOutput",
+        "no complete answer within 1 s",
+        "did not return JSON",
+        "HTTP 500",
+    ):
         assert reason in reasons
     assert "failed generations: 6 of 6" in (out / "runs" / "001" / "report.md").read_text()
     run_info = json.loads((out / "runs" / "001" / "run.json").read_text())
@@ -289,8 +324,13 @@ def test_two_evaluations_into_one_folder_do_not_both_run(hostile, tiny_model_dir
     server = hostile("held")
     out = tmp_path / "eval"
     args = _eval_args(tiny_model_dir, tmp_path, server, out, "eval.request_timeout=60")
-    first = subprocess.Popen([sys.executable, "eval/run.py", *args], cwd=Path(__file__).resolve().parents[1],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "eval/run.py", *args],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while server.count == 0 and first.poll() is None and time.monotonic() < deadline:
@@ -298,8 +338,10 @@ def test_two_evaluations_into_one_folder_do_not_both_run(hostile, tiny_model_dir
         assert server.count > 0, first.communicate()[0] if first.poll() is not None else "no request in 120 s"
         assert main(_eval_args(tiny_model_dir, tmp_path, server, out)) == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]  # after the data-prep progress bars
-        assert err == (f"error: another evaluation is writing into {out} (it holds the lock {out / '.eval.lock'}); "
-                       "wait for it to finish or pass another out=")
+        assert err == (
+            f"error: another evaluation is writing into {out} (it holds the lock {out / '.eval.lock'}); "
+            "wait for it to finish or pass another out="
+        )
         server.release.set()
         output, _ = first.communicate(timeout=120)
     finally:

@@ -19,19 +19,40 @@ from timealign.data.hub import load_tictoc_release, load_timelychat_release
 from timealign.data.pairs import load_samples, prepare
 from timealign.data.tictoc import TicTocFormatError, load_v1
 
-TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Latest price of a stock.",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"symbol": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_price",
+            "description": "Latest price of a stock.",
+            "parameters": {"type": "object", "properties": {"symbol": {"type": "string"}}},
+        },
+    }
+]
 
 
 def history(tag: str, final_time) -> list[dict]:
     return [
         {"role": "user", "content": f"Price of ACME? ({tag})", "time": "2024-05-01T09:00:00Z"},
-        {"role": "assistant", "content": None, "time": "2024-05-01T09:00:03Z", "tool_calls": [
-            {"id": "call_a", "type": "function",
-             "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'}}]},
-        {"role": "tool", "tool_call_id": "call_a", "name": "get_price", "content": '{"price": 10}',
-         "time": "2024-05-01T09:00:04Z"},
+        {
+            "role": "assistant",
+            "content": None,
+            "time": "2024-05-01T09:00:03Z",
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_a",
+            "name": "get_price",
+            "content": '{"price": 10}',
+            "time": "2024-05-01T09:00:04Z",
+        },
         {"role": "assistant", "content": "ACME is at 10.", "time": "2024-05-01T09:00:08Z"},
         {"role": "user", "content": "Is ACME above 15 now?", "time": final_time},
     ]
@@ -49,8 +70,13 @@ def v1_record(n: int, **extra) -> dict:
 
 
 def annotated_record(n: int, score: float, level: int = 1) -> dict:
-    return {"id": rid(n), "history": history(rid(n), FINAL_TIMES[level]), "function": copy.deepcopy(TOOLS),
-            "elapse_level": level, "score": score}
+    return {
+        "id": rid(n),
+        "history": history(rid(n), FINAL_TIMES[level]),
+        "function": copy.deepcopy(TOOLS),
+        "elapse_level": level,
+        "score": score,
+    }
 
 
 def hub_cache(cache: Path, repo: str, files: dict[str, bytes], revision: str = "0" * 40) -> Path:
@@ -100,8 +126,14 @@ def test_v1_files_with_annotator_scores_keep_S_and_the_margin(cache, tmp_path):
     """v1 layout, records carrying their annotators' scores: S is their mean, the offset |S - 1.5|."""
     tool = [v1_record(1, scores=[3, 3, 2, 3, 3, 2]), v1_record(2, score=2.75)]
     no_tool = [v1_record(3, scores=[0, 1, 0, 0, 0, 1]), v1_record(4)]  # the last: no scores, the label's margin
-    hub_cache(cache, "yizecheng/TicToc", {"preferTool_elapse_2.json": json.dumps(tool).encode(),
-                                          "preferNoTool_elapse_0.json": json.dumps(no_tool).encode()})
+    hub_cache(
+        cache,
+        "yizecheng/TicToc",
+        {
+            "preferTool_elapse_2.json": json.dumps(tool).encode(),
+            "preferNoTool_elapse_0.json": json.dumps(no_tool).encode(),
+        },
+    )
     samples = {s.id: s for s in load_tictoc_release("yizecheng/TicToc").samples}
     assert samples[rid(1)].score == pytest.approx(16 / 6) and samples[rid(2)].score == 2.75
     assert samples[rid(3)].score == pytest.approx(2 / 6) and samples[rid(4)].score is None
@@ -116,9 +148,12 @@ def test_v1_files_with_annotator_scores_keep_S_and_the_margin(cache, tmp_path):
 
 def test_a_score_that_contradicts_the_file_label_names_the_record(cache):
     hub_cache(cache, "yizecheng/TicToc", {"preferTool_elapse_0.json": json.dumps([v1_record(1, score=0.5)]).encode()})
-    with pytest.raises(TicTocFormatError, match=r"record 'stock_market_order_book_1': score S=0.5 means "
-                                                r"prefer_no_tool with data.score_orientation=tool_high, but the "
-                                                r"file says prefer_tool"):
+    with pytest.raises(
+        TicTocFormatError,
+        match=r"record 'stock_market_order_book_1': score S=0.5 means "
+        r"prefer_no_tool with data.score_orientation=tool_high, but the "
+        r"file says prefer_tool",
+    ):
         load_tictoc_release("yizecheng/TicToc")
     tool_low = load_tictoc_release("yizecheng/TicToc", orientation="tool_low").samples
     assert [s.score for s in tool_low] == [0.5]
@@ -134,20 +169,31 @@ def test_the_annotated_layout_in_jsonl_and_parquet(cache):
     # The hub's parquet conversion: nested messages become structs, a key one message lacks is null in it.
     buffer = io.BytesIO()
     pq.write_table(pa.Table.from_pylist([annotated_record(4, 2.0, level=0)]), buffer)
-    snapshot = hub_cache(cache, "yizecheng/TicToc", {"data/train.jsonl": jsonl.encode(),
-                                                     "data/test-00000-of-00001.parquet": buffer.getvalue()})
+    snapshot = hub_cache(
+        cache,
+        "yizecheng/TicToc",
+        {"data/train.jsonl": jsonl.encode(), "data/test-00000-of-00001.parquet": buffer.getvalue()},
+    )
     result = load_tictoc_release("yizecheng/TicToc")
     assert sorted((s.id, s.score, s.elapse_level) for s in result.samples) == [
-        (rid(1), 3.0, 1), (rid(2), 0.25, 1), (rid(4), 2.0, 0)]
+        (rid(1), 3.0, 1),
+        (rid(2), 0.25, 1),
+        (rid(4), 2.0, 0),
+    ]
     assert {Path(s.source).name for s in result.samples} == {"train.jsonl", "test-00000-of-00001.parquet"}
     assert str(snapshot) in result.samples[0].source
 
 
 def test_refs_main_picks_the_revision(cache):
-    hub_cache(cache, "yizecheng/TicToc", {"preferTool_elapse_0.json": json.dumps([v1_record(1)]).encode()},
-              revision="1" * 40)
-    hub_cache(cache, "yizecheng/TicToc", {"preferTool_elapse_0.json": json.dumps([v1_record(1), v1_record(2)])
-                                          .encode()}, revision="2" * 40)
+    hub_cache(
+        cache, "yizecheng/TicToc", {"preferTool_elapse_0.json": json.dumps([v1_record(1)]).encode()}, revision="1" * 40
+    )
+    hub_cache(
+        cache,
+        "yizecheng/TicToc",
+        {"preferTool_elapse_0.json": json.dumps([v1_record(1), v1_record(2)]).encode()},
+        revision="2" * 40,
+    )
     assert len(load_tictoc_release("yizecheng/TicToc").samples) == 2
     main = cache / "datasets--yizecheng--TicToc" / "refs" / "main"
     main.write_text("1" * 40)
@@ -166,9 +212,11 @@ def test_a_release_in_no_known_layout_lists_the_accepted_ones(cache):
     with pytest.raises(RecipeError) as err:
         load_tictoc_release("yizecheng/TicToc")
     text = str(err.value)
-    assert text.startswith(f"data.path=yizecheng/TicToc (data.source=hub): the release at {snapshot} is in no layout "
-                           "timealign reads (found: data/all.json); accepted: TicToc v1: one folder of "
-                           "prefer{Tool,NoTool}_elapse_{0,1,2}.json files")
+    assert text.startswith(
+        f"data.path=yizecheng/TicToc (data.source=hub): the release at {snapshot} is in no layout "
+        "timealign reads (found: data/all.json); accepted: TicToc v1: one folder of "
+        "prefer{Tool,NoTool}_elapse_{0,1,2}.json files"
+    )
     assert "TicToc annotated: .json/.jsonl/.parquet records with score" in text and "\n" not in text
     with pytest.raises(RecipeError, match="accepted: TimelyChat: .json/.jsonl/.parquet records with speaker_list"):
         load_timelychat_release("yizecheng/TicToc")
@@ -181,7 +229,8 @@ def test_a_missing_release_says_how_to_download_it(cache):
         f"data.path=someone/TimelyChat (data.source=hub): the hub dataset is not in the local cache ({cache}) and "
         "HF_HUB_OFFLINE=1 allows the cache only; download it where the hub is reachable: `hf download "
         "someone/TimelyChat --repo-type dataset --local-dir DIR`, copy DIR here and set data.path=DIR (or copy the "
-        "hub cache's datasets--someone--TimelyChat folder into HF_HUB_CACHE here)")
+        "hub cache's datasets--someone--TimelyChat folder into HF_HUB_CACHE here)"
+    )
 
 
 def test_a_timelychat_release_loads_with_its_splits(cache, timelychat_sample, tmp_path, capsys):
@@ -190,12 +239,23 @@ def test_a_timelychat_release_loads_with_its_splits(cache, timelychat_sample, tm
 
     records = [json.loads(line) for line in timelychat_sample.read_text().splitlines() if line.strip()]
     train = "".join(json.dumps({**r, "id": f"train-{i}"}) + "\n" for i, r in enumerate(records))
-    hub_cache(cache, "someone/TimelyChat", {"data/train.jsonl": train.encode(),
-                                            "data/test.jsonl": timelychat_sample.read_bytes()})
+    hub_cache(
+        cache,
+        "someone/TimelyChat",
+        {"data/train.jsonl": train.encode(), "data/test.jsonl": timelychat_sample.read_bytes()},
+    )
     result = load_timelychat_release("someone/TimelyChat", split_names={"train": "train", "eval": "test"})
     assert sorted({d.split for d in result.dialogs}) == ["test", "train"] and len(result.dialogs) == 2 * len(records)
-    code = dialogs_main(["recipe=tiny-timer", "data.source=hub", "data.path=someone/TimelyChat",
-                         "data.eval_split=test", f"out={tmp_path / 'out'}", f"output_dir={tmp_path / 'run'}"])
+    code = dialogs_main(
+        [
+            "recipe=tiny-timer",
+            "data.source=hub",
+            "data.path=someone/TimelyChat",
+            "data.eval_split=test",
+            f"out={tmp_path / 'out'}",
+            f"output_dir={tmp_path / 'run'}",
+        ]
+    )
     assert code == 0, capsys.readouterr().err[-2000:]
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["splits"]["train"]["dialogs"] == manifest["splits"]["test"]["dialogs"] == len(records)

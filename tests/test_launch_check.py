@@ -33,8 +33,13 @@ BIN = Path(sys.executable).parent
 ACCELERATE, TORCHRUN = str(BIN / "accelerate"), str(BIN / "torchrun")
 DPO = str(REPO_ROOT / "train/dpo.py")
 # Small enough that a run the check fails to stop ends in seconds (as it would on a main without the check).
-QUICK = ["training.max_steps=1", "data.synthetic_trajectories=8", "training.per_device_train_batch_size=1",
-         "training.save_strategy=no", "training.report_to=[none]"]
+QUICK = [
+    "training.max_steps=1",
+    "data.synthetic_trajectories=8",
+    "training.per_device_train_batch_size=1",
+    "training.save_strategy=no",
+    "training.report_to=[none]",
+]
 DDP_DEFAULT_CONFIG = """compute_environment: LOCAL_MACHINE
 distributed_type: MULTI_GPU
 mixed_precision: 'no'
@@ -55,10 +60,18 @@ def test_shipped_configs_read_as_accelerate_defines_them():
         "ddp": ("ddp", {}),
         "fsdp": ("fsdp", {"fsdp_version": "2", "offload_params": "false", "reshard_after_forward": "true"}),
         "fsdp_offload": ("fsdp", {"fsdp_version": "2", "offload_params": "true", "reshard_after_forward": "true"}),
-        "zero2": ("deepspeed", {"zero_stage": "2", "offload_optimizer_device": "none", "offload_param_device": "none"}),
-        "zero3": ("deepspeed", {"zero_stage": "3", "offload_optimizer_device": "none", "offload_param_device": "none"}),
-        "zero3_offload": ("deepspeed", {"zero_stage": "3", "offload_optimizer_device": "cpu",
-                                        "offload_param_device": "cpu"}),
+        "zero2": (
+            "deepspeed",
+            {"zero_stage": "2", "offload_optimizer_device": "none", "offload_param_device": "none"},
+        ),
+        "zero3": (
+            "deepspeed",
+            {"zero_stage": "3", "offload_optimizer_device": "none", "offload_param_device": "none"},
+        ),
+        "zero3_offload": (
+            "deepspeed",
+            {"zero_stage": "3", "offload_optimizer_device": "cpu", "offload_param_device": "cpu"},
+        ),
     }
     for name, (family, settings) in expected.items():
         asked = asked_launch(load_recipe("tiny", {"launch.accelerate_config": name}), ("no", "training.bf16=false"))
@@ -87,8 +100,15 @@ def test_launcher_request_read_from_the_environment():
 
 def _asked(family: str, settings: dict | None = None, precision: str = "no", dtype: str = "float32") -> Asked:
     name = {"ddp": "ddp", "single": "ddp", "fsdp": "fsdp", "deepspeed": "zero2"}[family]
-    return Asked(name, REPO_ROOT / "recipes" / "accelerate" / f"{name}.yaml", family, settings or {}, precision,
-                 "training.bf16=false", dtype)
+    return Asked(
+        name,
+        REPO_ROOT / "recipes" / "accelerate" / f"{name}.yaml",
+        family,
+        settings or {},
+        precision,
+        "training.bf16=false",
+        dtype,
+    )
 
 
 def test_mismatches_name_asked_and_running():
@@ -97,21 +117,32 @@ def test_mismatches_name_asked_and_running():
     ddp = Running("ddp", "DistributedType.MULTI_CPU", 2, "accelerate launch (WORLD_SIZE=2)", 2, True)
     assert mismatches(_asked("ddp"), ddp) == []
     found = mismatches(_asked("fsdp", {"offload_params": "true"}), ddp)
-    assert found == [("distributed: asked FSDP (recipes/accelerate/fsdp.yaml: offload_params true), running DDP over "
-                      "2 processes (DistributedType.MULTI_CPU)")]
+    assert found == [
+        (
+            "distributed: asked FSDP (recipes/accelerate/fsdp.yaml: offload_params true), running DDP over "
+            "2 processes (DistributedType.MULTI_CPU)"
+        )
+    ]
     alone = Running("single", "DistributedType.NO", 1, "torchrun (WORLD_SIZE=2)", 2, True)
     assert mismatches(_asked("ddp"), alone) == [
-        ("processes: asked 2 by torchrun (WORLD_SIZE=2), running 2 separate trainings of 1 process "
-         "(DistributedType.NO on every rank: no shared process group)")]
+        (
+            "processes: asked 2 by torchrun (WORLD_SIZE=2), running 2 separate trainings of 1 process "
+            "(DistributedType.NO on every rank: no shared process group)"
+        )
+    ]
     fsdp = Running("fsdp", "DistributedType.FSDP", 4, "x", 4, True, settings={"offload_params": "false"})
     assert mismatches(_asked("fsdp", {"offload_params": "true"}), fsdp) == [
-        "FSDP offload_params: asked true (recipes/accelerate/fsdp.yaml), running false"]
+        "FSDP offload_params: asked true (recipes/accelerate/fsdp.yaml), running false"
+    ]
     autocast = Running("single", "DistributedType.NO", 1, "x", mixed_precision="bf16", precision_source="launcher")
     assert mismatches(_asked("ddp"), autocast) == [
-        "mixed precision: asked no (training.bf16=false), running bf16 (launcher)"]
+        "mixed precision: asked no (training.bf16=false), running bf16 (launcher)"
+    ]
     half = Running("single", "DistributedType.NO", 1, "x", mixed_precision="fp16", precision_source="recipe")
-    assert any("model.dtype=bfloat16 weights under fp16 autocast" in m
-               for m in mismatches(_asked("ddp", precision="fp16", dtype="bfloat16"), half))
+    assert any(
+        "model.dtype=bfloat16 weights under fp16 autocast" in m
+        for m in mismatches(_asked("ddp", precision="fp16", dtype="bfloat16"), half)
+    )
 
 
 def test_check_modes(caplog):
@@ -119,8 +150,12 @@ def test_check_modes(caplog):
 
     with pytest.raises(RecipeError, match="launch.check='maybe' is not one of: error, warn, off"):
         launch_check.check_launch(load_recipe("tiny", {"launch.check": "maybe"}), DPOConfig, env={})
-    assert launch_check.check_launch(load_recipe("tiny", {"launch.accelerate_config": "fsdp",
-                                                          "launch.check": "off"}), DPOConfig, env={}) is None
+    assert (
+        launch_check.check_launch(
+            load_recipe("tiny", {"launch.accelerate_config": "fsdp", "launch.check": "off"}), DPOConfig, env={}
+        )
+        is None
+    )
     recipe = load_recipe("tiny", {"launch.accelerate_config": "fsdp", "launch.check": "warn"})
     with caplog.at_level(logging.WARNING, logger="timealign.train.launch_check"):
         running = launch_check.check_launch(recipe, DPOConfig, env={})
@@ -135,15 +170,25 @@ def test_cluster_launcher_tells_the_script_which_config_it_launches():
     against the config it really runs with."""
     from timealign.cluster import training_commands
 
-    env = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n1", "SLURM_NNODES": "1", "SLURM_NODEID": "0",
-           "SLURM_GPUS_ON_NODE": "2"}
-    cmd = training_commands("dpo", ["recipe=tiny", "launch.accelerate_config=fsdp", "training.beta=0.2"], env,
-                            config="zero2")[0][1]
+    env = {
+        "SLURM_JOB_ID": "9",
+        "SLURM_JOB_NODELIST": "n1",
+        "SLURM_NNODES": "1",
+        "SLURM_NODEID": "0",
+        "SLURM_GPUS_ON_NODE": "2",
+    }
+    cmd = training_commands(
+        "dpo", ["recipe=tiny", "launch.accelerate_config=fsdp", "training.beta=0.2"], env, config="zero2"
+    )[0][1]
     assert cmd[cmd.index("--config_file") + 1] == str(REPO_ROOT / "recipes/accelerate/zero2.yaml")
-    assert cmd[cmd.index(DPO) + 1:] == ["recipe=tiny", "launch.accelerate_config=zero2", "training.beta=0.2",
-                                        "training.resume_from_checkpoint=auto"]
+    assert cmd[cmd.index(DPO) + 1 :] == [
+        "recipe=tiny",
+        "launch.accelerate_config=zero2",
+        "training.beta=0.2",
+        "training.resume_from_checkpoint=auto",
+    ]
     plain = training_commands("dpo", ["recipe=tiny"], env)[0][1]
-    assert plain[plain.index(DPO) + 1:] == ["recipe=tiny", "training.resume_from_checkpoint=auto"]
+    assert plain[plain.index(DPO) + 1 :] == ["recipe=tiny", "training.resume_from_checkpoint=auto"]
 
 
 # ---------------------------------------------------------------------------------------------- real launchers
@@ -152,12 +197,34 @@ def test_cluster_launcher_tells_the_script_which_config_it_launches():
 @pytest.fixture
 def launch_env(tmp_path):
     """The environment of a user's shell: no accelerate default config, offline, nothing of an outer launcher."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ACCELERATE_", "SLURM_", "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_", "FSDP_",
-                                "TORCHELASTIC_", "WANDB_RUN_ID", "TIMEALIGN_STOP"))}
-    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", WANDB_MODE="offline",
-               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               TIMEALIGN_CACHE=str(tmp_path / "cache"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            (
+                "ACCELERATE_",
+                "SLURM_",
+                "WORLD_SIZE",
+                "RANK",
+                "LOCAL_RANK",
+                "MASTER_",
+                "FSDP_",
+                "TORCHELASTIC_",
+                "WANDB_RUN_ID",
+                "TIMEALIGN_STOP",
+            )
+        )
+    }
+    env.update(
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        WANDB_MODE="offline",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        TIMEALIGN_CACHE=str(tmp_path / "cache"),
+    )
     return env
 
 
@@ -184,81 +251,153 @@ def test_default_accelerate_config_is_ddp_while_the_recipe_asks_fsdp(launch_env,
     config.parent.mkdir(parents=True)
     config.write_text(DDP_DEFAULT_CONFIG)
     out = tmp_path / "run"
-    proc = _launch([ACCELERATE, "launch", DPO, "recipe=tiny", "launch.accelerate_config=fsdp", f"output_dir={out}",
-                    *QUICK], launch_env)
-    _refused(proc, out, "(launch.accelerate_config=fsdp):",
-             "distributed: asked FSDP (recipes/accelerate/fsdp.yaml: fsdp_version 2, offload_params false, "
-             "reshard_after_forward true), running DDP over 2 processes (DistributedType.MULTI_CPU)",
-             "accelerate launch --config_file recipes/accelerate/fsdp.yaml --num_processes 2 train/dpo.py "
-             "recipe=tiny launch.accelerate_config=fsdp",
-             "python -m timealign.cluster launch task=dpo recipe=tiny launch.accelerate_config=fsdp")
+    proc = _launch(
+        [ACCELERATE, "launch", DPO, "recipe=tiny", "launch.accelerate_config=fsdp", f"output_dir={out}", *QUICK],
+        launch_env,
+    )
+    _refused(
+        proc,
+        out,
+        "(launch.accelerate_config=fsdp):",
+        "distributed: asked FSDP (recipes/accelerate/fsdp.yaml: fsdp_version 2, offload_params false, "
+        "reshard_after_forward true), running DDP over 2 processes (DistributedType.MULTI_CPU)",
+        "accelerate launch --config_file recipes/accelerate/fsdp.yaml --num_processes 2 train/dpo.py "
+        "recipe=tiny launch.accelerate_config=fsdp",
+        "python -m timealign.cluster launch task=dpo recipe=tiny launch.accelerate_config=fsdp",
+    )
 
 
 def test_accelerate_cpu_launch_starts_one_process_when_two_were_asked(launch_env, tmp_path):
     out = tmp_path / "run"
-    proc = _launch([ACCELERATE, "launch", "--cpu", "--num_processes", "2", DPO, "recipe=tiny", f"output_dir={out}",
-                    *QUICK], launch_env)
-    _refused(proc, out, "processes: asked 2 by accelerate launch --num_processes 2, running 1",
-             "ACCELERATE_USE_CPU=true accelerate launch --config_file recipes/accelerate/ddp.yaml --num_processes 2 "
-             "train/dpo.py recipe=tiny")
+    proc = _launch(
+        [ACCELERATE, "launch", "--cpu", "--num_processes", "2", DPO, "recipe=tiny", f"output_dir={out}", *QUICK],
+        launch_env,
+    )
+    _refused(
+        proc,
+        out,
+        "processes: asked 2 by accelerate launch --num_processes 2, running 1",
+        "ACCELERATE_USE_CPU=true accelerate launch --config_file recipes/accelerate/ddp.yaml --num_processes 2 "
+        "train/dpo.py recipe=tiny",
+    )
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate --multi_gpu"])
 def test_every_rank_alone_without_a_cpu_process_group(launch_env, tmp_path, launcher):
     """No GPU and no use_cpu: accelerate says DistributedType.NO on every rank, two independent trainings."""
     out = tmp_path / "run"
-    start = ([TORCHRUN, "--nproc_per_node", "2"] if launcher == "torchrun"
-             else [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2"])
+    start = (
+        [TORCHRUN, "--nproc_per_node", "2"]
+        if launcher == "torchrun"
+        else [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2"]
+    )
     proc = _launch([*start, DPO, "recipe=tiny", "training.use_cpu=false", f"output_dir={out}", *QUICK], launch_env)
     name = "torchrun" if launcher == "torchrun" else "accelerate launch"
-    _refused(proc, out, f"processes: asked 2 by {name} (WORLD_SIZE=2), running 2 separate trainings of 1 process "
-                        "(DistributedType.NO on every rank: no shared process group) (no GPU in use and no use_cpu: "
-                        "accelerate forms no process group on CPU)")
+    _refused(
+        proc,
+        out,
+        f"processes: asked 2 by {name} (WORLD_SIZE=2), running 2 separate trainings of 1 process "
+        "(DistributedType.NO on every rank: no shared process group) (no GPU in use and no use_cpu: "
+        "accelerate forms no process group on CPU)",
+    )
 
 
 def test_fsdp_config_ignored_on_cpu(launch_env, tmp_path):
     """fsdp.yaml with use_cpu: accelerate builds a MULTI_CPU state and silently trains DDP."""
     out = tmp_path / "run"
-    proc = _launch([ACCELERATE, "launch", "--config_file", "recipes/accelerate/fsdp.yaml", "--num_processes", "2", DPO,
-                    "recipe=tiny", "launch.accelerate_config=fsdp", f"output_dir={out}", *QUICK],
-                   {**launch_env, "ACCELERATE_USE_CPU": "true"})
-    _refused(proc, out, "running DDP over 2 processes (DistributedType.MULTI_CPU) (accelerate ignores FSDP under "
-                        "DistributedType.MULTI_CPU (FSDP runs on GPUs only))",
-             "(no GPU here: accelerate runs FSDP on GPUs only; on CPU use launch.accelerate_config=ddp)")
+    proc = _launch(
+        [
+            ACCELERATE,
+            "launch",
+            "--config_file",
+            "recipes/accelerate/fsdp.yaml",
+            "--num_processes",
+            "2",
+            DPO,
+            "recipe=tiny",
+            "launch.accelerate_config=fsdp",
+            f"output_dir={out}",
+            *QUICK,
+        ],
+        {**launch_env, "ACCELERATE_USE_CPU": "true"},
+    )
+    _refused(
+        proc,
+        out,
+        "running DDP over 2 processes (DistributedType.MULTI_CPU) (accelerate ignores FSDP under "
+        "DistributedType.MULTI_CPU (FSDP runs on GPUs only))",
+        "(no GPU here: accelerate runs FSDP on GPUs only; on CPU use launch.accelerate_config=ddp)",
+    )
 
 
 def test_deepspeed_dropped_by_use_cpu(launch_env, tmp_path):
     pytest.importorskip("deepspeed", reason="DeepSpeed not installed")
     out = tmp_path / "run"
-    proc = _launch([ACCELERATE, "launch", "--config_file", "recipes/accelerate/zero2.yaml", "--num_processes", "2", DPO,
-                    "recipe=tiny", "launch.accelerate_config=zero2", f"output_dir={out}", *QUICK],
-                   {**launch_env, "ACCELERATE_USE_CPU": "true"})
-    _refused(proc, out, "distributed: asked DeepSpeed (recipes/accelerate/zero2.yaml: zero_stage 2",
-             "running DDP over 2 processes (DistributedType.MULTI_CPU) (ACCELERATE_USE_CPU=true makes accelerate "
-             "drop DeepSpeed)")
+    proc = _launch(
+        [
+            ACCELERATE,
+            "launch",
+            "--config_file",
+            "recipes/accelerate/zero2.yaml",
+            "--num_processes",
+            "2",
+            DPO,
+            "recipe=tiny",
+            "launch.accelerate_config=zero2",
+            f"output_dir={out}",
+            *QUICK,
+        ],
+        {**launch_env, "ACCELERATE_USE_CPU": "true"},
+    )
+    _refused(
+        proc,
+        out,
+        "distributed: asked DeepSpeed (recipes/accelerate/zero2.yaml: zero_stage 2",
+        "running DDP over 2 processes (DistributedType.MULTI_CPU) (ACCELERATE_USE_CPU=true makes accelerate "
+        "drop DeepSpeed)",
+    )
 
 
 def test_fsdp_launcher_config_on_cpu_is_said_for_a_ddp_recipe(launch_env, tmp_path):
     """Issue 22: `accelerate launch --config_file fsdp.yaml` on CPU for tiny (which asks DDP): accelerate silently runs
     DDP. What runs is what the recipe asks, but the launcher's config was dropped: say so, once."""
     out = tmp_path / "run"
-    proc = _launch([ACCELERATE, "launch", "--config_file", "recipes/accelerate/fsdp.yaml", "--num_processes", "2", DPO,
-                    "recipe=tiny", f"output_dir={out}", *QUICK], {**launch_env, "ACCELERATE_USE_CPU": "true"})
-    text = _refused(proc, out, "  launcher: FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) "
-                               "is ignored by accelerate under DistributedType.MULTI_CPU: FSDP runs on GPUs only; "
-                               "running DDP over 2 processes (DistributedType.MULTI_CPU) (launch with the recipe's "
-                               "recipes/accelerate/ddp.yaml, or on CPU without that config)")
+    proc = _launch(
+        [
+            ACCELERATE,
+            "launch",
+            "--config_file",
+            "recipes/accelerate/fsdp.yaml",
+            "--num_processes",
+            "2",
+            DPO,
+            "recipe=tiny",
+            f"output_dir={out}",
+            *QUICK,
+        ],
+        {**launch_env, "ACCELERATE_USE_CPU": "true"},
+    )
+    text = _refused(
+        proc,
+        out,
+        "  launcher: FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) "
+        "is ignored by accelerate under DistributedType.MULTI_CPU: FSDP runs on GPUs only; "
+        "running DDP over 2 processes (DistributedType.MULTI_CPU) (launch with the recipe's "
+        "recipes/accelerate/ddp.yaml, or on CPU without that config)",
+    )
     assert "Traceback" not in text.split("error: launch check", 1)[0]
 
 
 def test_ignored_launcher_config_warns_once_in_warn_mode(caplog, monkeypatch):
     """launch.check=warn: the same text as one warning, from rank 0 only."""
     ignored = "FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) is ignored by accelerate"
-    run = Running("ddp", "DistributedType.MULTI_CPU", 2, "accelerate launch (WORLD_SIZE=2)", 2, True,
-                  ignored=[ignored])
+    run = Running(
+        "ddp", "DistributedType.MULTI_CPU", 2, "accelerate launch (WORLD_SIZE=2)", 2, True, ignored=[ignored]
+    )
     assert mismatches(_asked("ddp"), run) == [
         f"launcher: {ignored}; running DDP over 2 processes (DistributedType.MULTI_CPU) (launch with the recipe's "
-        "recipes/accelerate/ddp.yaml, or on CPU without that config)"]
+        "recipes/accelerate/ddp.yaml, or on CPU without that config)"
+    ]
     recipe = load_recipe("tiny", {"launch.check": "warn"})
     asked = asked_launch(recipe, ("no", "training.bf16=false"))
     for rank in ("0", "1"):
@@ -276,15 +415,33 @@ def test_more_processes_than_cores_stop_once_before_the_process_group(launch_env
     """Plain `accelerate launch --num_processes 2` on a machine (here: an affinity) of one core: rank 0 says it in one
     line, rank 1 exits quietly, nothing is prepared."""
     out = tmp_path / "run"
-    proc = subprocess.run([ACCELERATE, "launch", "--config_file", "recipes/accelerate/ddp.yaml", "--num_processes",
-                           "2", DPO, "recipe=tiny", f"output_dir={out}", *QUICK], cwd=REPO_ROOT,
-                          env={**launch_env, "ACCELERATE_USE_CPU": "true"}, capture_output=True, text=True,
-                          timeout=300, preexec_fn=_one_core)
+    proc = subprocess.run(
+        [
+            ACCELERATE,
+            "launch",
+            "--config_file",
+            "recipes/accelerate/ddp.yaml",
+            "--num_processes",
+            "2",
+            DPO,
+            "recipe=tiny",
+            f"output_dir={out}",
+            *QUICK,
+        ],
+        cwd=REPO_ROOT,
+        env={**launch_env, "ACCELERATE_USE_CPU": "true"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_one_core,
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    line = ("error: launch check: 2 processes on this machine but it has 1 CPU cores: start at most 1 "
-            "(--num_processes 1, or processes_per_node= with python -m timealign.cluster); batch.global_size keeps "
-            "the global batch whatever the count\n")
+    line = (
+        "error: launch check: 2 processes on this machine but it has 1 CPU cores: start at most 1 "
+        "(--num_processes 1, or processes_per_node= with python -m timealign.cluster); batch.global_size keeps "
+        "the global batch whatever the count\n"
+    )
     assert text.count(line) == 1 and text.count("error:") == 1, text[-4000:]
     assert not (out / "data").exists()
 
@@ -302,16 +459,20 @@ def test_distributed_environment_without_a_launcher_stops_in_seconds(launch_env,
         "error: WORLD_SIZE=2 is set but no launcher started this process (RANK and LOCAL_RANK are unset): it would "
         f"wait for 1 more process(es) that nobody starts. Unset {unset} to train in one process, or start all 2: "
         f"ACCELERATE_USE_CPU=true accelerate launch --config_file recipes/accelerate/ddp.yaml --num_processes 2 "
-        f"train/dpo.py recipe=tiny output_dir={out}")
+        f"train/dpo.py recipe=tiny output_dir={out}"
+    )
     assert "Traceback" not in proc.stderr and not (out / "data").exists()
 
 
 def test_rank_without_master_addr_is_one_line():
     """WORLD_SIZE and RANK set by hand without MASTER_ADDR: accelerate's traceback before; now one RecipeError."""
     env = {"WORLD_SIZE": "2", "RANK": "1"}
-    with pytest.raises(RecipeError, match=r"^WORLD_SIZE=2 and RANK=1 are set but MASTER_ADDR is not: torch cannot "
-                                          r"find rank 0\. .*accelerate launch --config_file "
-                                          r"recipes/accelerate/ddp.yaml --num_processes 2 train/dpo.py recipe=tiny$"):
+    with pytest.raises(
+        RecipeError,
+        match=r"^WORLD_SIZE=2 and RANK=1 are set but MASTER_ADDR is not: torch cannot "
+        r"find rank 0\. .*accelerate launch --config_file "
+        r"recipes/accelerate/ddp.yaml --num_processes 2 train/dpo.py recipe=tiny$",
+    ):
         launch_check.check_launcher_present(load_recipe("tiny"), env)
     launch_check.check_launcher_present(load_recipe("tiny"), {**env, "MASTER_ADDR": "127.0.0.1"})  # a launch by hand
 
@@ -319,18 +480,38 @@ def test_rank_without_master_addr_is_one_line():
 def test_launcher_mixed_precision_over_an_fp32_recipe(launch_env, tmp_path):
     """A launcher config with mixed_precision bf16 would turn autocast on for tiny (bf16: false)."""
     out = tmp_path / "run"
-    proc = _launch([ACCELERATE, "launch", "--cpu", "--mixed_precision", "bf16", DPO, "recipe=tiny",
-                    f"output_dir={out}", *QUICK], launch_env)
-    _refused(proc, out, "mixed precision: asked no (training.bf16=false), running bf16 (ACCELERATE_MIXED_PRECISION="
-                        "bf16, set by the launcher from its accelerate config's mixed_precision)")
+    proc = _launch(
+        [ACCELERATE, "launch", "--cpu", "--mixed_precision", "bf16", DPO, "recipe=tiny", f"output_dir={out}", *QUICK],
+        launch_env,
+    )
+    _refused(
+        proc,
+        out,
+        "mixed precision: asked no (training.bf16=false), running bf16 (ACCELERATE_MIXED_PRECISION="
+        "bf16, set by the launcher from its accelerate config's mixed_precision)",
+    )
 
 
 def test_sft_checks_too(launch_env, tmp_path):
     out = tmp_path / "run"
-    proc = _launch([sys.executable, str(REPO_ROOT / "train/sft.py"), "recipe=tiny-timer",
-                    "launch.accelerate_config=zero3", f"output_dir={out}", "training.max_steps=1"], launch_env)
-    _refused(proc, out, "distributed: asked DeepSpeed (recipes/accelerate/zero3.yaml: zero_stage 3",
-             "running one process (DistributedType.NO)", "train/sft.py recipe=tiny-timer launch.accelerate_config=zero3")
+    proc = _launch(
+        [
+            sys.executable,
+            str(REPO_ROOT / "train/sft.py"),
+            "recipe=tiny-timer",
+            "launch.accelerate_config=zero3",
+            f"output_dir={out}",
+            "training.max_steps=1",
+        ],
+        launch_env,
+    )
+    _refused(
+        proc,
+        out,
+        "distributed: asked DeepSpeed (recipes/accelerate/zero3.yaml: zero_stage 3",
+        "running one process (DistributedType.NO)",
+        "train/sft.py recipe=tiny-timer launch.accelerate_config=zero3",
+    )
 
 
 @pytest.mark.slow
@@ -342,12 +523,26 @@ def test_cluster_launcher_command_passes_and_trains_one_ddp_group(launch_env, tm
     out = tmp_path / "run"
     data = ["data.synthetic_trajectories=8", f"data.prepared_dir={tmp_path / 'prepared'}"]
     ensure_prepared(load_recipe("tiny", dict(a.split("=", 1) for a in data)))
-    slurm = {"SLURM_JOB_ID": "4711", "SLURM_JOB_NODELIST": "127.0.0.1", "SLURM_NNODES": "1", "SLURM_NODEID": "0",
-             "SLURM_GPUS_ON_NODE": "2"}
-    args = ["recipe=tiny", f"output_dir={out}", *data, "training.max_steps=2", "training.logging_steps=1",
-            "training.per_device_train_batch_size=1", "training.save_strategy=no"]
-    plan = _launch([sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "dry_run=true", *args],
-                   {**launch_env, **slurm})
+    slurm = {
+        "SLURM_JOB_ID": "4711",
+        "SLURM_JOB_NODELIST": "127.0.0.1",
+        "SLURM_NNODES": "1",
+        "SLURM_NODEID": "0",
+        "SLURM_GPUS_ON_NODE": "2",
+    }
+    args = [
+        "recipe=tiny",
+        f"output_dir={out}",
+        *data,
+        "training.max_steps=2",
+        "training.logging_steps=1",
+        "training.per_device_train_batch_size=1",
+        "training.save_strategy=no",
+    ]
+    plan = _launch(
+        [sys.executable, "-m", "timealign.cluster", "launch", "task=dpo", "dry_run=true", *args],
+        {**launch_env, **slurm},
+    )
     assert plan.returncode == 0, plan.stderr[-3000:]
     command = next(shlex.split(line) for line in plan.stdout.splitlines() if line.startswith(ACCELERATE + " "))
     assert command[command.index("--num_processes") + 1] == "2"
@@ -357,7 +552,12 @@ def test_cluster_launcher_command_passes_and_trains_one_ddp_group(launch_env, tm
     info = json.loads((out / "run_info.json").read_text())
     assert info["world_size"] == 2 and info["distributed_type"] == "DistributedType.MULTI_CPU"
     assert info["model_wrapper"] == "DistributedDataParallel"
-    assert text.count("INFO timealign.train.launch_check: launch check passed (before loading the model): DDP over "
-                      "2 processes (DistributedType.MULTI_CPU)") == 1  # rank 0 only: rank 1 logs warnings only
+    assert (
+        text.count(
+            "INFO timealign.train.launch_check: launch check passed (before loading the model): DDP over "
+            "2 processes (DistributedType.MULTI_CPU)"
+        )
+        == 1
+    )  # rank 0 only: rank 1 logs warnings only
     assert text.count("launch check passed (after building the trainer)") == 1
     assert text.count("INFO timealign.train.dpo: saved model to") == 1

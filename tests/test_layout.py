@@ -45,7 +45,8 @@ def _module_name(path: Path) -> str:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(path: Path) -> list[tuple[str, list[str], int]]:
@@ -53,8 +54,13 @@ def _imports(path: Path) -> list[tuple[str, list[str], int]]:
     tree = ast.parse(path.read_text(), filename=str(path))
     here = _module_name(path)
     package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
-    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
-                   for stmt in block.body for n in ast.walk(stmt)}  # annotations only: never run
+    typing_only = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and _is_type_checking(block.test)
+        for stmt in block.body
+        for n in ast.walk(stmt)
+    }  # annotations only: never run
     found = []
     for node in ast.walk(tree):
         if id(node) in typing_only:

@@ -59,8 +59,9 @@ def wandb_history(run_dir: Path) -> list[dict]:
     rows = []
     for record in wandb_records(run_dir):
         if record.WhichOneof("record_type") == "history":
-            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                         for item in record.history.item})
+            rows.append(
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            )
     return rows
 
 
@@ -73,10 +74,20 @@ def test_curves_in_log_and_wandb_equal_the_evaluator_on_a_saved_checkpoint(tmp_p
     from timealign.eval.runner import evaluate
 
     out = tmp_path / "run"
-    overrides = {**DATA, **TRAIN, **LIVE, "data.prepared_dir": prepared, "output_dir": out,
-                 "training.report_to": "[wandb]", "training.save_strategy": "steps", "training.save_steps": "2"}
-    _run([sys.executable, str(REPO_ROOT / "train/dpo.py"), "recipe=tiny", *cli(overrides)],
-         {**env, "WANDB_DIR": str(tmp_path)})
+    overrides = {
+        **DATA,
+        **TRAIN,
+        **LIVE,
+        "data.prepared_dir": prepared,
+        "output_dir": out,
+        "training.report_to": "[wandb]",
+        "training.save_strategy": "steps",
+        "training.save_steps": "2",
+    }
+    _run(
+        [sys.executable, str(REPO_ROOT / "train/dpo.py"), "recipe=tiny", *cli(overrides)],
+        {**env, "WANDB_DIR": str(tmp_path)},
+    )
 
     log = json.loads((out / "train_log.json").read_text())
     nar = live_log(log)
@@ -88,12 +99,22 @@ def test_curves_in_log_and_wandb_equal_the_evaluator_on_a_saved_checkpoint(tmp_p
     history = wandb_history(run_dir)
     curve = {row["train/global_step"]: row["eval/live/nar"] for row in history if "eval/live/nar" in row}
     assert curve == nar
-    rates = {row["train/global_step"]: row["eval/live/attempt_rate_prefer_tool"] for row in history
-             if "eval/live/attempt_rate_prefer_tool" in row}
+    rates = {
+        row["train/global_step"]: row["eval/live/attempt_rate_prefer_tool"]
+        for row in history
+        if "eval/live/attempt_rate_prefer_tool" in row
+    }
     assert rates == live_log(log, "eval_live/attempt_rate_prefer_tool")
 
-    recipe = load_recipe("tiny", {**DATA, "data.prepared_dir": str(prepared), "output_dir": str(out),
-                                  "eval.max_samples": LIVE["live_eval.max_samples"]})
+    recipe = load_recipe(
+        "tiny",
+        {
+            **DATA,
+            "data.prepared_dir": str(prepared),
+            "output_dir": str(out),
+            "eval.max_samples": LIVE["live_eval.max_samples"],
+        },
+    )
     outputs = {}
     for step in (2, 4):
         report = evaluate(recipe, str(out / f"checkpoint-{step}"), ["tictoc"], tmp_path / f"eval-{step}")["tictoc"]
@@ -114,8 +135,17 @@ def test_curves_in_log_and_wandb_equal_the_evaluator_on_a_saved_checkpoint(tmp_p
 def _train_in_process(tmp_path: Path, prepared: Path, name: str, **extra):
     from timealign.train import dpo
 
-    recipe = load_recipe("tiny", {**DATA, **TRAIN, "training.max_steps": "3", "data.prepared_dir": str(prepared),
-                                  "output_dir": str(tmp_path / name), **extra})
+    recipe = load_recipe(
+        "tiny",
+        {
+            **DATA,
+            **TRAIN,
+            "training.max_steps": "3",
+            "data.prepared_dir": str(prepared),
+            "output_dir": str(tmp_path / name),
+            **extra,
+        },
+    )
     trainer = dpo.build_trainer(recipe, claim=False)
     trainer.train()
     return trainer
@@ -128,9 +158,13 @@ def test_enabled_and_disabled_train_identical_weights(tmp_path, prepared):
     measured). The adapter being trained is what generates (PEFT)."""
     lora = {"lora.enabled": "true", "lora.dropout": "0.3", "training.disable_dropout": "false"}
     off = _train_in_process(tmp_path, prepared, "off", **lora)
-    on = _train_in_process(tmp_path, prepared, "on", **lora, **{"live_eval.every_steps": "1",
-                                                                 "live_eval.max_samples": "4",
-                                                                 "eval.temperature": "0.7"})
+    on = _train_in_process(
+        tmp_path,
+        prepared,
+        "on",
+        **lora,
+        **{"live_eval.every_steps": "1", "live_eval.max_samples": "4", "eval.temperature": "0.7"},
+    )
     assert sorted(live_log(on.state.log_history)) == [0, 1, 2, 3] and not live_log(off.state.log_history)
     assert live_log(on.state.log_history, "loss") == live_log(off.state.log_history, "loss")
     weights_off, weights_on = off.model.state_dict(), on.model.state_dict()
@@ -175,10 +209,19 @@ def test_timer_run_logs_delay_f1_and_rmsle_curves(tmp_path):
     from timealign.suites.timelychat.suite import evaluate_timelychat
     from timealign.train import sft
 
-    recipe = load_recipe("tiny-timer", {"timer.synthetic_dialogs": "16", "timer.synthetic_eval_dialogs": "4",
-                                        "training.max_steps": "2", "training.logging_steps": "1",
-                                        "training.per_device_train_batch_size": "4", "live_eval.every_steps": "1",
-                                        "live_eval.max_samples": "3", "output_dir": str(tmp_path / "timer")})
+    recipe = load_recipe(
+        "tiny-timer",
+        {
+            "timer.synthetic_dialogs": "16",
+            "timer.synthetic_eval_dialogs": "4",
+            "training.max_steps": "2",
+            "training.logging_steps": "1",
+            "training.per_device_train_batch_size": "4",
+            "live_eval.every_steps": "1",
+            "live_eval.max_samples": "3",
+            "output_dir": str(tmp_path / "timer"),
+        },
+    )
     out = sft.run(recipe)
     log = json.loads((out / "train_log.json").read_text())
     for key in ("delay_f1_all_turns", "rmsle_all_turns", "rmsle", "bleu2", "rouge_l"):
@@ -228,12 +271,31 @@ def test_ddp_two_processes_only_rank0_evaluates(tmp_path, env, prepared):
     script, spy, out = tmp_path / "spy.py", tmp_path / "spy", tmp_path / "ddp"
     script.write_text(SPY)
     spy.mkdir()
-    overrides = {**DATA, **TRAIN, **LIVE, "data.prepared_dir": prepared, "output_dir": out,
-                 "training.per_device_train_batch_size": "1"}
-    _run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-          str(REPO_ROOT / "recipes/accelerate/ddp.yaml"), "--num_processes", "2", "--main_process_port",
-          str(_free_port()), str(script), "recipe=tiny", *cli(overrides)],
-         {**env, "ACCELERATE_USE_CPU": "true", "LIVE_EVAL_SPY": str(spy)})
+    overrides = {
+        **DATA,
+        **TRAIN,
+        **LIVE,
+        "data.prepared_dir": prepared,
+        "output_dir": out,
+        "training.per_device_train_batch_size": "1",
+    }
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            str(REPO_ROOT / "recipes/accelerate/ddp.yaml"),
+            "--num_processes",
+            "2",
+            "--main_process_port",
+            str(_free_port()),
+            str(script),
+            "recipe=tiny",
+            *cli(overrides),
+        ],
+        {**env, "ACCELERATE_USE_CPU": "true", "LIVE_EVAL_SPY": str(spy)},
+    )
     info = json.loads((out / "run_info.json").read_text())
     assert info["world_size"] == 2 and info["model_wrapper"] == "DistributedDataParallel"
     assert sorted(p.name for p in spy.iterdir()) == ["rank0"]  # rank 1 waited
@@ -250,12 +312,33 @@ def test_zero3_every_rank_generates(tmp_path, env, prepared):
     script, spy, out = tmp_path / "spy.py", tmp_path / "spy", tmp_path / "zero3"
     script.write_text(SPY)
     spy.mkdir()
-    overrides = {**DATA, **TRAIN, **LIVE, "data.prepared_dir": prepared, "output_dir": out,
-                 "training.per_device_train_batch_size": "1", "launch.accelerate_config": "zero3"}
+    overrides = {
+        **DATA,
+        **TRAIN,
+        **LIVE,
+        "data.prepared_dir": prepared,
+        "output_dir": out,
+        "training.per_device_train_batch_size": "1",
+        "launch.accelerate_config": "zero3",
+    }
     # No ACCELERATE_USE_CPU: with it accelerate builds a MULTI_CPU state and drops DeepSpeed (test_cluster.py).
-    _run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-          str(REPO_ROOT / "recipes/accelerate/zero3.yaml"), "--num_processes", "2", "--main_process_port",
-          str(_free_port()), str(script), "recipe=tiny", *cli(overrides)], {**env, "LIVE_EVAL_SPY": str(spy)})
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            str(REPO_ROOT / "recipes/accelerate/zero3.yaml"),
+            "--num_processes",
+            "2",
+            "--main_process_port",
+            str(_free_port()),
+            str(script),
+            "recipe=tiny",
+            *cli(overrides),
+        ],
+        {**env, "LIVE_EVAL_SPY": str(spy)},
+    )
     info = json.loads((out / "run_info.json").read_text())
     assert info["world_size"] == 2 and info["zero_stage"] == 3
     assert [(spy / f"rank{r}").read_text().split() for r in (0, 1)] == [["0", "2", "4"]] * 2

@@ -26,12 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 # ------------------------------------------------------------------------------------------ annotator panel
 
 
-@pytest.mark.parametrize("gap, answer", [
-    (1.0, 0),     # ln(1/30) = -3.4 < -1: Direct
-    (20.0, 1),    # ln(20/30) = -0.41, in [-1, 0]: Lean-Direct
-    (60.0, 2),    # ln(60/30) = 0.69, in (0, 1]: Lean-Tool
-    (300.0, 3),   # ln(300/30) = 2.3 > 1: Tool
-])
+@pytest.mark.parametrize(
+    "gap, answer",
+    [
+        (1.0, 0),  # ln(1/30) = -3.4 < -1: Direct
+        (20.0, 1),  # ln(20/30) = -0.41, in [-1, 0]: Lean-Direct
+        (60.0, 2),  # ln(60/30) = 0.69, in (0, 1]: Lean-Tool
+        (300.0, 3),  # ln(300/30) = 2.3 > 1: Tool
+    ],
+)
 def test_noise_free_panel_answers_by_the_log_gap(gap, answer):
     panel = AnnotatorPanel(count=4, noise=0.0, lean=1.0)
     votes = panel.votes(np.random.default_rng(0), "Any Scenario", "high", gap)  # high: threshold 30 s
@@ -121,9 +124,11 @@ def test_generator_cli_writes_panel_data_and_refuses_bad_options(tmp_path):
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert all(not is_ambiguous(r["score"]) for r in records if split_of[r["scenario"]] == "test")
     assert any(is_ambiguous(r["score"]) for r in records if split_of[r["scenario"]] == "train")
-    for args, message in ((("annotators=3", "layout=v1"), "needs layout=annotated"),
-                          (("annotators=-1",), "annotators must be 0"),
-                          (("annotators=5", "ambiguous_kept_in=test"), "ambiguous_kept_in must be one of")):
+    for args, message in (
+        (("annotators=3", "layout=v1"), "needs layout=annotated"),
+        (("annotators=-1",), "annotators must be 0"),
+        (("annotators=5", "ambiguous_kept_in=test"), "ambiguous_kept_in must be one of"),
+    ):
         proc = _cli("-m", "timealign.data.synthetic", *args, "n=3", f"out={tmp_path / 'x'}")
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     proc = _cli("-m", "timealign.data.synthetic", "--help")
@@ -136,13 +141,21 @@ def test_generator_cli_writes_panel_data_and_refuses_bad_options(tmp_path):
 def _report(tool_calls: list[bool]) -> dict:
     """A TicToc report of 4 prefer-Tool then 4 prefer-noTool held-out pairs with the given decisions."""
     labels = ["prefer_tool"] * 4 + ["prefer_no_tool"] * 4
-    samples = [{"id": f"t{i}", "elapse_level": i % 3, "label": lab, "tool_call": call}
-               for i, (lab, call) in enumerate(zip(labels, tool_calls))]
+    samples = [
+        {"id": f"t{i}", "elapse_level": i % 3, "label": lab, "tool_call": call}
+        for i, (lab, call) in enumerate(zip(labels, tool_calls))
+    ]
     tool_rate = sum(tool_calls[:4]) / 4
     no_tool_rate = sum(tool_calls[4:]) / 4
-    return {"suite": "tictoc", "samples": samples,
-            "overall": {"nar": (tool_rate + 1 - no_tool_rate) / 2, "attempt_rate_prefer_tool": tool_rate,
-                        "attempt_rate_prefer_no_tool": no_tool_rate}}
+    return {
+        "suite": "tictoc",
+        "samples": samples,
+        "overall": {
+            "nar": (tool_rate + 1 - no_tool_rate) / 2,
+            "attempt_rate_prefer_tool": tool_rate,
+            "attempt_rate_prefer_no_tool": no_tool_rate,
+        },
+    }
 
 
 def test_arm_and_difference_statistics_by_hand():
@@ -179,16 +192,28 @@ def test_arm_and_difference_statistics_by_hand():
 def reduced(tmp_path_factory):
     """The real CLI on the random tiny model: 2 arms x 2 seeds x 2 data variants, 2 training steps each."""
     out = tmp_path_factory.mktemp("margins")
-    proc = _cli("-m", "timealign.experiment.margins", f"out={out}", "seeds=0,1", "modes=plain,weight", "base=tiny",
-                "train_trajectories=14", "test_trajectories=7", "max_steps=2", "batch_size=2", "resamples=200")
+    proc = _cli(
+        "-m",
+        "timealign.experiment.margins",
+        f"out={out}",
+        "seeds=0,1",
+        "modes=plain,weight",
+        "base=tiny",
+        "train_trajectories=14",
+        "test_trajectories=7",
+        "max_steps=2",
+        "batch_size=2",
+        "resamples=200",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out, json.loads((out / "summary.json").read_text())
 
 
 def test_reduced_experiment_trains_every_arm_on_its_data(reduced):
     out, summary = reduced
-    assert sorted(summary["runs"]) == sorted(f"{v}-{m}-seed{s}" for v in ("confident", "with_ambiguous")
-                                             for m in ("plain", "weight") for s in (0, 1))
+    assert sorted(summary["runs"]) == sorted(
+        f"{v}-{m}-seed{s}" for v in ("confident", "with_ambiguous") for m in ("plain", "weight") for s in (0, 1)
+    )
     for run in summary["runs"].values():
         assert run["train"]["steps"] == 2
     for seed in ("0", "1"):
@@ -226,18 +251,22 @@ def test_reduced_experiment_statistics_match_the_runs(reduced):
         assert diff["units"] == 2 * n
         for s in ("0", "1"):
             assert diff["by_seed"][s]["difference"] == pytest.approx(
-                by_mode["weight"]["nar_by_seed"][s] - by_mode["plain"]["nar_by_seed"][s])
+                by_mode["weight"]["nar_by_seed"][s] - by_mode["plain"]["nar_by_seed"][s]
+            )
         lo, hi = diff["interval"]
         assert lo <= diff["difference"] <= hi
     effect = summary["ambiguous_effect"]["plain"]
-    assert effect["difference"] == pytest.approx(summary["arms"]["with_ambiguous"]["plain"]["nar_mean"]
-                                                 - summary["arms"]["confident"]["plain"]["nar_mean"])
+    assert effect["difference"] == pytest.approx(
+        summary["arms"]["with_ambiguous"]["plain"]["nar_mean"] - summary["arms"]["confident"]["plain"]["nar_mean"]
+    )
 
 
 def test_experiment_refuses_bad_options_before_training(tmp_path):
-    for args, message in ((("modes=plain,margin",), "modes takes a comma list"),
-                          (("seeds=0,zero",), "seeds takes a comma list of integers"),
-                          (("variants=all",), "variants takes a comma list")):
+    for args, message in (
+        (("modes=plain,margin",), "modes takes a comma list"),
+        (("seeds=0,zero",), "seeds takes a comma list of integers"),
+        (("variants=all",), "variants takes a comma list"),
+    ):
         proc = _cli("-m", "timealign.experiment.margins", f"out={tmp_path / 'x'}", *args)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert not (tmp_path / "x" / "models").exists()

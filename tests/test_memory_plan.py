@@ -24,9 +24,14 @@ from timealign.cluster.memory import (
 )
 
 # Published parameter counts (model cards / safetensors index totals), in billions.
-PUBLISHED = {"meta-llama/Llama-3.1-8B-Instruct": 8.03, "Qwen/Qwen3-8B": 8.19, "Qwen/Qwen3-4B": 4.02,
-             "meta-llama/Llama-3.2-3B-Instruct": 3.21, "meta-llama/Llama-3.2-1B": 1.24,
-             "mistralai/Ministral-8B-Instruct-2410": 8.02}
+PUBLISHED = {
+    "meta-llama/Llama-3.1-8B-Instruct": 8.03,
+    "Qwen/Qwen3-8B": 8.19,
+    "Qwen/Qwen3-4B": 4.02,
+    "meta-llama/Llama-3.2-3B-Instruct": 3.21,
+    "meta-llama/Llama-3.2-1B": 1.24,
+    "mistralai/Ministral-8B-Instruct-2410": 8.02,
+}
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -40,8 +45,9 @@ def test_unknown_model_names_the_fix():
 
 
 def llama8b_work(**kw) -> Workload:
-    base = dict(task="dpo", micro_batch=1, max_length=4096, gradient_checkpointing=True, dtype_bytes=2,
-                mixed_precision=True)
+    base = dict(
+        task="dpo", micro_batch=1, max_length=4096, gradient_checkpointing=True, dtype_bytes=2, mixed_precision=True
+    )
     return Workload(**{**base, **kw})
 
 
@@ -75,8 +81,9 @@ def test_every_rank_loads_policy_and_reference_without_cpu_ram_efficient_loading
     assert not fsdp.one_copy_per_node_at_load
     est = estimate(shape, llama8b_work(), fsdp, gpu="h100", nodes=1, gpus_per_node=8)
     assert est.host["at_load"] == 8 * HOST_PER_PROCESS + 8 * (2 * P * 2)  # 8 x 32 GB on an 8-GPU node
-    efficient = strategy_from_config({"distributed_type": "FSDP", "fsdp_config": {
-        "fsdp_cpu_ram_efficient_loading": True}})
+    efficient = strategy_from_config(
+        {"distributed_type": "FSDP", "fsdp_config": {"fsdp_cpu_ram_efficient_loading": True}}
+    )
     once = estimate(shape, llama8b_work(), efficient, gpu="h100", nodes=1, gpus_per_node=8)
     assert once.host["at_load"] == 8 * HOST_PER_PROCESS + 2 * P * 2
     # a precomputed reference is no second model
@@ -87,15 +94,17 @@ def test_every_rank_loads_policy_and_reference_without_cpu_ram_efficient_loading
 def test_zero_stages_and_lora_by_hand():
     shape = shape_for("meta-llama/Llama-3.2-3B-Instruct")
     P = shape.params()
-    sft = Workload(task="sft", micro_batch=4, max_length=2048, gradient_checkpointing=True, dtype_bytes=2,
-                   mixed_precision=True)
+    sft = Workload(
+        task="sft", micro_batch=4, max_length=2048, gradient_checkpointing=True, dtype_bytes=2, mixed_precision=True
+    )
     z2 = estimate(shape, sft, named_strategy("zero2"), gpu="a100-80", nodes=1, gpus_per_node=2)
     assert (z2.per_gpu["params"], z2.per_gpu["grads"], z2.per_gpu["optimizer"]) == (2 * P, P, 6 * P)
     z3o = estimate(shape, sft, named_strategy("zero3_offload"), gpu="a100-80", nodes=1, gpus_per_node=2)
     assert z3o.per_gpu["optimizer"] == 0
     assert z3o.host["at_optimizer_step"] == 2 * HOST_PER_PROCESS + (12 + 4 + 2 + 2) * P  # fp32 master/Adam/grads
-    lora = estimate(shape, Workload(**{**sft.__dict__, "lora_r": 16}), named_strategy("ddp"), gpu="l40s", nodes=1,
-                    gpus_per_node=1)
+    lora = estimate(
+        shape, Workload(**{**sft.__dict__, "lora_r": 16}), named_strategy("ddp"), gpu="l40s", nodes=1, gpus_per_node=1
+    )
     assert lora.per_gpu["params"] == 2 * P and lora.per_gpu["grads"] == 0
     assert lora.per_gpu["optimizer"] == 16 * shape.lora_params(16)
 
@@ -126,26 +135,35 @@ MEASURE = textwrap.dedent("""
     assert peak > before, "the step did not raise the process's peak: make the case larger"
     print(json.dumps({"delta": peak - before}))
 """)
-SMALL = ModelShape(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                   intermediate_size=768, vocab_size=8000, tie_word_embeddings=True)
+SMALL = ModelShape(
+    hidden_size=256,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    intermediate_size=768,
+    vocab_size=8000,
+    tie_word_embeddings=True,
+)
 # Estimate vs measured on 2 CPU cores: fp32 -2%, bf16 -3%, with gradient checkpointing fp32 -2%, bf16 +6%; the RSS
 # peak of one run varies by up to ~10% (allocator), hence the margin.
 TOLERANCE = 0.25
 
 
-@pytest.mark.parametrize("dtype,ckpt", [("float32", False), ("float32", True), ("bfloat16", False),
-                                        ("bfloat16", True)])
+@pytest.mark.parametrize(
+    "dtype,ckpt", [("float32", False), ("float32", True), ("bfloat16", False), ("bfloat16", True)]
+)
 def test_activation_estimate_matches_measured_cpu_peak(dtype, ckpt):
     """Forward + backward of a small Llama on CPU: the RSS peak over the loaded model is the activations, the
     logits and the gradients; the planner's estimate of those is within TOLERANCE of it."""
     rows, seq = 2, 1024
     spec = {**SMALL.__dict__, "rows": rows, "seq": seq, "ckpt": ckpt, "dtype": dtype}
-    out = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(spec)], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(spec)], capture_output=True, text=True, check=True)
     measured = json.loads(out.stdout.strip().splitlines()[-1])["delta"]
     b = 2 if dtype == "bfloat16" else 4
-    work = Workload(task="sft", micro_batch=rows, max_length=seq, gradient_checkpointing=ckpt, dtype_bytes=b,
-                    mixed_precision=False)
+    work = Workload(
+        task="sft", micro_batch=rows, max_length=seq, gradient_checkpointing=ckpt, dtype_bytes=b, mixed_precision=False
+    )
     estimated = sum(activation_bytes(SMALL, work).values()) + SMALL.params() * b  # + the gradients
     assert abs(estimated - measured) / measured < TOLERANCE, (estimated, measured)
 

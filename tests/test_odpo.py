@@ -131,11 +131,17 @@ def batch_with_logratios(trainer, policy, lr_w, lr_l, margins):
     (`policy` has the untrained trainer's weights), with the margins, and a junk column the collator must drop."""
     examples = []
     for row, w, l, d in zip(trainer.train_dataset, lr_w, lr_l, margins, strict=True):
-        examples.append({
-            "prompt_ids": row["prompt_ids"], "chosen_ids": row["chosen_ids"], "rejected_ids": row["rejected_ids"],
-            "ref_chosen_logps": completion_logp(policy, row["prompt_ids"], row["chosen_ids"]) - w,
-            "ref_rejected_logps": completion_logp(policy, row["prompt_ids"], row["rejected_ids"]) - l,
-            "margin": d, "scenario": "junk"})
+        examples.append(
+            {
+                "prompt_ids": row["prompt_ids"],
+                "chosen_ids": row["chosen_ids"],
+                "rejected_ids": row["rejected_ids"],
+                "ref_chosen_logps": completion_logp(policy, row["prompt_ids"], row["chosen_ids"]) - w,
+                "ref_rejected_logps": completion_logp(policy, row["prompt_ids"], row["rejected_ids"]) - l,
+                "margin": d,
+                "scenario": "junk",
+            }
+        )
     return trainer.data_collator(examples)
 
 
@@ -199,8 +205,11 @@ def unshared_trainer(tiny_model_dir, tiny_tokenizer, tmp_path_factory):
 
 
 # weight mode in TRL's layout is refused (test_weight_mode_needs_the_shared_layout)
-@pytest.mark.parametrize("layout, mode", [("shared", m) for m in ("offset", "plain", "log_offset", "weight")]
-                         + [("trl", m) for m in ("offset", "plain", "log_offset")])
+@pytest.mark.parametrize(
+    "layout, mode",
+    [("shared", m) for m in ("offset", "plain", "log_offset", "weight")]
+    + [("trl", m) for m in ("offset", "plain", "log_offset")],
+)
 def test_margin_modes_match_hand_computation(layout, mode, precompute_trainer, unshared_trainer, tiny_model_dir):
     trainer = precompute_trainer if layout == "shared" else unshared_trainer
     lr_w, lr_l, margins = [0.5, -2.0, 3.0, 10.0], [-1.0, 1.0, 2.0, -4.0], [0.0, 1.5, 0.25, 1.0]
@@ -214,24 +223,38 @@ def test_margin_modes_match_hand_computation(layout, mode, precompute_trainer, u
     expected = sum(mode_loss(w, l, m, mode) for w, l, m in zip(lr_w, lr_l, margins)) / len(margins)
     assert loss.item() == pytest.approx(expected, abs=2e-5)
     metrics = trainer._metrics["train"]
-    offsets = {"offset": margins, "plain": [0.0] * 4, "weight": [0.0] * 4,
-               "log_offset": [math.log1p(m) for m in margins]}[mode]
+    offsets = {
+        "offset": margins,
+        "plain": [0.0] * 4,
+        "weight": [0.0] * 4,
+        "log_offset": [math.log1p(m) for m in margins],
+    }[mode]
     assert metrics["offset/mean"][-1] == pytest.approx(sum(offsets) / 4, abs=1e-6)
-    assert metrics["rewards/margins"][-1] == pytest.approx(sum(BETA * (w - l) for w, l in zip(lr_w, lr_l)) / 4,
-                                                           abs=2e-5)
+    assert metrics["rewards/margins"][-1] == pytest.approx(
+        sum(BETA * (w - l) for w, l in zip(lr_w, lr_l)) / 4, abs=2e-5
+    )
     if mode == "weight":
         assert metrics["weight/mean"][-1] == pytest.approx(sum(margins) / 4)
 
 
 def test_weight_mode_needs_the_shared_layout(tmp_path, tiny_model_dir, tiny_tokenizer):
     with pytest.raises(ValueError, match="dpo.shared_prompt=true"):
-        OffsetDPOTrainer(model=load_model(tiny_model_dir), args=make_config(tmp_path),
-                         train_dataset=make_dataset(tiny_tokenizer, [1.0]), processing_class=tiny_tokenizer,
-                         shared_prompt=False, margin_mode="weight")
+        OffsetDPOTrainer(
+            model=load_model(tiny_model_dir),
+            args=make_config(tmp_path),
+            train_dataset=make_dataset(tiny_tokenizer, [1.0]),
+            processing_class=tiny_tokenizer,
+            shared_prompt=False,
+            margin_mode="weight",
+        )
     with pytest.raises(ValueError, match="unknown margin_mode 'bogus'"):
-        OffsetDPOTrainer(model=load_model(tiny_model_dir), args=make_config(tmp_path),
-                         train_dataset=make_dataset(tiny_tokenizer, [1.0]), processing_class=tiny_tokenizer,
-                         margin_mode="bogus")
+        OffsetDPOTrainer(
+            model=load_model(tiny_model_dir),
+            args=make_config(tmp_path),
+            train_dataset=make_dataset(tiny_tokenizer, [1.0]),
+            processing_class=tiny_tokenizer,
+            margin_mode="bogus",
+        )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -275,9 +298,7 @@ def test_train_full_finetune_margin_0_vs_1_5(tmp_path, tiny_model_dir, tiny_toke
 
     assert first[0.0] == pytest.approx(LOG2, abs=1e-5)
     assert first[1.5] == pytest.approx(LOSS_AT_1_5, abs=1e-5)
-    assert first[1.5] - first[0.0] == pytest.approx(
-        math.log(1 + math.exp(1.5)) - math.log(2), abs=1e-5
-    )
+    assert first[1.5] - first[0.0] == pytest.approx(math.log(1 + math.exp(1.5)) - math.log(2), abs=1e-5)
 
 
 def test_train_mixed_margins_wandb_and_save(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch):

@@ -35,19 +35,23 @@ class Needs:
 
 
 def test_values_are_read_by_their_declared_type():
-    got = build_options(Options, {"n": "7", "mode": "no", "flag": "on", "path": "null", "names": "[a, b]",
-                                  "inner.rate": "1e-3"})
+    got = build_options(
+        Options, {"n": "7", "mode": "no", "flag": "on", "path": "null", "names": "[a, b]", "inner.rate": "1e-3"}
+    )
     assert got == Options(n=7, mode="no", flag=True, path=None, names=["a", "b"], inner=Inner(rate=0.001))
     assert build_options(Options) == Options()
 
 
-@pytest.mark.parametrize("raw, message", [
-    ({"mod": "1"}, "unknown key 'mod'. Did you mean: mode?"),
-    ({"n": "seven"}, "n: cannot read 'seven' as int"),
-    ({"flag": "maybe"}, "flag: cannot read 'maybe' as bool"),
-    ({"inner": "3"}, "inner is a section"),
-    ({"inner.rat": "3"}, "unknown key 'inner.rat'. Did you mean: rate?"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"mod": "1"}, "unknown key 'mod'. Did you mean: mode?"),
+        ({"n": "seven"}, "n: cannot read 'seven' as int"),
+        ({"flag": "maybe"}, "flag: cannot read 'maybe' as bool"),
+        ({"inner": "3"}, "inner is a section"),
+        ({"inner.rat": "3"}, "unknown key 'inner.rat'. Did you mean: rate?"),
+    ],
+)
 def test_bad_options_name_the_key(raw, message):
     with pytest.raises(RecipeError, match=message.replace("?", r"\?").replace(".", r"\.")):
         build_options(Options, raw)
@@ -77,8 +81,14 @@ def test_training_keys_are_checked_against_trl_and_keep_strings():
         load_recipe("tiny", {"training.learnig_rate": "1"})
 
 
-COMMAND = Command(prog="prog", summary="does things", options=Options, recipe="optional",
-                  namespaces=lambda: {"suite": (Inner, "a suite")}, actions={"go": "go", "stop": "stop"})
+COMMAND = Command(
+    prog="prog",
+    summary="does things",
+    options=Options,
+    recipe="optional",
+    namespaces=lambda: {"suite": (Inner, "a suite")},
+    actions={"go": "go", "stop": "stop"},
+)
 
 
 def test_parse_splits_options_namespaces_and_recipe_overrides(tmp_path):

@@ -16,22 +16,30 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO_ROOT
+
 from timealign.config import load_recipe
+from timealign.config.written import WRITTEN, card_may_replace, record_files
 from timealign.data.fingerprint import data_fingerprint
 from timealign.train.model_card import ModelCardError, write_model_card
 from timealign.train.output_dir import RUN_FILE, AlreadyTrained, OutputDirInUse, claim_output_dir
-from timealign.config.written import WRITTEN, card_may_replace, record_files
 
 DATA = "data.synthetic_trajectories=8"
 FAST = ["training.per_device_train_batch_size=2", "training.logging_steps=1"]
 
 
-def train(out: Path, *overrides: str, script: str = "train/dpo.py", recipe: str = "tiny") -> subprocess.CompletedProcess:
+def train(
+    out: Path, *overrides: str, script: str = "train/dpo.py", recipe: str = "tiny"
+) -> subprocess.CompletedProcess:
     env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", TOKENIZERS_PARALLELISM="false")
-    return subprocess.run([sys.executable, str(REPO_ROOT / script), f"recipe={recipe}", f"output_dir={out}",
-                           *overrides], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / script), f"recipe={recipe}", f"output_dir={out}", *overrides],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
@@ -62,14 +70,29 @@ def test_another_run_stops_before_any_work_and_overwrite_replaces_it(tmp_path):
     assert "data.synthetic_trajectories=8 training.learning_rate=0.0005" in proc.stderr  # how to go on with it
     assert snapshot(out) == before  # nothing prepared, trained or written
     written = json.loads((out / RUN_FILE).read_text())[WRITTEN]
-    assert {"model.safetensors", "README.md", "timealign_recipe.yaml", "training_args.bin", "lengths.json",
-            "train_log.json", "run_info.json"} <= set(written)
+    assert {
+        "model.safetensors",
+        "README.md",
+        "timealign_recipe.yaml",
+        "training_args.bin",
+        "lengths.json",
+        "train_log.json",
+        "run_info.json",
+    } <= set(written)
     (out / "results.json").write_text('{"mine": 1}')  # the user's own file, beside the run's
     readme = out / "README.md"
     readme.write_text(readme.read_text() + "my notes\n")  # edited since the run wrote it: the user's now
 
-    ok(train(out, "data.synthetic_trajectories=6", "training.max_steps=1", "training.learning_rate=1e-4", *FAST,
-             "overwrite_output_dir=true"))
+    ok(
+        train(
+            out,
+            "data.synthetic_trajectories=6",
+            "training.max_steps=1",
+            "training.learning_rate=1e-4",
+            *FAST,
+            "overwrite_output_dir=true",
+        )
+    )
     # The saved recipe, the run record and the data actually rendered for training all say: 6 trajectories.
     saved = yaml.safe_load((out / "timealign_recipe.yaml").read_text())
     assert saved["data"]["synthetic_trajectories"] == 6 and saved["training"]["learning_rate"] == 1e-4
@@ -101,8 +124,12 @@ def test_same_settings_rerun_says_finished_and_a_longer_one_resumes(tmp_path):
 
 def test_sft_refuses_another_run_too(tmp_path):
     out = tmp_path / "timer"
-    small = ["timer.synthetic_dialogs=8", "timer.synthetic_eval_dialogs=4", "training.max_steps=1",
-             "training.per_device_train_batch_size=4"]
+    small = [
+        "timer.synthetic_dialogs=8",
+        "timer.synthetic_eval_dialogs=4",
+        "training.max_steps=1",
+        "training.per_device_train_batch_size=4",
+    ]
     ok(train(out, *small, script="train/sft.py", recipe="tiny-timer"))
     proc = train(out, *small, "timer.lambda_time=0", script="train/sft.py", recipe="tiny-timer")
     assert proc.returncode == 2 and "  timer.lambda_time: 1.0 (saved) -> 0.0 (now)" in proc.stderr
@@ -112,8 +139,10 @@ def test_sft_refuses_another_run_too(tmp_path):
 
 
 def recipe_for(out: Path, **overrides):
-    return load_recipe("tiny", {"output_dir": str(out), "data.synthetic_trajectories": "8",
-                                **{k: str(v) for k, v in overrides.items()}})
+    return load_recipe(
+        "tiny",
+        {"output_dir": str(out), "data.synthetic_trajectories": "8", **{k: str(v) for k, v in overrides.items()}},
+    )
 
 
 def leave_trained_run(out: Path, recipe, *, claim: bool = True, final: bool = True) -> None:
@@ -133,8 +162,11 @@ def leave_trained_run(out: Path, recipe, *, claim: bool = True, final: bool = Tr
 def test_a_run_from_before_the_record_is_not_resumed(tmp_path):
     out = tmp_path / "run"
     leave_trained_run(out, recipe_for(out), claim=False)
-    with pytest.raises(OutputDirInUse, match=f"without {RUN_FILE}: it comes from an older timealign or from "
-                                             "elsewhere, so which data it was trained on is not recorded"):
+    with pytest.raises(
+        OutputDirInUse,
+        match=f"without {RUN_FILE}: it comes from an older timealign or from "
+        "elsewhere, so which data it was trained on is not recorded",
+    ):
         claim_output_dir(recipe_for(out))
     with pytest.raises(OutputDirInUse, match=r"data.seed: 0 \(saved\) -> 3 \(now\)"):
         claim_output_dir(recipe_for(out, **{"data.seed": 3}))
@@ -150,8 +182,11 @@ def test_overwrite_deletes_only_what_the_run_recorded(tmp_path, caplog):
     (out / "eval" / "mine.json").write_text("{}")  # not recorded: it would mix with the next run's evaluations
     before = snapshot(out)
     replace = recipe_for(out, overwrite_output_dir="true", **{"data.seed": 3})
-    with pytest.raises(OutputDirInUse, match=r"also holds files no timealign run recorded writing \(or changed "
-                                             r"since\): eval/mine.json.*move them out of the folder"):
+    with pytest.raises(
+        OutputDirInUse,
+        match=r"also holds files no timealign run recorded writing \(or changed "
+        r"since\): eval/mine.json.*move them out of the folder",
+    ):
         claim_output_dir(replace)
     assert snapshot(out) == before  # nothing deleted
     (out / "eval" / "mine.json").rename(tmp_path / "mine.json")
@@ -165,8 +200,9 @@ def test_overwrite_deletes_only_what_the_run_recorded(tmp_path, caplog):
     older = tmp_path / "older"  # trained without a record of its files: nothing is deleted
     leave_trained_run(older, recipe_for(older), claim=False)
     before = snapshot(older)
-    with pytest.raises(OutputDirInUse, match="no record says which files it wrote, so overwrite_output_dir=true "
-                                             "deletes nothing there"):
+    with pytest.raises(
+        OutputDirInUse, match="no record says which files it wrote, so overwrite_output_dir=true deletes nothing there"
+    ):
         claim_output_dir(recipe_for(older, overwrite_output_dir="true", **{"data.seed": 3}))
     assert snapshot(older) == before
 
@@ -178,8 +214,13 @@ def test_overwrite_deletes_only_what_the_run_recorded(tmp_path, caplog):
     assert (checkout / "model.safetensors").is_file()
 
 
-USERS_FILES = {"results.json": "{}", "paper.txt": "draft", "config.yaml": "a: 1", "eval/mine.json": "{}",
-               "README.md": "# my project\n"}
+USERS_FILES = {
+    "results.json": "{}",
+    "paper.txt": "draft",
+    "config.yaml": "a: 1",
+    "eval/mine.json": "{}",
+    "README.md": "# my project\n",
+}
 
 
 def users_folder(folder: Path) -> Path:
@@ -197,8 +238,13 @@ def test_a_folder_no_run_owns_is_refused_and_nothing_in_it_changes(tmp_path):
         with pytest.raises(OutputDirInUse) as err:
             claim_output_dir(recipe_for(out, overwrite_output_dir=overwrite))
         message = str(err.value)
-        assert message.startswith(f"output_dir={out} already holds files that no timealign run wrote (README.md, "
-                                  "config.yaml, eval, paper.txt, results.json)") and "\n" not in message
+        assert (
+            message.startswith(
+                f"output_dir={out} already holds files that no timealign run wrote (README.md, "
+                "config.yaml, eval, paper.txt, results.json)"
+            )
+            and "\n" not in message
+        )
         assert message.endswith("Choose an empty or new folder: output_dir=NEW_FOLDER")
     assert snapshot(out) == before
     (tmp_path / "prepared" / "data").mkdir(parents=True)  # only prepared data in it: a folder training may use

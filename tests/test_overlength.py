@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO_ROOT
+
 from timealign.config import DataSection, RecipeError, load_recipe
 from timealign.data.pairs import load_prepared, prepare
 from timealign.render.chat import PromptRenderer
@@ -31,8 +31,10 @@ def sequence_tokens(tokenizer, prompt: str, completion: str) -> int:
 
 
 def longest(tokenizer, pair: dict) -> int:
-    return max(sequence_tokens(tokenizer, pair["prompt"], pair["chosen"]),
-               sequence_tokens(tokenizer, pair["prompt"], pair["rejected"]))
+    return max(
+        sequence_tokens(tokenizer, pair["prompt"], pair["chosen"]),
+        sequence_tokens(tokenizer, pair["prompt"], pair["rejected"]),
+    )
 
 
 def minimal_prompt(messages: list[dict]) -> list[dict]:
@@ -66,13 +68,24 @@ def m(role, content, **extra):
 
 def test_turns_keep_system_messages_the_latest_tool_result_and_the_final_question():
     call = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
-    messages = [m("system", "s"), m("assistant", "hello"),                      # 0-1: before the first user message
-                m("user", "u1"), m("assistant", None, tool_calls=call), m("tool", "r1"), m("assistant", "a1"),  # 2-5
-                m("user", "u2"), m("assistant", "a2"),                          # 6-7
-                m("system", "s2"),                                               # 8: never dropped
-                m("user", "u3"), m("assistant", None, tool_calls=call), m("tool", "r3"), m("assistant", "a3"),  # 9-12
-                m("user", "u4"), m("assistant", "a4"),                          # 13-14: newer than the evidence
-                m("user", "final")]                                             # 15
+    messages = [
+        m("system", "s"),
+        m("assistant", "hello"),  # 0-1: before the first user message
+        m("user", "u1"),
+        m("assistant", None, tool_calls=call),
+        m("tool", "r1"),
+        m("assistant", "a1"),  # 2-5
+        m("user", "u2"),
+        m("assistant", "a2"),  # 6-7
+        m("system", "s2"),  # 8: never dropped
+        m("user", "u3"),
+        m("assistant", None, tool_calls=call),
+        m("tool", "r3"),
+        m("assistant", "a3"),  # 9-12
+        m("user", "u4"),
+        m("assistant", "a4"),  # 13-14: newer than the evidence
+        m("user", "final"),
+    ]  # 15
     assert turns(messages) == [[1], [2, 3, 4, 5], [6, 7], [9, 10, 11, 12], [13, 14], [15]]
     # oldest first; the latest tool result's turn (9-12) and the final question stay; 13-14 may go, last
     assert droppable_turns(messages) == [[1], [2, 3, 4, 5], [6, 7], [13, 14]]
@@ -87,13 +100,22 @@ def test_truncate_prompt_drops_whole_oldest_turns_until_each_pair_fits(synthetic
     over = [i for i, pair in enumerate(full) if longest(tiny_tokenizer, pair) > limit]
     assert 0 < len(over) < len(full)
     report = fitter.report
-    assert (report["pairs"], report["over_length"], report["prompt_truncated"], report["dropped"]) == \
-        (len(full), len(over), len(over), 0)
-    assert report["kept"] == len(fitted) == len(full) and report["chosen_truncated"] == report["rejected_truncated"] == 0
+    assert (report["pairs"], report["over_length"], report["prompt_truncated"], report["dropped"]) == (
+        len(full),
+        len(over),
+        len(over),
+        0,
+    )
+    assert (
+        report["kept"] == len(fitted) == len(full) and report["chosen_truncated"] == report["rejected_truncated"] == 0
+    )
     assert report["tokens"]["max"] == max(longest(tiny_tokenizer, p) for p in full)
     for i, (before, after) in enumerate(zip(full, fitted)):
-        assert (after["chosen"], after["rejected"], after["margin"]) == (before["chosen"], before["rejected"],
-                                                                        before["margin"])  # completions whole
+        assert (after["chosen"], after["rejected"], after["margin"]) == (
+            before["chosen"],
+            before["rejected"],
+            before["margin"],
+        )  # completions whole
         assert longest(tiny_tokenizer, after) <= limit
         if i not in over:
             assert after["prompt"] == before["prompt"]
@@ -141,8 +163,11 @@ def test_error_and_drop_modes(synthetic_train, renderer, tiny_tokenizer):
     limit = 600
     full = render_split(synthetic_train, renderer, "full").to_list()
     over = {(r["id"], r["elapse_level"]) for r in full if longest(tiny_tokenizer, r) > limit}
-    with pytest.raises(RecipeError, match=rf"{len(over)} of {len(full)} train pairs are longer than "
-                                          rf"training.max_length={limit} .*data.overlength=error"):
+    with pytest.raises(
+        RecipeError,
+        match=rf"{len(over)} of {len(full)} train pairs are longer than "
+        rf"training.max_length={limit} .*data.overlength=error",
+    ):
         render_split(synthetic_train, renderer, "x", fit=PairFitter(renderer, tiny_tokenizer, limit, "error"))
     fitter = PairFitter(renderer, tiny_tokenizer, limit, "drop")
     kept = render_split(synthetic_train, renderer, "x", fit=fitter).to_list()
@@ -156,16 +181,25 @@ def test_error_and_drop_modes(synthetic_train, renderer, tiny_tokenizer):
 def trl_counts(dataset, limit: int) -> dict:
     """Counted off TRL's tokenized dataset: the pairs it kept and the sequences its collator will cut."""
     rows = dataset.to_list()
-    return {"kept": len(rows),
-            "chosen_truncated": sum(len(r["prompt_ids"]) + len(r["chosen_ids"]) > limit for r in rows),
-            "rejected_truncated": sum(len(r["prompt_ids"]) + len(r["rejected_ids"]) > limit for r in rows)}
+    return {
+        "kept": len(rows),
+        "chosen_truncated": sum(len(r["prompt_ids"]) + len(r["chosen_ids"]) > limit for r in rows),
+        "rejected_truncated": sum(len(r["prompt_ids"]) + len(r["rejected_ids"]) > limit for r in rows),
+    }
 
 
 @pytest.mark.parametrize("mode", ["trl", "truncate_prompt"])
 def test_counts_are_what_trl_builds(mode, tmp_path, tiny_tokenizer):
     limit = 630  # some prompts fill it (TRL drops those pairs), some pairs only overflow with their completion
-    recipe = load_recipe("tiny", {"data.synthetic_trajectories": str(TRAJECTORIES), "training.max_length": str(limit),
-                                  "data.overlength": mode, "output_dir": str(tmp_path / "run")})
+    recipe = load_recipe(
+        "tiny",
+        {
+            "data.synthetic_trajectories": str(TRAJECTORIES),
+            "training.max_length": str(limit),
+            "data.overlength": mode,
+            "output_dir": str(tmp_path / "run"),
+        },
+    )
     trainer = build_trainer(recipe)
     report = json.loads((tmp_path / "run" / LENGTHS_FILE).read_text())["train"]
     actual = trl_counts(trainer.train_dataset, limit)
@@ -183,20 +217,38 @@ def test_counts_are_what_trl_builds(mode, tmp_path, tiny_tokenizer):
 def test_training_logs_writes_and_reports_the_counts(tmp_path):
     """The real entry point: one log line per split, <output_dir>/lengths.json, the W&B run summary."""
     out = tmp_path / "run"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", WANDB_DIR=str(tmp_path),
-               TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "train/dpo.py"), "recipe=tiny",
-                           f"data.synthetic_trajectories={TRAJECTORIES}", "training.max_length=600",
-                           "training.max_steps=1", "training.per_device_train_batch_size=2",
-                           "training.report_to=[wandb]", f"output_dir={out}"],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", WANDB_DIR=str(tmp_path), TOKENIZERS_PARALLELISM="false"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "train/dpo.py"),
+            "recipe=tiny",
+            f"data.synthetic_trajectories={TRAJECTORIES}",
+            "training.max_length=600",
+            "training.max_steps=1",
+            "training.per_device_train_batch_size=2",
+            "training.report_to=[wandb]",
+            f"output_dir={out}",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads((out / LENGTHS_FILE).read_text())["train"]
     assert report["over_length"] == report["prompt_truncated"] > 0 and report["dropped"] == 0
     assert report["kept"] == report["pairs"] == 3 * TRAJECTORIES and report["max_tokens_trained"] <= 600
     line = next(x for x in proc.stderr.splitlines() if "train pairs: prompt + longer completion" in x)
-    assert f"{report['over_length']} of {report['pairs']} longer (data.overlength=truncate_prompt): " \
-           f"{report['prompt_truncated']} prompt-truncated" in line and "0 dropped" in line
+    assert (
+        f"{report['over_length']} of {report['pairs']} longer (data.overlength=truncate_prompt): "
+        f"{report['prompt_truncated']} prompt-truncated"
+        in line
+        and "0 dropped" in line
+    )
     runs = list((tmp_path / "wandb").glob("offline-run-*/*.wandb"))
     assert len(runs) == 1 and b"lengths/train/prompt_truncated" in runs[0].read_bytes()
 
@@ -224,11 +276,17 @@ def test_real_v1_at_the_tiny_recipe_length(tictoc_v1_dir, tmp_path, tiny_tokeniz
     with pytest.raises(RecipeError, match=rf"{len(cannot)} of {len(train)} train pairs do not fit"):
         render_split(train, renderer, "x", fit=PairFitter(renderer, tiny_tokenizer, limit, "truncate_prompt"))
 
-    fitted = build_trainer(load_recipe("tiny", {**common, "data.overlength": "truncate_prompt_or_drop",
-                                                "output_dir": str(tmp_path / "fit")}))
+    fitted = build_trainer(
+        load_recipe(
+            "tiny", {**common, "data.overlength": "truncate_prompt_or_drop", "output_dir": str(tmp_path / "fit")}
+        )
+    )
     report = json.loads((tmp_path / "fit" / LENGTHS_FILE).read_text())["train"]
-    assert trl_counts(fitted.train_dataset, limit) == {"kept": len(train) - len(cannot), "chosen_truncated": 0,
-                                                       "rejected_truncated": 0}
+    assert trl_counts(fitted.train_dataset, limit) == {
+        "kept": len(train) - len(cannot),
+        "chosen_truncated": 0,
+        "rejected_truncated": 0,
+    }
     assert report["dropped"] == len(cannot) and report["prompt_truncated"] > 0
     print("v1 train, truncate_prompt_or_drop at 1024:", report)
 
@@ -238,6 +296,8 @@ def test_an_unknown_mode_stops_before_any_work(tmp_path, capsys):
 
     out = tmp_path / "run"
     assert dpo.main(["recipe=tiny", "data.overlength=keep", f"output_dir={out}"]) == 2
-    assert "data.overlength='keep' is not one of: truncate_prompt, truncate_prompt_or_drop, drop, error, trl" in \
-        capsys.readouterr().err
+    assert (
+        "data.overlength='keep' is not one of: truncate_prompt, truncate_prompt_or_drop, drop, error, trl"
+        in capsys.readouterr().err
+    )
     assert not out.exists()  # no data prepared, nothing claimed

@@ -24,14 +24,32 @@ from timealign.suites.tictoc.tool_calls import is_tool_call
 CALL = '<tool_call>\n{"name": "track", "arguments": {"package_id": "pkg_1"}}\n</tool_call>'
 # (the model's text as timealign reads it, the output as the authors' run stored it: vLLM's skip_special_tokens=True,
 # then .strip())
-CORPUS = [("", ""), ("   ", ""), ("<|im_end|>", ""), ("[ERROR] Rate limit reached", "[ERROR] Rate limit reached"),
-          ("It is on route.", "It is on route."), (CALL, CALL), ("Let me check. " + CALL, "Let me check. " + CALL),
-          ("The log said [ERROR]; " + CALL, "The log said [ERROR]; " + CALL), ("Failed: [ERROR].<|im_end|>",
-          "Failed: [ERROR]."), ("[error] is not their mark", "[error] is not their mark"), ("ERROR", "ERROR"),
-          (CALL + "[ERROR]", CALL + "[ERROR]"), ("\n[ERROR]\n", "[ERROR]"), ("Sure.<|im_end|>\n", "Sure.")]
-TOOLS = [{"type": "function", "function": {"name": "track", "description": "Parcel status",
-                                           "parameters": {"type": "object", "properties": {"package_id": {}},
-                                                          "required": ["package_id"]}}}]
+CORPUS = [
+    ("", ""),
+    ("   ", ""),
+    ("<|im_end|>", ""),
+    ("[ERROR] Rate limit reached", "[ERROR] Rate limit reached"),
+    ("It is on route.", "It is on route."),
+    (CALL, CALL),
+    ("Let me check. " + CALL, "Let me check. " + CALL),
+    ("The log said [ERROR]; " + CALL, "The log said [ERROR]; " + CALL),
+    ("Failed: [ERROR].<|im_end|>", "Failed: [ERROR]."),
+    ("[error] is not their mark", "[error] is not their mark"),
+    ("ERROR", "ERROR"),
+    (CALL + "[ERROR]", CALL + "[ERROR]"),
+    ("\n[ERROR]\n", "[ERROR]"),
+    ("Sure.<|im_end|>\n", "Sure."),
+]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "track",
+            "description": "Parcel status",
+            "parameters": {"type": "object", "properties": {"package_id": {}}, "required": ["package_id"]},
+        },
+    }
+]
 
 
 def _their_counts(tmp_path, monkeypatch, outputs: list[str]) -> tuple[int, int]:
@@ -42,13 +60,15 @@ def _their_counts(tmp_path, monkeypatch, outputs: list[str]) -> tuple[int, int]:
     (tmp_path / "set.json").write_text(json.dumps(data))
     (tmp_path / "out" / "Qwen3-8B").mkdir(parents=True)
     (tmp_path / "out" / "Qwen3-8B" / "Qwen3-8B-set-notime.json").write_text(
-        json.dumps([{"id": f"s{i}", "output": out} for i, out in enumerate(outputs)]))
+        json.dumps([{"id": f"s{i}", "output": out} for i, out in enumerate(outputs)])
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(repo))
     monkeypatch.setitem(sys.modules, "openai", types.SimpleNamespace(OpenAI=object))
     monkeypatch.setitem(sys.modules, "jsonschema", types.SimpleNamespace(validate=lambda **_: None))
-    monkeypatch.setattr(sys, "argv", ["get_metric.py", "--data", "set", "--model", "Qwen/Qwen3-8B",
-                                      "--output_dir", "out"])
+    monkeypatch.setattr(
+        sys, "argv", ["get_metric.py", "--data", "set", "--model", "Qwen/Qwen3-8B", "--output_dir", "out"]
+    )
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         runpy.run_path(str(repo / "get_metric.py"), run_name="__main__")

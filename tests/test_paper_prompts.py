@@ -20,14 +20,21 @@ from needs import required
 from tests.paper_reference import authors
 from timealign.config import DataSection
 from timealign.render.chat import PromptRenderer
-from timealign.render.paper import (PAPER_MODELS, PAPER_REMINDER, PaperRenderer, UnrenderableSample, jinja_tojson,
-                                    paper_messages)
+from timealign.render.paper import (
+    PAPER_MODELS,
+    PAPER_REMINDER,
+    PaperRenderer,
+    UnrenderableSample,
+    jinja_tojson,
+    paper_messages,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "paper_prompts.json"
 V1 = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tictoc-v1"
 # Skipped where ../shared is absent; CI (TIMEALIGN_REQUIRE_SHARED=1, tests/needs.py) runs them and fails without it.
-needs_v1 = pytest.mark.skipif(not V1.is_dir() and not required("SHARED"),
-                              reason=f"{V1} absent (the shared TicToc v1 data)")
+needs_v1 = pytest.mark.skipif(
+    not V1.is_dir() and not required("SHARED"), reason=f"{V1} absent (the shared TicToc v1 data)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +46,14 @@ def v1_rows():
 
 def _renderer(model: str, timestamps: bool = True, prompt_mode: str = "none") -> PaperRenderer:
     spec = PAPER_MODELS[model]
-    return PaperRenderer(None, timestamps=timestamps, prompt_mode=prompt_mode, family=spec["family"],
-                         thinking=spec.get("thinking", False), bos=spec.get("bos", ""))
+    return PaperRenderer(
+        None,
+        timestamps=timestamps,
+        prompt_mode=prompt_mode,
+        family=spec["family"],
+        thinking=spec.get("thinking", False),
+        bos=spec.get("bos", ""),
+    )
 
 
 GOLDEN_CASES = json.loads(GOLDEN.read_text())
@@ -53,7 +66,11 @@ def test_golden_file_covers_every_family_and_setting():
         cases = [c for c in GOLDEN_CASES if c["model"] == model]
         assert len({(c["file"], c["index"]) for c in cases}) >= 3
         assert {(c["timestamps"], c["prompt_mode"]) for c in cases} >= {
-            (True, "none"), (False, "none"), (True, "reminder"), (True, "rules")}
+            (True, "none"),
+            (False, "none"),
+            (True, "reminder"),
+            (True, "rules"),
+        }
 
 
 def test_golden_file_records_what_it_was_checked_against():
@@ -75,18 +92,24 @@ def test_golden_file_records_what_it_was_checked_against():
 
 
 @needs_v1
-@pytest.mark.parametrize("case", GOLDEN_CASES, ids=lambda c: f"{c['model']}-{c['id']}-{c['timestamps']}-{c['prompt_mode']}")
+@pytest.mark.parametrize(
+    "case", GOLDEN_CASES, ids=lambda c: f"{c['model']}-{c['id']}-{c['timestamps']}-{c['prompt_mode']}"
+)
 def test_golden_prompts(case, v1_rows):
     row = v1_rows[(case["file"], case["index"])]
     assert row["id"] == case["id"]
-    assert _renderer(case["model"], case["timestamps"], case["prompt_mode"]).prompt(row["prompt"], row["tools"]) \
+    assert (
+        _renderer(case["model"], case["timestamps"], case["prompt_mode"]).prompt(row["prompt"], row["tools"])
         == case["prompt"]
+    )
 
 
 @needs_v1
-@pytest.mark.skipif(authors.authors_repo() is None and not required("SHARED"),
-                    reason="../shared/reference/tictoc absent: set TIMEALIGN_TICTOC_REPO to a checkout of chengez/TicToc "
-                           "(c0b2b56) to compare every sample")
+@pytest.mark.skipif(
+    authors.authors_repo() is None and not required("SHARED"),
+    reason="../shared/reference/tictoc absent: set TIMEALIGN_TICTOC_REPO to a checkout of chengez/TicToc "
+    "(c0b2b56) to compare every sample",
+)
 @pytest.mark.parametrize("model", sorted(authors.HANDLERS))
 def test_every_v1_sample_equals_the_authors_rendering(model, v1_rows):
     repo = authors.authors_repo()
@@ -98,8 +121,15 @@ def test_every_v1_sample_equals_the_authors_rendering(model, v1_rows):
         level = int(file.rsplit("_", 1)[1].split(".")[0])
         for timestamps, mode in [(True, "none"), (False, "none"), (True, "rules")]:
             try:
-                theirs = authors.render(repo, model, sample["history"], sample.get("function"), level=level,
-                                        use_time_stamp=timestamps, mode=mode)
+                theirs = authors.render(
+                    repo,
+                    model,
+                    sample["history"],
+                    sample.get("function"),
+                    level=level,
+                    use_time_stamp=timestamps,
+                    mode=mode,
+                )
             except Exception:  # noqa: BLE001 - their code refused the sample: so must ours
                 with pytest.raises(UnrenderableSample):
                     _renderer(model, timestamps, mode).prompt(row["prompt"], row["tools"])
@@ -114,16 +144,38 @@ def test_every_v1_sample_equals_the_authors_rendering(model, v1_rows):
 HISTORY = [
     {"role": "system", "content": "You track parcels.", "time": "2023-03-21T10:00:00Z"},
     {"role": "user", "content": "Where is pkg_1?", "time": "2023-03-21T10:00:00Z"},
-    {"role": "assistant", "content": None, "time": "2023-03-21T10:00:05Z",
-     "tool_calls": [{"id": "call00001", "type": "function",
-                     "function": {"name": "track", "arguments": "{'package_id': 'pkg_1'}"}}]},
-    {"role": "tool", "content": '{"status": "On route"}', "time": "2023-03-21T10:00:06Z", "tool_call_id": "call00001",
-     "name": "track"},
+    {
+        "role": "assistant",
+        "content": None,
+        "time": "2023-03-21T10:00:05Z",
+        "tool_calls": [
+            {
+                "id": "call00001",
+                "type": "function",
+                "function": {"name": "track", "arguments": "{'package_id': 'pkg_1'}"},
+            }
+        ],
+    },
+    {
+        "role": "tool",
+        "content": '{"status": "On route"}',
+        "time": "2023-03-21T10:00:06Z",
+        "tool_call_id": "call00001",
+        "name": "track",
+    },
     {"role": "assistant", "content": "It is on route.", "time": "2023-03-21T10:00:11Z"},
     {"role": "user", "content": "And now?", "time": "2023-03-22T09:00:00Z"},
 ]
-TOOLS = [{"type": "function", "function": {"name": "track", "description": "Parcel status & ETA",
-                                           "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "track",
+            "description": "Parcel status & ETA",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+]
 
 
 def test_message_preparation_follows_the_authors_handlers():
@@ -133,8 +185,11 @@ def test_message_preparation_follows_the_authors_handlers():
     # the tool call: no stamp, content None, the arguments string untouched (a Python literal here)
     assert out[2]["content"] is None and "time" not in out[2]
     assert out[2]["tool_calls"][0]["function"]["arguments"] == "{'package_id': 'pkg_1'}"
-    assert out[3] == {"role": "tool", "content": '[2023-03-21T10:00:06Z] {"status": "On route"}',
-                      "tool_call_id": "call00001"}  # `name` dropped
+    assert out[3] == {
+        "role": "tool",
+        "content": '[2023-03-21T10:00:06Z] {"status": "On route"}',
+        "tool_call_id": "call00001",
+    }  # `name` dropped
     api = paper_messages(HISTORY, timestamps=False, api=True)
     assert "content" not in api[2] and api[1]["content"] == "Where is pkg_1?"
 
@@ -155,7 +210,8 @@ def test_llama_prompt_by_hand():
         '<|start_header_id|>ipython<|end_header_id|>\n\n"[2023-03-21T10:00:06Z] {\\"status\\": \\"On route\\"}"'
         "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n[2023-03-21T10:00:11Z] It is on route.<|eot_id|>"
         "<|start_header_id|>user<|end_header_id|>\n\n[2023-03-22T09:00:00Z] And now?<|eot_id|>"
-        "<|start_header_id|>assistant<|end_header_id|>\n\n")
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
 
 
 def test_qwen_prompt_ends_with_a_closed_empty_think_block_unless_reasoning():
@@ -170,10 +226,12 @@ def test_qwen_prompt_ends_with_a_closed_empty_think_block_unless_reasoning():
 def test_ministral_puts_the_system_text_in_the_last_user_turn_and_refuses_other_ids():
     text = _renderer("ministral").prompt(HISTORY, TOOLS)
     assert text.startswith("<s>[INST][2023-03-21T10:00:00Z] Where is pkg_1?[/INST][TOOL_CALLS][")
-    assert text.endswith("[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"track\", "
-                         "\"description\": \"Parcel status & ETA\", &#34;parameters&#34;: {\"properties\": {}, "
-                         "\"type\": \"object\"}}}][/AVAILABLE_TOOLS][INST][2023-03-21T10:00:00Z] You track parcels."
-                         "\n\n[2023-03-22T09:00:00Z] And now?[/INST]")
+    assert text.endswith(
+        '[AVAILABLE_TOOLS][{"type": "function", "function": {"name": "track", '
+        '"description": "Parcel status & ETA", &#34;parameters&#34;: {"properties": {}, '
+        '"type": "object"}}}][/AVAILABLE_TOOLS][INST][2023-03-21T10:00:00Z] You track parcels.'
+        "\n\n[2023-03-22T09:00:00Z] And now?[/INST]"
+    )
     ten = [dict(m, tool_call_id="call_00001") if m["role"] == "tool" else m for m in HISTORY]
     with pytest.raises(UnrenderableSample, match="9-character"):
         _renderer("ministral").prompt(ten, TOOLS)
@@ -187,7 +245,10 @@ def test_llama_refuses_two_calls_in_one_message():
 
 
 def test_deepseek_bos_per_distill():
-    llama, qwen = _renderer("deepseek_distill_llama").prompt(HISTORY), _renderer("deepseek_distill_qwen").prompt(HISTORY)
+    llama, qwen = (
+        _renderer("deepseek_distill_llama").prompt(HISTORY),
+        _renderer("deepseek_distill_qwen").prompt(HISTORY),
+    )
     assert llama == "<|begin_of_text|>" + qwen
     assert qwen.startswith("[2023-03-21T10:00:00Z] You track parcels.<｜User｜>[2023-03-21T10:00:00Z] Where is pkg_1?")
     assert qwen.endswith("<｜User｜>[2023-03-22T09:00:00Z] And now?<｜Assistant｜><think>\n")
@@ -199,9 +260,11 @@ def test_prompts_do_not_depend_on_the_day(tiny_model_dir):
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     # Llama 3.2's own template prints strftime_now("%d %b %Y") unless date_string is given.
-    tokenizer.chat_template = ("{%- if not date_string is defined %}{%- set date_string = strftime_now('%d %b %Y') %}"
-                               "{%- endif %}Today Date: {{ date_string }}|{%- for m in messages %}{{ m.content }}"
-                               "{%- endfor %}")
+    tokenizer.chat_template = (
+        "{%- if not date_string is defined %}{%- set date_string = strftime_now('%d %b %Y') %}"
+        "{%- endif %}Today Date: {{ date_string }}|{%- for m in messages %}{{ m.content }}"
+        "{%- endfor %}"
+    )
     renderer = PromptRenderer.for_data(tokenizer, DataSection())
     assert renderer.prompt(HISTORY).startswith("Today Date: 21 Mar 2023|")
     no_times = PromptRenderer.for_data(tokenizer, DataSection(timestamps=False))
@@ -209,25 +272,35 @@ def test_prompts_do_not_depend_on_the_day(tiny_model_dir):
 
 
 # -- completions for training in the paper protocol ------------------------------------------------------------------
-CALL = {"role": "assistant", "content": None,
-        "tool_calls": [{"id": "callretry", "type": "function", "function": {"name": "track",
-                                                                            "arguments": '{"package_id": "pkg_1"}'}}]}
+CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [
+        {"id": "callretry", "type": "function", "function": {"name": "track", "arguments": '{"package_id": "pkg_1"}'}}
+    ],
+}
 ANSWER = {"role": "assistant", "content": "Still on route."}
 
 
 def test_completions_follow_each_template():
     llama = _renderer("llama3_1")
     assert llama.completion(HISTORY, ANSWER, TOOLS) == "Still on route.<|eot_id|>"
-    assert llama.completion(HISTORY, CALL, TOOLS) == \
-        '{"name": "track", "parameters": "{\\"package_id\\": \\"pkg_1\\"}"}<|eot_id|>'
+    assert (
+        llama.completion(HISTORY, CALL, TOOLS)
+        == '{"name": "track", "parameters": "{\\"package_id\\": \\"pkg_1\\"}"}<|eot_id|>'
+    )
     qwen = _renderer("qwen3")
     assert qwen.completion(HISTORY, ANSWER, TOOLS) == "Still on route.<|im_end|>"
-    assert qwen.completion(HISTORY, CALL, TOOLS) == \
-        '<tool_call>\n{"name": "track", "arguments": {"package_id": "pkg_1"}}\n</tool_call><|im_end|>'
+    assert (
+        qwen.completion(HISTORY, CALL, TOOLS)
+        == '<tool_call>\n{"name": "track", "arguments": {"package_id": "pkg_1"}}\n</tool_call><|im_end|>'
+    )
     ministral = _renderer("ministral")
     assert ministral.completion(HISTORY, ANSWER, TOOLS) == "Still on route.</s>"
-    assert ministral.completion(HISTORY, CALL, TOOLS) == \
-        '[TOOL_CALLS][{"arguments": "{\\"package_id\\": \\"pkg_1\\"}", "name": "track", "id": "callretry"}]</s>'
+    assert (
+        ministral.completion(HISTORY, CALL, TOOLS)
+        == '[TOOL_CALLS][{"arguments": "{\\"package_id\\": \\"pkg_1\\"}", "name": "track", "id": "callretry"}]</s>'
+    )
     with pytest.raises(ValueError, match="DeepSeek"):
         _renderer("deepseek_distill_qwen").completion(HISTORY, ANSWER, TOOLS)
 
@@ -243,15 +316,31 @@ def test_for_data_picks_the_protocol(tiny_tokenizer):
 
 
 # -- the DeepSeek-R1 distills: which BOS, from the model's spec ------------------------------------------------------
-# The released R1 distills' tokenizers: BOS <｜begin▁of▁sentence｜>, the chat tokens <｜User｜> / <｜Assistant｜> (in the
+# The released R1 distills' tokenizers: BOS <｜begin▁of▁sentence｜>, the chat tokens <｜User｜> / <｜Assistant｜>
+# (in the
 # Qwen one, on Qwen's old <|im_start|> / <|im_end|> ids), and no <|im_start|>.
-DISTILL_SPECIAL = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<think>", "</think>",
-                   "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
-                   "<｜tool▁sep｜>", "<｜tool▁outputs▁begin｜>", "<｜tool▁outputs▁end｜>", "<｜tool▁output▁begin｜>",
-                   "<｜tool▁output▁end｜>"]
-DISTILL_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}{{ '<｜User｜>' + m['content'] }}"
-                    "{% elif m['role'] == 'assistant' %}{{ '<｜Assistant｜>' + (m['content'] or '') }}{% endif %}"
-                    "{% endfor %}{% if add_generation_prompt %}{{ '<｜Assistant｜><think>\\n' }}{% endif %}")
+DISTILL_SPECIAL = [
+    "<｜begin▁of▁sentence｜>",
+    "<｜end▁of▁sentence｜>",
+    "<｜User｜>",
+    "<｜Assistant｜>",
+    "<think>",
+    "</think>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁outputs▁begin｜>",
+    "<｜tool▁outputs▁end｜>",
+    "<｜tool▁output▁begin｜>",
+    "<｜tool▁output▁end｜>",
+]
+DISTILL_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}{{ '<｜User｜>' + m['content'] }}"
+    "{% elif m['role'] == 'assistant' %}{{ '<｜Assistant｜>' + (m['content'] or '') }}{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<｜Assistant｜><think>\\n' }}{% endif %}"
+)
 
 
 def _distill_tokenizer(folder: Path, model_type: str | None):
@@ -262,11 +351,18 @@ def _distill_tokenizer(folder: Path, model_type: str | None):
 
     raw = Tokenizer(models.BPE())
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    raw.train_from_iterator(["You track parcels. Where is the package?"] * 4, trainer=trainers.BpeTrainer(
-        vocab_size=300, special_tokens=DISTILL_SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
-    fast = PreTrainedTokenizerFast(tokenizer_object=raw, bos_token="<｜begin▁of▁sentence｜>",
-                                   eos_token="<｜end▁of▁sentence｜>")
+    raw.train_from_iterator(
+        ["You track parcels. Where is the package?"] * 4,
+        trainer=trainers.BpeTrainer(
+            vocab_size=300,
+            special_tokens=DISTILL_SPECIAL,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=raw, bos_token="<｜begin▁of▁sentence｜>", eos_token="<｜end▁of▁sentence｜>"
+    )
     fast.chat_template = DISTILL_TEMPLATE
     fast.save_pretrained(folder)
     if model_type is not None:

@@ -56,8 +56,15 @@ def test_model(tiny_model_dir, rows, tmp_path_factory):
 
 
 def engine(checkpoint, prefix_caching: bool):
-    recipe = load_recipe("tiny", {"eval.backend": "vllm", "eval.max_model_len": str(MAX_MODEL_LEN),
-                                  "eval.enforce_eager": "true", "eval.prefix_caching": str(prefix_caching).lower()})
+    recipe = load_recipe(
+        "tiny",
+        {
+            "eval.backend": "vllm",
+            "eval.max_model_len": str(MAX_MODEL_LEN),
+            "eval.enforce_eager": "true",
+            "eval.prefix_caching": str(prefix_caching).lower(),
+        },
+    )
     return make_backend(recipe.eval, str(checkpoint), dtype="float32")
 
 

@@ -63,10 +63,21 @@ print("RESULT " + json.dumps({"rank": me, "folder": str(folder), "inode": os.sta
 @pytest.fixture(scope="module")
 def env():
     env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", TOKENIZERS_PARALLELISM="false",
-               OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO_ROOT))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=str(REPO_ROOT),
+    )
     for key in [k for k in env if k.startswith(("SLURM_", "ACCELERATE_", "OMPI_", "PMI_"))] + [
-            "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"]:
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    ]:
         env.pop(key, None)
     return env
 
@@ -86,8 +97,12 @@ def _worker(tmp_path: Path, world: int, kind: str, task: str, recipe: str, overr
 
 
 def _results(outputs: list[str], world: int) -> list[dict]:
-    results = [json.loads(line[len("RESULT "):]) for out in outputs for line in out.splitlines()
-               if line.startswith("RESULT ")]
+    results = [
+        json.loads(line[len("RESULT ") :])
+        for out in outputs
+        for line in out.splitlines()
+        if line.startswith("RESULT ")
+    ]
     assert len(results) == world, "\n".join(outputs)[-4000:]
     return results
 
@@ -109,9 +124,23 @@ def test_torchrun_two_processes_prepare_once(env, tmp_path):
     out = tmp_path / "out"
     overrides = {"output_dir": str(out), "data.synthetic_trajectories": "20"}
     args = _worker(tmp_path, 2, "pairs", "dpo", "tiny", overrides)
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master_port", str(_free_port()), *args],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(_free_port()),
+            *args,
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = _check_once([proc.stdout + proc.stderr], 2, "pairs")
     recipe = load_recipe("tiny", overrides)
@@ -124,14 +153,40 @@ def test_torchrun_two_processes_prepare_once(env, tmp_path):
 def test_two_nodes_only_global_rank_zero_prepares(env, tmp_path):
     """Two torchrun agents (two "nodes", LOCAL_RANK 0 on both) on one shared folder: TIMER dialogs made once."""
     prepared = tmp_path / "prepared"
-    overrides = {"output_dir": str(tmp_path / "out"), "data.prepared_dir": str(prepared),
-                 "timer.synthetic_dialogs": "24", "timer.synthetic_eval_dialogs": "6"}
+    overrides = {
+        "output_dir": str(tmp_path / "out"),
+        "data.prepared_dir": str(prepared),
+        "timer.synthetic_dialogs": "24",
+        "timer.synthetic_eval_dialogs": "6",
+    }
     args = _worker(tmp_path, 2, "dialogs", "sft", "tiny-timer", overrides)
     port = str(_free_port())
-    procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank",
-                               str(node), "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port",
-                               port, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for node in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                "2",
+                "--node_rank",
+                str(node),
+                "--nproc_per_node",
+                "1",
+                "--master_addr",
+                "127.0.0.1",
+                "--master_port",
+                port,
+                *args,
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for node in (0, 1)
+    ]
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(outputs)[-4000:]
     results = _check_once(outputs, 2, "timer_prep")
@@ -142,11 +197,23 @@ def test_two_nodes_only_global_rank_zero_prepares(env, tmp_path):
 
 def test_two_jobs_racing_on_one_folder_prepare_once(env, tmp_path):
     """Two independent jobs (each its own rank 0) on one data.prepared_dir: the lock lets one prepare."""
-    overrides = {"output_dir": str(tmp_path / "out"), "data.prepared_dir": str(tmp_path / "prepared"),
-                 "data.synthetic_trajectories": "20"}
+    overrides = {
+        "output_dir": str(tmp_path / "out"),
+        "data.prepared_dir": str(tmp_path / "prepared"),
+        "data.synthetic_trajectories": "20",
+    }
     args = _worker(tmp_path, 2, "pairs", "dpo", "tiny", overrides)
-    procs = [subprocess.Popen([sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(outputs)[-4000:]
     _check_once(outputs, 2, "pairs")
@@ -176,12 +243,21 @@ def test_issue_scenario_explicit_folder_refuses_other_settings(tmp_path, caplog)
     assert ensure_prepared(first) == folder and _wrote(caplog) == 1
     inode = os.stat(folder).st_ino
     assert ensure_prepared(first) == folder and _wrote(caplog) == 1  # unchanged settings: reused, not re-made
-    again = load_recipe("tiny", {"data.prepared_dir": str(folder), "data.timestamps": "false",
-                                 "data.offset_scale": "0", "data.synthetic_trajectories": "20"})
+    again = load_recipe(
+        "tiny",
+        {
+            "data.prepared_dir": str(folder),
+            "data.timestamps": "false",
+            "data.offset_scale": "0",
+            "data.synthetic_trajectories": "20",
+        },
+    )
     assert ensure_prepared(again) == folder and _wrote(caplog) == 1  # render-time settings change no data
 
-    second = load_recipe("tiny", {"data.prepared_dir": str(folder), "data.synthetic_trajectories": "60",
-                                  "data.balance_train_labels": "true"})
+    second = load_recipe(
+        "tiny",
+        {"data.prepared_dir": str(folder), "data.synthetic_trajectories": "60", "data.balance_train_labels": "true"},
+    )
     with pytest.raises(PreparedDataError) as err:
         ensure_prepared(second)
     message = str(err.value)
@@ -202,8 +278,9 @@ def test_issue_scenario_default_folder_prepares_anew(tmp_path, caplog):
     caplog.set_level(logging.INFO)
     out = str(tmp_path / "out")
     first = load_recipe("tiny", {"output_dir": out, "data.synthetic_trajectories": "20"})
-    second = load_recipe("tiny", {"output_dir": out, "data.synthetic_trajectories": "60",
-                                  "data.balance_train_labels": "true"})
+    second = load_recipe(
+        "tiny", {"output_dir": out, "data.synthetic_trajectories": "60", "data.balance_train_labels": "true"}
+    )
     a = ensure_prepared(first)
     b = ensure_prepared(second)
     assert a != b and a.parent == b.parent == tmp_path / "out" / "data" and _wrote(caplog) == 2
@@ -227,8 +304,15 @@ def v1_copy(tictoc_v1_dir, tmp_path) -> Path:
 def test_changed_source_file_is_not_reused(v1_copy, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     folder = tmp_path / "prepared"
-    recipe = load_recipe("tiny", {"data.source": "v1", "data.path": str(v1_copy), "data.prepared_dir": str(folder),
-                                  "output_dir": str(tmp_path / "out")})
+    recipe = load_recipe(
+        "tiny",
+        {
+            "data.source": "v1",
+            "data.path": str(v1_copy),
+            "data.prepared_dir": str(folder),
+            "output_dir": str(tmp_path / "out"),
+        },
+    )
     ensure_prepared(recipe)
     before = len(load_prepared(folder)["train"]) + len(load_prepared(folder)["test"])
 
@@ -240,7 +324,9 @@ def test_changed_source_file_is_not_reused(v1_copy, tmp_path, caplog):
     name = sorted(p.name for p in v1_copy.glob("*.json"))[0]
     records = json.loads((v1_copy / name).read_text())
     (v1_copy / name).write_text(json.dumps(records[:-1]))  # one record fewer
-    with pytest.raises(PreparedDataError, match=rf"data.path file {name}: content changed \(sha256 \w{{12}} -> ") as err:
+    with pytest.raises(
+        PreparedDataError, match=rf"data.path file {name}: content changed \(sha256 \w{{12}} -> "
+    ) as err:
         ensure_prepared(recipe)
     assert "run with" not in str(err.value)  # no override brings the old files back
     default = replace(recipe, data=replace(recipe.data, prepared_dir=None))
@@ -255,8 +341,11 @@ def test_timer_dialogs_fingerprint_covers_timer_data_settings(tmp_path, caplog):
     base = {"data.prepared_dir": str(folder), "timer.synthetic_dialogs": "12", "timer.synthetic_eval_dialogs": "4"}
     recipe = load_recipe("tiny-timer", base, task="sft")
     assert ensure_prepared(recipe) == folder and _wrote(caplog) == 1
-    training_only = load_recipe("tiny-timer", {**base, "timer.lambda_time": "0", "timer.special_tokens": "false",
-                                               "data.synthetic_trajectories": "7"}, task="sft")
+    training_only = load_recipe(
+        "tiny-timer",
+        {**base, "timer.lambda_time": "0", "timer.special_tokens": "false", "data.synthetic_trajectories": "7"},
+        task="sft",
+    )
     assert ensure_prepared(training_only) == folder and _wrote(caplog) == 1
     more = load_recipe("tiny-timer", {**base, "timer.synthetic_dialogs": "30"}, task="sft")
     with pytest.raises(PreparedDataError, match=r"timer.synthetic_dialogs: 12 \(prepared\) -> 30 \(this run\)"):
@@ -266,11 +355,19 @@ def test_timer_dialogs_fingerprint_covers_timer_data_settings(tmp_path, caplog):
     assert len(load_timer_prepared(folder)["train"]) == 12
 
 
-_ALTERNATIVES = {"data.score_orientation": "tool_low", "data.unknown_scenarios": "bucket",
-                 "data.direct_answer": "last_assistant_text", "timer.order": "utterance_first",
-                 "timer.loss_turns": "target", "timer.loss_normalization": "per_type",
-                 "timer.lora_new_tokens": "modules_to_save", "data.path": "/nonexistent", "data.protocol": "paper",
-                 "data.assume_timezone": "UTC", "data.overlength": "drop"}
+_ALTERNATIVES = {
+    "data.score_orientation": "tool_low",
+    "data.unknown_scenarios": "bucket",
+    "data.direct_answer": "last_assistant_text",
+    "timer.order": "utterance_first",
+    "timer.loss_turns": "target",
+    "timer.loss_normalization": "per_type",
+    "timer.lora_new_tokens": "modules_to_save",
+    "data.path": "/nonexistent",
+    "data.protocol": "paper",
+    "data.assume_timezone": "UTC",
+    "data.overlength": "drop",
+}
 
 
 def _changed(section, prefix: str, keys: set[str]):
@@ -304,8 +401,9 @@ def test_settings_left_out_of_the_fingerprint_do_not_change_the_data(kind, tmp_p
 
     data, timer = DataSection(synthetic_trajectories=6), TimerSection(synthetic_dialogs=8, synthetic_eval_dialogs=4)
     other_data = _changed(data, "data", NOT_DATA[kind])
-    other_timer = _changed(timer, "timer", NOT_DATA[kind] if kind == "dialogs" else {f"timer.{f.name}"
-                                                                                    for f in fields(timer)})
+    other_timer = _changed(
+        timer, "timer", NOT_DATA[kind] if kind == "dialogs" else {f"timer.{f.name}" for f in fields(timer)}
+    )
     assert other_data != data and other_timer != timer
     assert data_fingerprint(kind, data, timer) == data_fingerprint(kind, other_data, other_timer)
     load = load_prepared if kind == "pairs" else load_timer_prepared
@@ -325,7 +423,9 @@ def test_data_format_version_bump_invalidates_old_folders(tmp_path, monkeypatch)
     old = new - 1
     with pytest.raises(PreparedDataError, match=rf"data format version: {old} \(prepared\) -> {new} \(this code"):
         ensure_prepared(recipe)
-    with pytest.raises(PreparedDataError, match=f"written in data format version {old}; this code reads version {new}"):
+    with pytest.raises(
+        PreparedDataError, match=f"written in data format version {old}; this code reads version {new}"
+    ):
         load_prepared(folder)
 
 
@@ -355,7 +455,8 @@ def test_a_folder_with_other_files_is_neither_used_nor_replaced(tmp_path, capsys
     assert pairs_main(["recipe=tiny", f"out={folder}", "data.synthetic_trajectories=4"]) == 2
     assert "holds files but no manifest.json" in capsys.readouterr().err
     assert (folder / "notes.txt").read_text() == "keep me" and sorted(p.name for p in folder.iterdir()) == [
-        "notes.txt"]
+        "notes.txt"
+    ]
 
 
 def test_interrupted_data_prep_leftovers_are_removed(tmp_path):
@@ -383,19 +484,31 @@ def test_other_ranks_wait_then_say_which_folder_and_lock(tmp_path, monkeypatch):
 def test_rank_zero_waits_for_the_lock_of_another_job(tmp_path):
     folder = tmp_path / "prepared"
     folder.parent.mkdir(exist_ok=True)
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
         from filelock import FileLock
         with FileLock({str(lock_file(folder))!r}):
             print("held", flush=True)
             time.sleep(60)
-        """)], stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
-        recipe = load_recipe("tiny", {"data.prepared_dir": str(folder), "data.prep_timeout": "1",
-                                      "data.synthetic_trajectories": "4"})
-        with pytest.raises(TimeoutError, match=rf"for the lock {lock_file(folder)}: another process kept preparing "
-                                               rf"data into {folder}"):
+        recipe = load_recipe(
+            "tiny", {"data.prepared_dir": str(folder), "data.prep_timeout": "1", "data.synthetic_trajectories": "4"}
+        )
+        with pytest.raises(
+            TimeoutError,
+            match=rf"for the lock {lock_file(folder)}: another process kept preparing "
+            rf"data into {folder}",
+        ):
             ensure_prepared(recipe)
     finally:
         holder.kill()
@@ -409,12 +522,19 @@ def test_prep_commands_write_the_fingerprint_that_training_checks(tmp_path, caps
     caplog.set_level(logging.INFO)
     pairs, dialogs = tmp_path / "pairs", tmp_path / "dialogs"
     assert pairs_main(["recipe=tiny", f"out={pairs}", "data.synthetic_trajectories=6"]) == 0
-    assert dialogs_main(["recipe=tiny-timer", f"out={dialogs}", "timer.synthetic_dialogs=8",
-                         "timer.synthetic_eval_dialogs=2"]) == 0
+    assert (
+        dialogs_main(
+            ["recipe=tiny-timer", f"out={dialogs}", "timer.synthetic_dialogs=8", "timer.synthetic_eval_dialogs=2"]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     recipe = load_recipe("tiny", {"data.prepared_dir": str(pairs), "data.synthetic_trajectories": "6"})
-    timer = load_recipe("tiny-timer", {"data.prepared_dir": str(dialogs), "timer.synthetic_dialogs": "8",
-                                       "timer.synthetic_eval_dialogs": "2"}, task="sft")
+    timer = load_recipe(
+        "tiny-timer",
+        {"data.prepared_dir": str(dialogs), "timer.synthetic_dialogs": "8", "timer.synthetic_eval_dialogs": "2"},
+        task="sft",
+    )
     for folder, kind, r in ((pairs, "pairs", recipe), (dialogs, "dialogs", timer)):
         wanted = data_fingerprint(kind, r.data, r.timer)
         assert json.loads((folder / "manifest.json").read_text())["fingerprint"]["sha256"] == wanted.sha256
@@ -481,10 +601,22 @@ def test_training_on_an_edited_prepared_folder_stops_before_training(tmp_path):
     ensure_prepared(load_recipe("tiny", {"data.prepared_dir": str(folder), "data.synthetic_trajectories": "8"}))
     target = _swap_first_pair(folder)
     env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "train/dpo.py"), "recipe=tiny",
-                           "data.synthetic_trajectories=8", f"data.prepared_dir={folder}", "training.max_steps=1",
-                           f"output_dir={tmp_path / 'run'}"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "train/dpo.py"),
+            "recipe=tiny",
+            "data.synthetic_trajectories=8",
+            f"data.prepared_dir={folder}",
+            "training.max_steps=1",
+            f"output_dir={tmp_path / 'run'}",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert f"error: {target} was changed after data prep wrote it" in proc.stderr
     assert not (tmp_path / "run" / "model.safetensors").exists()

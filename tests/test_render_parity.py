@@ -56,8 +56,12 @@ def prepared_pairs(tmp_path_factory):
 
 
 def tictoc_recipe(prepared_pairs, tmp_path, **data):
-    overrides = {"data.prepared_dir": str(prepared_pairs), "data.synthetic_trajectories": "6",
-                 "eval.max_samples": "12", "output_dir": str(tmp_path / "out")}
+    overrides = {
+        "data.prepared_dir": str(prepared_pairs),
+        "data.synthetic_trajectories": "6",
+        "eval.max_samples": "12",
+        "output_dir": str(tmp_path / "out"),
+    }
     overrides.update({f"data.{key}": str(value).lower() for key, value in data.items()})
     return load_recipe("tiny", overrides)
 
@@ -82,8 +86,9 @@ def suite_prompts(recipe, tokenizer, tmp_path, prompt_mode="none") -> list[str]:
     from timealign.suites.tictoc.suite import SUITE
 
     backend = RecordingBackend(tokenizer)
-    ctx = EvalContext(recipe=recipe, out_dir=tmp_path / "eval", timestamps=recipe.data.timestamps,
-                      prompt_mode=prompt_mode)
+    ctx = EvalContext(
+        recipe=recipe, out_dir=tmp_path / "eval", timestamps=recipe.data.timestamps, prompt_mode=prompt_mode
+    )
     report = SUITE.run(backend, ctx)
     assert report["settings"]["prompt_mode"] == prompt_mode
     assert report["settings"]["prompt_protocol"] == report["settings"]["protocol"] == recipe.data.protocol
@@ -109,8 +114,9 @@ def test_tictoc_prompts_are_the_training_prompts(prepared_pairs, tiny_tokenizer,
 
 @pytest.mark.parametrize("timestamps", [True, False])
 @pytest.mark.parametrize("prompt_mode", ["none", "rules"])
-def test_paper_protocol_prompts_are_the_training_prompts(prepared_pairs, tiny_tokenizer, tmp_path, timestamps,
-                                                         prompt_mode):
+def test_paper_protocol_prompts_are_the_training_prompts(
+    prepared_pairs, tiny_tokenizer, tmp_path, timestamps, prompt_mode
+):
     """`data.protocol=paper`: training and the suite both render the authors' way (no stamp after the assistant
     header, `[ts] ` with a space, the system message stamped, their sys_pmts text), and detection follows it."""
     from timealign.render.paper import PAPER_RULES
@@ -125,8 +131,9 @@ def test_paper_protocol_prompts_are_the_training_prompts(prepared_pairs, tiny_to
     assert all(pair["chosen"].endswith("<|im_end|>") and pair["rejected"].endswith("<|im_end|>") for pair in pairs)
 
 
-@pytest.mark.parametrize("prompt_mode, addition", [("none", None), ("reminder", REMINDER_PROMPT),
-                                                   ("rules", RULES_PROMPT)])
+@pytest.mark.parametrize(
+    "prompt_mode, addition", [("none", None), ("reminder", REMINDER_PROMPT), ("rules", RULES_PROMPT)]
+)
 def test_tictoc_prompt_modes_match_the_pair_prompt(prepared_pairs, tiny_tokenizer, tmp_path, prompt_mode, addition):
     recipe = tictoc_recipe(prepared_pairs, tmp_path, elapsed=True)
     pairs = training_pairs(recipe, tiny_tokenizer, prompt_mode=prompt_mode)
@@ -166,7 +173,7 @@ class PerfectTimerBackend:
         for prompt in prompts:
             self.prompts.append(prompt)
             if self.text.startswith(prompt):
-                out.append(self.text[len(prompt):])
+                out.append(self.text[len(prompt) :])
             else:
                 self.misses.append(prompt)
                 out.append("")
@@ -184,9 +191,16 @@ def timer_checkpoint(request, tiny_model_dir, tmp_path_factory):
 
     special_tokens, order = request.param
     folder = tmp_path_factory.mktemp("timer-ckpt")
-    recipe = load_recipe("tiny-timer", {"model.name_or_path": str(tiny_model_dir), "output_dir": str(folder),
-                                        "timer.special_tokens": str(special_tokens).lower(), "timer.order": order},
-                         task="sft")
+    recipe = load_recipe(
+        "tiny-timer",
+        {
+            "model.name_or_path": str(tiny_model_dir),
+            "output_dir": str(folder),
+            "timer.special_tokens": str(special_tokens).lower(),
+            "timer.order": order,
+        },
+        task="sft",
+    )
     model, tokenizer, _ = build_model_and_tokenizer(recipe)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -217,7 +231,7 @@ def check_prefixes(backend, tokenizer, train_ids):
     assert backend.prompts and not backend.misses, backend.misses[:1]
     for prompt in backend.prompts:
         ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
-        assert ids == train_ids[:len(ids)], prompt
+        assert ids == train_ids[: len(ids)], prompt
 
 
 def test_timer_renderer_is_read_back_from_the_checkpoint(timer_checkpoint):

@@ -7,23 +7,42 @@ import pytest
 from timealign.render.chat import REMINDER_PROMPT, PromptRenderer, parse_tool_arguments
 from timealign.render.timefmt import format_elapsed, format_timestamp
 
-TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Current price of a stock.",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"symbol": {"type": "string"}},
-                                                          "required": ["symbol"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_price",
+            "description": "Current price of a stock.",
+            "parameters": {"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]},
+        },
+    }
+]
 HISTORY = [
     {"role": "system", "content": "You are a trading assistant.", "time": "2025-12-04T10:00:00Z"},
     {"role": "user", "content": "Price of ACME?", "time": "2025-12-04T10:00:00Z"},
-    {"role": "assistant", "content": None, "time": "2025-12-04T10:00:04Z",
-     "tool_calls": [{"id": "c1", "type": "function",
-                     "function": {"name": "get_price", "arguments": "{\"symbol\": \"ACME\"}"}}]},
-    {"role": "tool", "tool_call_id": "c1", "name": "get_price", "content": "{\"price\": 101.5}",
-     "time": "2025-12-04T10:00:05Z"},
+    {
+        "role": "assistant",
+        "content": None,
+        "time": "2025-12-04T10:00:04Z",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'}}
+        ],
+    },
+    {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "name": "get_price",
+        "content": '{"price": 101.5}',
+        "time": "2025-12-04T10:00:05Z",
+    },
     {"role": "assistant", "content": "ACME trades at 101.5.", "time": "2025-12-04T10:00:09Z"},
     {"role": "user", "content": "And now?", "time": "2025-12-04T13:22:44Z"},
 ]
-TOOL_REPLY = {"role": "assistant", "content": None, "tool_calls": [
-    {"type": "function", "function": {"name": "get_price", "arguments": "{\"symbol\": \"ACME\"}"}}]}
+TOOL_REPLY = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [{"type": "function", "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'}}],
+}
 TEXT_REPLY = {"role": "assistant", "content": "ACME trades at 101.5."}
 
 
@@ -58,13 +77,15 @@ def test_no_timestamp_condition(tiny_tokenizer):
 def test_pair_splits_prompt_and_completion_like_the_template(tiny_tokenizer):
     renderer = PromptRenderer(tiny_tokenizer)
     pair = renderer.pair(HISTORY, TOOL_REPLY, TEXT_REPLY, TOOLS)
-    assert pair["chosen"] == ('<tool_call>{"name": "get_price", "arguments": {"symbol": "ACME"}}</tool_call>'
-                              "<|im_end|>")
+    assert pair["chosen"] == (
+        '<tool_call>{"name": "get_price", "arguments": {"symbol": "ACME"}}</tool_call><|im_end|>'
+    )
     assert pair["rejected"] == "ACME trades at 101.5.<|im_end|>"
     # prompt + completion is exactly the template's rendering of the conversation with the stamped reply.
     stamped = dict(TOOL_REPLY, time=HISTORY[-1]["time"])
-    full = tiny_tokenizer.apply_chat_template(renderer.prepare_messages(HISTORY + [stamped]),
-                                              tools=TOOLS, tokenize=False)
+    full = tiny_tokenizer.apply_chat_template(
+        renderer.prepare_messages(HISTORY + [stamped]), tools=TOOLS, tokenize=False
+    )
     assert full.rstrip() == pair["prompt"] + pair["chosen"]
     assert pair["prompt"] == renderer.prompt(HISTORY, TOOLS)
     assert renderer.completion(HISTORY, TEXT_REPLY, TOOLS) == pair["rejected"]
@@ -113,18 +134,30 @@ def test_one_bos_for_tokenizers_that_add_it(tiny_model_dir):
     bos = "<|endoftext|>"
     tok.bos_token = bos
     tok.backend_tokenizer.post_processor = TemplateProcessing(
-        single=f"{bos} $A", special_tokens=[(bos, tok.convert_tokens_to_ids(bos))])
+        single=f"{bos} $A", special_tokens=[(bos, tok.convert_tokens_to_ids(bos))]
+    )
     tok.chat_template = "{{ bos_token }}" + tok.chat_template
     prompt = PromptRenderer(tok).prompt(HISTORY, TOOLS)
     ids = tok(prompt)["input_ids"]
     assert ids[0] == tok.bos_token_id and ids.count(tok.bos_token_id) == 1
 
 
-@pytest.mark.parametrize("seconds, text", [
-    (0, "0 seconds"), (1, "1 second"), (59, "59 seconds"), (60, "1 minute"), (193, "3 minutes 13 seconds"),
-    (3600, "1 hour"), (3725, "1 hour 2 minutes"), (86400 + 5, "1 day"),  # a zero unit ends the phrase
-    (3 * 86400 + 5 * 3600, "3 days 5 hours"), (31 * 86400, "1 month 1 day"), (400 * 86400, "1 year 1 month"),
-])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (0, "0 seconds"),
+        (1, "1 second"),
+        (59, "59 seconds"),
+        (60, "1 minute"),
+        (193, "3 minutes 13 seconds"),
+        (3600, "1 hour"),
+        (3725, "1 hour 2 minutes"),
+        (86400 + 5, "1 day"),  # a zero unit ends the phrase
+        (3 * 86400 + 5 * 3600, "3 days 5 hours"),
+        (31 * 86400, "1 month 1 day"),
+        (400 * 86400, "1 year 1 month"),
+    ],
+)
 def test_format_elapsed(seconds, text):
     assert format_elapsed(seconds) == text
 
@@ -149,7 +182,9 @@ def test_elapsed_badge_sits_on_the_reply_stamp_only(tiny_tokenizer):
 
 
 def test_elapsed_badge_needs_timestamps_and_a_tool_result(tiny_tokenizer):
-    assert "since the last" not in PromptRenderer(tiny_tokenizer, timestamps=False, elapsed=True).prompt(HISTORY, TOOLS)
+    assert "since the last" not in PromptRenderer(tiny_tokenizer, timestamps=False, elapsed=True).prompt(
+        HISTORY, TOOLS
+    )
     no_tool = [m for m in HISTORY if m["role"] in ("system", "user")]
     assert PromptRenderer(tiny_tokenizer, elapsed=True).prompt(no_tool, TOOLS).endswith("[2025-12-04T13:22:44Z]")
 

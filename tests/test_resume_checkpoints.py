@@ -18,19 +18,33 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT
+
 from timealign.config import RecipeError
 from timealign.train import resume
 
-TRAIN = ["recipe=tiny", "training.max_steps=4", "training.save_strategy=steps", "training.save_steps=2",
-         "training.logging_steps=1", "training.per_device_train_batch_size=2", "training.max_length=512",
-         "data.synthetic_trajectories=8", "training.resume_from_checkpoint=auto"]
+TRAIN = [
+    "recipe=tiny",
+    "training.max_steps=4",
+    "training.save_strategy=steps",
+    "training.save_steps=2",
+    "training.logging_steps=1",
+    "training.per_device_train_batch_size=2",
+    "training.max_length=512",
+    "data.synthetic_trajectories=8",
+    "training.resume_from_checkpoint=auto",
+]
 
 
 def _train(output_dir: Path, env: dict) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "train/dpo.py"), *TRAIN, f"output_dir={output_dir}"],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "train/dpo.py"), *TRAIN, f"output_dir={output_dir}"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-5000:]
     return proc
 
@@ -46,8 +60,14 @@ def _losses(output_dir: Path) -> dict[int, float]:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "offline",
-            "OMP_NUM_THREADS": "1", "TIMEALIGN_CACHE": str(tmp_path_factory.mktemp("cache"))}
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
+        "TIMEALIGN_CACHE": str(tmp_path_factory.mktemp("cache")),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +87,10 @@ def _half(path: Path) -> int:
 
 
 CORRUPTIONS = {
-    "half-weights": ("model.safetensors", lambda size: f"model.safetensors is truncated ({size // 2} of {size} bytes)"),
+    "half-weights": (
+        "model.safetensors",
+        lambda size: f"model.safetensors is truncated ({size // 2} of {size} bytes)",
+    ),
     "torn-trainer-state": ("trainer_state.json", lambda size: "trainer_state.json does not parse"),
 }
 
@@ -102,6 +125,7 @@ def _append(name):
     def damage(ckpt):
         with open(ckpt / name, "ab") as fh:
             fh.write(b"\0" * 16)
+
     return damage
 
 
@@ -165,8 +189,10 @@ def test_a_sharded_checkpoint_is_checked_shard_by_shard(trained, tmp_path):
     tensors = load_file(str(ckpt / "model.safetensors"))
     (ckpt / "model.safetensors").unlink()
     names = sorted(tensors)
-    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
-              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    shards = {
+        "model-00001-of-00002.safetensors": names[: len(names) // 2],
+        "model-00002-of-00002.safetensors": names[len(names) // 2 :],
+    }
     for shard, keys in shards.items():
         save_file({k: tensors[k] for k in keys}, str(ckpt / shard), metadata={"format": "pt"})
     weight_map = {k: shard for shard, keys in shards.items() for k in keys}
@@ -219,20 +245,26 @@ def test_a_checkpoint_of_another_architecture_or_shape_does_not_fit(trained, tmp
 
     gpt2 = _gpt2_checkpoint(trained, tmp_path / "gpt2")
     assert resume.checkpoint_problem(gpt2) is None  # it loads completely: only the model check tells
-    assert resume.checkpoint_model_problem(model, gpt2).startswith("it holds a 'gpt2' model (GPT2LMHeadModel), this "
-                                                                   "recipe trains a 'llama' model")
+    assert resume.checkpoint_model_problem(model, gpt2).startswith(
+        "it holds a 'gpt2' model (GPT2LMHeadModel), this recipe trains a 'llama' model"
+    )
     tensors = load_file(str(ckpt / "model.safetensors"))
     name = "model.layers.0.mlp.gate_proj.weight"
     rows, cols = tensors[name].shape
     wider = dict(tensors, **{name: torch_zeros(rows * 2, cols)})
     save_file(wider, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
     assert resume.checkpoint_model_problem(model, ckpt) == (
-        f"parameters of other shapes: {name} [{rows * 2}, {cols}] (checkpoint) vs [{rows}, {cols}] (model)")
-    save_file({k: v for k, v in tensors.items() if k != name}, str(ckpt / "model.safetensors"),
-              metadata={"format": "pt"})
+        f"parameters of other shapes: {name} [{rows * 2}, {cols}] (checkpoint) vs [{rows}, {cols}] (model)"
+    )
+    save_file(
+        {k: v for k, v in tensors.items() if k != name}, str(ckpt / "model.safetensors"), metadata={"format": "pt"}
+    )
     assert resume.checkpoint_model_problem(model, ckpt) == f"it lacks parameters of this model: {name}"
-    save_file({**tensors, "model.extra.weight": tensors[name].clone()}, str(ckpt / "model.safetensors"),
-              metadata={"format": "pt"})
+    save_file(
+        {**tensors, "model.extra.weight": tensors[name].clone()},
+        str(ckpt / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     assert resume.checkpoint_model_problem(model, ckpt) == "it has parameters this model does not: model.extra.weight"
 
 
@@ -271,13 +303,20 @@ def test_resuming_from_another_architectures_checkpoint_stops_with_one_line(trai
     gpt2 = _gpt2_checkpoint(trained, tmp_path / "gpt2")
     out = tmp_path / "run"
     args = [*TRAIN[:-1], f"training.resume_from_checkpoint={gpt2}", f"output_dir={out}"]
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "train/dpo.py"), *args], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "train/dpo.py"), *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 2, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(
         f"error: training.resume_from_checkpoint={gpt2}: {gpt2} does not fit this recipe's model: it holds a 'gpt2' "
-        "model (GPT2LMHeadModel), this recipe trains a 'llama' model"), proc.stderr[-3000:]
+        "model (GPT2LMHeadModel), this recipe trains a 'llama' model"
+    ), proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and not (out / "model.safetensors").exists()
 
 
@@ -289,8 +328,9 @@ def test_an_explicit_path_of_another_model_setup_is_refused(trained, tmp_path, c
     same = load_recipe("tiny", {k: v for k, v in (a.split("=", 1) for a in TRAIN[1:])})
     same.training["resume_from_checkpoint"] = str(ckpt)
     resume.check_checkpoint_fits(same, model, ckpt, explicit=True)
-    changed = load_recipe("tiny", {**{k: v for k, v in (a.split("=", 1) for a in TRAIN[1:])},
-                                   "training.learning_rate": "1e-6"})
+    changed = load_recipe(
+        "tiny", {**{k: v for k, v in (a.split("=", 1) for a in TRAIN[1:])}, "training.learning_rate": "1e-6"}
+    )
     with caplog.at_level(logging.WARNING, logger="timealign.train.resume"):
         resume.check_checkpoint_fits(changed, model, ckpt, explicit=True)  # a hyperparameter: the user's call
     assert "trained with other settings: training.learning_rate" in caplog.text

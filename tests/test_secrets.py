@@ -84,20 +84,38 @@ def _non_loopback_ipv4() -> str | None:
     return None if is_loopback(address) or address == "0.0.0.0" else address
 
 
-@pytest.mark.parametrize("host,loopback", [
-    ("127.0.0.1", True), ("127.8.9.10", True), ("::1", True), ("localhost", True), ("LOCALHOST.", True),
-    ("::ffff:127.0.0.1", True), ("10.0.0.1", False), ("128.0.0.1", False), ("::2", False),
-    ("localhost.example.com", False), ("127.0.0.1.nip.io", False), ("", False), (None, False)])
+@pytest.mark.parametrize(
+    "host,loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("localhost", True),
+        ("LOCALHOST.", True),
+        ("::ffff:127.0.0.1", True),
+        ("10.0.0.1", False),
+        ("128.0.0.1", False),
+        ("::2", False),
+        ("localhost.example.com", False),
+        ("127.0.0.1.nip.io", False),
+        ("", False),
+        (None, False),
+    ],
+)
 def test_loopback_addresses(host, loopback):
     assert is_loopback(host) is loopback
 
 
-@pytest.mark.parametrize("url,shown", [
-    ("http://user:sk-123@host:8000/v1", "http://***@host:8000/v1"),
-    ("http://sk-123@host/v1", "http://***@host/v1"),
-    ("https://host/v1?api_key=sk-123&x=1", "https://host/v1?api_key=***&x=***"),
-    ("https://host/v1#sk-123", "https://host/v1#***"),
-    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1")])
+@pytest.mark.parametrize(
+    "url,shown",
+    [
+        ("http://user:sk-123@host:8000/v1", "http://***@host:8000/v1"),
+        ("http://sk-123@host/v1", "http://***@host/v1"),
+        ("https://host/v1?api_key=sk-123&x=1", "https://host/v1?api_key=***&x=***"),
+        ("https://host/v1#sk-123", "https://host/v1#***"),
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+    ],
+)
 def test_redact_url(url, shown):
     assert redact_url(url) == shown
 
@@ -125,13 +143,23 @@ def test_key_refused_to_a_non_loopback_http_url_before_connecting(monkeypatch):
     assert time.monotonic() - start < 5  # refused, not a 60 s connection timeout times 6 attempts
 
     for backend in ("openai", "chat"):  # the recipe path: eval.backend=openai and eval.backend=chat
-        recipe = load_recipe("tiny", {"eval.backend": backend, "eval.base_url": UNREACHABLE,
-                                      "eval.api_key_env": "TA_SECRET_KEY"})
+        recipe = load_recipe(
+            "tiny", {"eval.backend": backend, "eval.base_url": UNREACHABLE, "eval.api_key_env": "TA_SECRET_KEY"}
+        )
         with pytest.raises(BackendError, match="refusing to send the API key"):
             make_backend(recipe.eval, "tiny")
-        allowed = make_backend(load_recipe("tiny", {"eval.backend": backend, "eval.base_url": UNREACHABLE,
-                                                    "eval.api_key_env": "TA_SECRET_KEY",
-                                                    "eval.allow_insecure_key": "true"}).eval, "tiny")
+        allowed = make_backend(
+            load_recipe(
+                "tiny",
+                {
+                    "eval.backend": backend,
+                    "eval.base_url": UNREACHABLE,
+                    "eval.api_key_env": "TA_SECRET_KEY",
+                    "eval.allow_insecure_key": "true",
+                },
+            ).eval,
+            "tiny",
+        )
         assert allowed._headers()["Authorization"] == f"Bearer {SECRET}"  # the explicit key lets it through
 
     # https, or no key at all, is fine for any host
@@ -171,8 +199,12 @@ def test_a_real_non_loopback_server_gets_no_key_unless_allowed(monkeypatch):
 
 
 def test_a_key_in_the_url_is_refused_without_showing_it(server):
-    for url in (f"http://user:{SECRET}@127.0.0.1:{server.port}/v1", f"http://{SECRET}@127.0.0.1:{server.port}/v1",
-                f"{server.url}?api_key={SECRET}", f"https://user:{SECRET}@api.example.com/v1"):
+    for url in (
+        f"http://user:{SECRET}@127.0.0.1:{server.port}/v1",
+        f"http://{SECRET}@127.0.0.1:{server.port}/v1",
+        f"{server.url}?api_key={SECRET}",
+        f"https://user:{SECRET}@api.example.com/v1",
+    ):
         with pytest.raises(BackendError) as err:
             OpenAIBackend(url, model="m", api_key_env="")
         assert SECRET not in str(err.value) and "eval.api_key_env" in str(err.value)
@@ -198,8 +230,9 @@ def _files_under(folder: Path) -> dict[str, str]:
     return {str(p): p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file()}
 
 
-def test_the_eval_command_keeps_the_key_out_of_reports_logs_and_cache(server, tiny_model_dir, tmp_path, monkeypatch,
-                                                                       caplog, capsys):
+def test_the_eval_command_keeps_the_key_out_of_reports_logs_and_cache(
+    server, tiny_model_dir, tmp_path, monkeypatch, caplog, capsys
+):
     """The real eval path (eval/run.py, tictoc suite, eval.backend=openai, the resume cache): the key reaches the
     server as a bearer header, and appears in no file of the output folder, no log record and no printed line."""
     from tests.test_backends import tictoc_rows
@@ -209,9 +242,18 @@ def test_the_eval_command_keeps_the_key_out_of_reports_logs_and_cache(server, ti
     tictoc_rows(prepared)
     monkeypatch.setenv("TA_SECRET_KEY", SECRET)
     caplog.set_level(logging.DEBUG)
-    common = ["recipe=tiny", f"checkpoint={tiny_model_dir}", "eval.backend=openai", "eval.served_model=tiny-served",
-              "eval.api_key_env=TA_SECRET_KEY", f"data.prepared_dir={prepared}", "data.synthetic_trajectories=4", "eval.max_samples=3",
-              "eval.max_new_tokens=4", f"output_dir={tmp_path / 'run'}"]
+    common = [
+        "recipe=tiny",
+        f"checkpoint={tiny_model_dir}",
+        "eval.backend=openai",
+        "eval.served_model=tiny-served",
+        "eval.api_key_env=TA_SECRET_KEY",
+        f"data.prepared_dir={prepared}",
+        "data.synthetic_trajectories=4",
+        "eval.max_samples=3",
+        "eval.max_new_tokens=4",
+        f"output_dir={tmp_path / 'run'}",
+    ]
     out = tmp_path / "eval"
     assert main([*common, f"eval.base_url={server.url}", f"out={out}"]) == 0
     assert len(server.seen) == 3 and {auth for _, auth in server.seen} == {f"Bearer {SECRET}"}
@@ -240,11 +282,25 @@ def test_the_eval_command_keeps_the_key_out_of_reports_logs_and_cache(server, ti
 HUB_SECRET = "hf_SECRETtoken9d8e7f"
 
 
-@pytest.mark.parametrize("key,secret", [
-    ("hub_token", True), ("training.hub_token", True), ("+training.hub_token", True), ("token", True),
-    ("wandb.api_key", True), ("openai_apikey", True), ("db_password", True), ("client_secret", True),
-    ("eval.api_key_env", False), ("training.pad_token", False), ("training.eos_token", False),
-    ("timer.special_tokens", False), ("eval.max_new_tokens", False), ("include_num_input_tokens_seen", False)])
+@pytest.mark.parametrize(
+    "key,secret",
+    [
+        ("hub_token", True),
+        ("training.hub_token", True),
+        ("+training.hub_token", True),
+        ("token", True),
+        ("wandb.api_key", True),
+        ("openai_apikey", True),
+        ("db_password", True),
+        ("client_secret", True),
+        ("eval.api_key_env", False),
+        ("training.pad_token", False),
+        ("training.eos_token", False),
+        ("timer.special_tokens", False),
+        ("eval.max_new_tokens", False),
+        ("include_num_input_tokens_seen", False),
+    ],
+)
 def test_one_rule_says_which_fields_hold_secrets(key, secret):
     from timealign.config.secrets import is_secret_key
 
@@ -264,8 +320,9 @@ def test_the_recipe_holds_the_token_in_memory_and_shows_it_nowhere(monkeypatch):
     assert recipe.training["hub_token"] == REDACTED and recipe.training["pad_token"] == "<pad>"
     assert recipe.overrides == {"training.hub_token": REDACTED, "training.pad_token": "<pad>"}
     assert HUB_SECRET not in json.dumps(recipe.to_dict()) and recipe.secrets == {"training.hub_token": HUB_SECRET}
-    assert redact({"a": {"hub_token": "x", "n": [{"api_key": "k"}]}}) == {"a": {"hub_token": REDACTED,
-                                                                                "n": [{"api_key": REDACTED}]}}
+    assert redact({"a": {"hub_token": "x", "n": [{"api_key": "k"}]}}) == {
+        "a": {"hub_token": REDACTED, "n": [{"api_key": REDACTED}]}
+    }
     args = training_args(recipe, DPOConfig)
     assert args.hub_token is None and os.environ["HF_TOKEN"] == HUB_SECRET  # the hub reads it at push time
 
@@ -282,7 +339,6 @@ def test_a_token_in_the_recipe_is_in_no_file_training_export_or_evaluation_write
     import sys
 
     import torch
-
     from conftest import REPO_ROOT, launcher_env
 
     env = launcher_env(WANDB_DIR=str(tmp_path), WANDB_PROJECT="secrets", TIMEALIGN_CACHE=str(tmp_path / "cache"))
@@ -290,22 +346,54 @@ def test_a_token_in_the_recipe_is_in_no_file_training_export_or_evaluation_write
     out, export, evals = tmp_path / "run", tmp_path / "export", tmp_path / "eval"
     data = ["data.synthetic_trajectories=8", f"training.hub_token={HUB_SECRET}"]
     commands = [
-        ["train/dpo.py", "recipe=tiny", f"output_dir={out}", "training.max_steps=2", "training.save_strategy=steps",
-         "training.save_steps=1", "training.report_to=[wandb]", "training.per_device_train_batch_size=2", *data],
+        [
+            "train/dpo.py",
+            "recipe=tiny",
+            f"output_dir={out}",
+            "training.max_steps=2",
+            "training.save_strategy=steps",
+            "training.save_steps=1",
+            "training.report_to=[wandb]",
+            "training.per_device_train_batch_size=2",
+            *data,
+        ],
         ["train/export.py", f"checkpoint={out}", f"out={export}"],
-        ["eval/run.py", "recipe=tiny", f"checkpoint={out}", f"output_dir={out}", "suites=tictoc", "wandb=true",
-         "eval.max_samples=2", "eval.max_new_tokens=4", f"out={evals}", *data],
+        [
+            "eval/run.py",
+            "recipe=tiny",
+            f"checkpoint={out}",
+            f"output_dir={out}",
+            "suites=tictoc",
+            "wandb=true",
+            "eval.max_samples=2",
+            "eval.max_new_tokens=4",
+            f"out={evals}",
+            *data,
+        ],
     ]
     printed = ""
     for command in commands:
-        proc = subprocess.run([sys.executable, str(REPO_ROOT / command[0]), *command[1:]], cwd=REPO_ROOT, env=env,
-                              capture_output=True, text=True, timeout=600, check=False)
+        proc = subprocess.run(
+            [sys.executable, str(REPO_ROOT / command[0]), *command[1:]],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
         printed += proc.stdout + proc.stderr
     files = _bytes_under(out, export, evals, tmp_path / "wandb")
     assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 2  # the training run and the eval run
-    for name in ("timealign_recipe.yaml", "timealign_run.json", "training_args.bin", "README.md",
-                 "checkpoint-1/training_args.bin", "checkpoint-1/timealign_recipe.yaml"):
+    for name in (
+        "timealign_recipe.yaml",
+        "timealign_run.json",
+        "training_args.bin",
+        "README.md",
+        "checkpoint-1/training_args.bin",
+        "checkpoint-1/timealign_recipe.yaml",
+    ):
         assert str(out / name) in files, name
     assert str(export / "timealign_recipe.yaml") in files and str(export / "README.md") in files
     assert [name for name, data in files.items() if HUB_SECRET.encode() in data] == []

@@ -8,28 +8,39 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["timer.synthetic_dialogs=24", "timer.synthetic_eval_dialogs=4", "training.max_steps=2",
-         "training.logging_steps=1", "training.per_device_train_batch_size=4"]
+SMALL = [
+    "timer.synthetic_dialogs=24",
+    "timer.synthetic_eval_dialogs=4",
+    "training.max_steps=2",
+    "training.logging_steps=1",
+    "training.per_device_train_batch_size=4",
+]
 
 
 @pytest.fixture(scope="module")
 def cli_env(tmp_path_factory):
     env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", WANDB_MODE="offline", TOKENIZERS_PARALLELISM="false",
-               TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")), PYTHONUNBUFFERED="1")
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        WANDB_MODE="offline",
+        TOKENIZERS_PARALLELISM="false",
+        TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")),
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
 def run(args, env, check=True):
     proc = subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                             f"{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
@@ -63,8 +74,9 @@ def two_step(checkpoint):
     from timealign.suites.timelychat.infer import TimerInference
 
     dialogs = eval_dialogs(SAMPLE)
-    infer = TimerInference.from_checkpoint(checkpoint, dtype="float32", device="cpu", batch_size=8,
-                                           interval_max_new_tokens=6, response_max_new_tokens=8)
+    infer = TimerInference.from_checkpoint(
+        checkpoint, dtype="float32", device="cpu", batch_size=8, interval_max_new_tokens=6, response_max_new_tokens=8
+    )
     preds = infer.run([d.context for d in dialogs], [d.target_speaker for d in dialogs])
     assert len(preds) == len(dialogs)
     for p in preds:
@@ -85,8 +97,15 @@ def test_help_and_recipe_errors(cli_env):
 
 
 def test_bad_input_names_file_and_record(cli_env, tmp_path):
-    good = {"id": "ok", "speaker_list": ["A", "B"], "context": ["Off to the gym.", "Have fun!"],
-            "target_speaker": "A", "time_elapsed": "1 hour", "timely_response": "Back!", "untimely_response": "Bye"}
+    good = {
+        "id": "ok",
+        "speaker_list": ["A", "B"],
+        "context": ["Off to the gym.", "Have fun!"],
+        "target_speaker": "A",
+        "time_elapsed": "1 hour",
+        "timely_response": "Back!",
+        "untimely_response": "Bye",
+    }
     bad = dict(good, id="broken", context=["Off to the gym."])
     path = tmp_path / "dialogs.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
@@ -106,8 +125,7 @@ def test_bad_input_names_file_and_record(cli_env, tmp_path):
 
 def test_python_full_finetune_then_two_step_inference(cli_env, prepared, tmp_path):
     out = tmp_path / "full"
-    run(py("train/sft.py", "recipe=tiny-timer", f"data.prepared_dir={prepared}", f"output_dir={out}", *SMALL),
-        cli_env)
+    run(py("train/sft.py", "recipe=tiny-timer", f"data.prepared_dir={prepared}", f"output_dir={out}", *SMALL), cli_env)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(out)
@@ -130,9 +148,24 @@ def test_accelerate_launch_lora_wandb_then_two_step_inference(cli_env, prepared,
     out = tmp_path / "lora"
     env = dict(cli_env, WANDB_DIR=str(tmp_path))
     accelerate = str(Path(sys.executable).with_name("accelerate"))
-    run([accelerate, "launch", "--num_processes", "1", "--cpu", str(REPO_ROOT / "train/sft.py"), "recipe=tiny-timer",
-         f"data.prepared_dir={prepared}", f"output_dir={out}", "lora.enabled=true", "lora.r=4",
-         "training.report_to=[wandb]", *SMALL], env)  # SMALL[:2]: the prepared folder's settings
+    run(
+        [
+            accelerate,
+            "launch",
+            "--num_processes",
+            "1",
+            "--cpu",
+            str(REPO_ROOT / "train/sft.py"),
+            "recipe=tiny-timer",
+            f"data.prepared_dir={prepared}",
+            f"output_dir={out}",
+            "lora.enabled=true",
+            "lora.r=4",
+            "training.report_to=[wandb]",
+            *SMALL,
+        ],
+        env,
+    )  # SMALL[:2]: the prepared folder's settings
     assert (out / "adapter_config.json").exists()
     adapter = json.loads((out / "adapter_config.json").read_text())
     assert adapter["trainable_token_indices"]  # the TIMER tokens' rows were trained

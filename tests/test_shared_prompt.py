@@ -36,10 +36,23 @@ def load_model(path, attn="sdpa"):
 def make_config(tmp_path, **overrides):
     from trl import DPOConfig
 
-    kwargs = dict(output_dir=str(tmp_path / "out"), bf16=False, gradient_checkpointing=False, report_to=[],
-                  use_cpu=True, logging_steps=1, max_length=None, per_device_train_batch_size=4, max_steps=2,
-                  learning_rate=1e-3, beta=BETA, save_strategy="no", seed=0, disable_tqdm=True,
-                  dataloader_num_workers=0)
+    kwargs = dict(
+        output_dir=str(tmp_path / "out"),
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to=[],
+        use_cpu=True,
+        logging_steps=1,
+        max_length=None,
+        per_device_train_batch_size=4,
+        max_steps=2,
+        learning_rate=1e-3,
+        beta=BETA,
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     kwargs.update(overrides)
     return DPOConfig(**kwargs)
 
@@ -49,9 +62,11 @@ def synthetic_pairs(tokenizer, margins=(0.0, 0.5, 1.5, 0.25)) -> Dataset:
     trees get padding)."""
     rows = {"prompt": [], "chosen": [], "rejected": [], "margin": [], "scenario": []}
     for i, margin in enumerate(margins):
-        messages = [{"role": "user", "content": "Is the store open now? " * (1 + 2 * i)},
-                    {"role": "assistant", "content": "Let me check the latest data for you."},
-                    {"role": "user", "content": f"It is {10 + i} minutes later."}]
+        messages = [
+            {"role": "user", "content": "Is the store open now? " * (1 + 2 * i)},
+            {"role": "assistant", "content": "Let me check the latest data for you."},
+            {"role": "user", "content": f"It is {10 + i} minutes later."},
+        ]
         rows["prompt"].append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
         rows["chosen"].append('<tool_call>{"name": "search", "arguments": {}}</tool_call>' + " again" * (3 * i))
         rows["rejected"].append("It is still open. " * (4 - i))
@@ -75,15 +90,20 @@ def build(tmp_path, model_dir, tokenizer, dataset, shared, source="reload", gc=F
     from peft import LoraConfig
 
     name = f"{'shared' if shared else 'trl'}-{source}-{kwargs.get('padding_free', False)}"
-    args = make_config(tmp_path / name, precompute_ref_log_probs=source.endswith("precompute"),
-                       gradient_checkpointing=gc)
+    args = make_config(
+        tmp_path / name, precompute_ref_log_probs=source.endswith("precompute"), gradient_checkpointing=gc
+    )
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
     trainer = OffsetDPOTrainer(
         model=load_model(model_dir, attn),
         ref_model=load_model(model_dir, attn) if source == "ref_model" else None,
-        args=args, train_dataset=dataset, processing_class=tokenizer,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
         peft_config=lora if source.startswith("lora") else None,
-        shared_prompt=shared, **kwargs)
+        shared_prompt=shared,
+        **kwargs,
+    )
     perturb(trainer.model)  # after the precompute: the reference stays the loaded weights
     if gc:  # as Trainer.train turns it on (these tests call compute_loss directly)
         trainer.model.gradient_checkpointing_enable(trainer.args.gradient_checkpointing_kwargs)
@@ -99,8 +119,11 @@ def step(trainer) -> dict:
     with trainer.compute_loss_context_manager():
         loss = trainer.compute_loss(trainer.model, batch)
     loss.backward()
-    out = {"loss": loss.detach(), "metrics": {k: v[-1] for k, v in trainer._metrics["train"].items()},
-           "grads": {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad}}
+    out = {
+        "loss": loss.detach(),
+        "metrics": {k: v[-1] for k, v in trainer._metrics["train"].items()},
+        "grads": {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.requires_grad},
+    }
     # Per-pair log-probs ([chosen; rejected] x pairs) through each layout's reference path: of the policy (PEFT: its
     # base, adapters disabled) and of the reference model if there is one.
     key = "base_logps" if is_peft_model(trainer.model) else "policy_logps"
@@ -141,7 +164,7 @@ def plain_logps(model, example) -> tuple[float, float]:
         with torch.no_grad():
             logits = model(input_ids=ids).logits[0, :-1].float()
         token_logps = torch.log_softmax(logits, -1).gather(1, ids[0, 1:, None])[:, 0]
-        return token_logps[len(example["prompt_ids"]) - 1:].sum().item()
+        return token_logps[len(example["prompt_ids"]) - 1 :].sum().item()
 
     return logp(example["chosen_ids"]), logp(example["rejected_ids"])
 
@@ -166,8 +189,10 @@ def test_tree_rows_hold_trls_rows(max_length, padding_free):
     """Each tree is TRL's chosen row and rejected row with the prompt once, TRL's keep_start truncation included."""
     from trl.trainer.dpo_trainer import DataCollatorForPreference
 
-    examples = [{"prompt_ids": [11, 12, 13, 14], "chosen_ids": [21, 22], "rejected_ids": [31, 32, 33], "junk": 1},
-                {"prompt_ids": [15, 16], "chosen_ids": [23, 24, 25, 26], "rejected_ids": [34]}]
+    examples = [
+        {"prompt_ids": [11, 12, 13, 14], "chosen_ids": [21, 22], "rejected_ids": [31, 32, 33], "junk": 1},
+        {"prompt_ids": [15, 16], "chosen_ids": [23, 24, 25, 26], "rejected_ids": [34]},
+    ]
     trl_collator = DataCollatorForPreference(pad_token_id=0, max_length=max_length)
     trl = trl_collator(examples)
     ours = shared_prompt.SharedPromptCollator.replacing(trl_collator, padding_free=padding_free)(examples)
@@ -198,20 +223,23 @@ def test_mask_is_the_tree():
     branch = torch.tensor([[b[k] for k in ("prompt", "prompt", "chosen", "bridge", "rejected", "prompt", "chosen")]])
     pair = torch.tensor([[0, 0, 0, 0, 0, 1, 1]])
     got = shared_prompt.tree_attention_mask(pair, branch)[0, 0].int().tolist()
-    assert got == [[1, 0, 0, 0, 0, 0, 0],   # a
-                   [1, 1, 0, 0, 0, 0, 0],   # b
-                   [1, 1, 1, 0, 0, 0, 0],   # c: prompt and itself
-                   [1, 1, 0, 0, 0, 0, 0],   # b': the prompt only (exactly b's keys)
-                   [1, 1, 0, 0, 1, 0, 0],   # r: prompt and its own branch, not c, not b'
-                   [0, 0, 0, 0, 0, 1, 0],   # next pair: never the first
-                   [0, 0, 0, 0, 0, 1, 1]]
+    assert got == [
+        [1, 0, 0, 0, 0, 0, 0],  # a
+        [1, 1, 0, 0, 0, 0, 0],  # b
+        [1, 1, 1, 0, 0, 0, 0],  # c: prompt and itself
+        [1, 1, 0, 0, 0, 0, 0],  # b': the prompt only (exactly b's keys)
+        [1, 1, 0, 0, 1, 0, 0],  # r: prompt and its own branch, not c, not b'
+        [0, 0, 0, 0, 0, 1, 0],  # next pair: never the first
+        [0, 0, 0, 0, 0, 1, 1],
+    ]
 
 
 def test_keep_end_and_empty_prompts_are_refused():
     from trl.trainer.dpo_trainer import DataCollatorForPreference
 
     collator = shared_prompt.SharedPromptCollator.replacing(
-        DataCollatorForPreference(pad_token_id=0, max_length=4, truncation_mode="keep_end"))
+        DataCollatorForPreference(pad_token_id=0, max_length=4, truncation_mode="keep_end")
+    )
     fits = {"prompt_ids": [1, 2], "chosen_ids": [3, 4], "rejected_ids": [5]}
     assert collator([fits])["input_ids"].tolist() == [[1, 2, 3, 4, 2, 5]]
     with pytest.raises(ValueError, match="pair 1 of the batch.*keep_end.*dpo.shared_prompt=false"):
@@ -232,15 +260,30 @@ def test_tree_forward_equals_unshared_rows(model_type, attn, tiny_tokenizer):
     from trl.trainer.dpo_trainer import DataCollatorForPreference
 
     torch.manual_seed(0)
-    config = AutoConfig.for_model(model_type, vocab_size=len(tiny_tokenizer), hidden_size=64, intermediate_size=128,
-                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    config = AutoConfig.for_model(
+        model_type,
+        vocab_size=len(tiny_tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+    )
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn).eval()
-    examples = [{"prompt_ids": list(range(5, 5 + p)), "chosen_ids": list(range(60, 60 + c)),
-                 "rejected_ids": list(range(90, 90 + r))} for p, c, r in ((9, 3, 5), (4, 6, 1), (12, 2, 2))]
+    examples = [
+        {
+            "prompt_ids": list(range(5, 5 + p)),
+            "chosen_ids": list(range(60, 60 + c)),
+            "rejected_ids": list(range(90, 90 + r)),
+        }
+        for p, c, r in ((9, 3, 5), (4, 6, 1), (12, 2, 2))
+    ]
     expected = torch.tensor([plain_logps(model, ex) for ex in examples]).T  # [2, pairs]
     for padding_free in (False, True):
-        collator = shared_prompt.SharedPromptCollator.replacing(DataCollatorForPreference(pad_token_id=0),
-                                                               padding_free=padding_free)
+        collator = shared_prompt.SharedPromptCollator.replacing(
+            DataCollatorForPreference(pad_token_id=0), padding_free=padding_free
+        )
         tree = shared_prompt.PairTree(collator(examples))
         shared_prompt.check_model(model.config, tree.input_ids.size(1))
         with torch.no_grad():
@@ -255,21 +298,38 @@ def test_models_it_cannot_handle_are_refused(tmp_path, tiny_model_dir, tiny_toke
     from transformers import AutoConfig, AutoModelForCausalLM
 
     dataset = synthetic_pairs(tiny_tokenizer)
-    flash = AutoConfig.for_model("llama", vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=32)
+    flash = AutoConfig.for_model(
+        "llama", vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+    )
     flash._attn_implementation = "flash_attention_2"  # no arbitrary mask (flash-attn itself is absent on CPU)
     with pytest.raises(ValueError, match="model.attn_implementation='flash_attention_2'.*dpo.shared_prompt=false"):
         shared_prompt.check_model(flash)
     flex = load_model(tiny_model_dir, "flex_attention")  # a BlockMask of the tree (tree_block_mask)
     OffsetDPOTrainer(model=flex, args=make_config(tmp_path), train_dataset=dataset, processing_class=tiny_tokenizer)
-    OffsetDPOTrainer(model=flex, args=make_config(tmp_path), train_dataset=dataset, processing_class=tiny_tokenizer,
-                     shared_prompt=False)  # TRL's layout takes any attention
+    OffsetDPOTrainer(
+        model=flex,
+        args=make_config(tmp_path),
+        train_dataset=dataset,
+        processing_class=tiny_tokenizer,
+        shared_prompt=False,
+    )  # TRL's layout takes any attention
     config = AutoConfig.for_model("gpt2", vocab_size=len(tiny_tokenizer), n_embd=32, n_layer=1, n_head=2)
     with pytest.raises(ValueError, match="verified for model types llama.*'gpt2'"):
-        OffsetDPOTrainer(model=AutoModelForCausalLM.from_config(config), args=make_config(tmp_path),
-                         train_dataset=dataset, processing_class=tiny_tokenizer)
-    window = AutoConfig.for_model("mistral", sliding_window=8, vocab_size=50, hidden_size=32, num_hidden_layers=1,
-                                  num_attention_heads=2, intermediate_size=32)
+        OffsetDPOTrainer(
+            model=AutoModelForCausalLM.from_config(config),
+            args=make_config(tmp_path),
+            train_dataset=dataset,
+            processing_class=tiny_tokenizer,
+        )
+    window = AutoConfig.for_model(
+        "mistral",
+        sliding_window=8,
+        vocab_size=50,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+    )
     window._attn_implementation = "sdpa"
     shared_prompt.check_model(window, row_length=8)
     with pytest.raises(ValueError, match="row of 9 tokens is longer than the model's sliding window"):
@@ -279,8 +339,9 @@ def test_models_it_cannot_handle_are_refused(tmp_path, tiny_model_dir, tiny_toke
 def test_settings_that_are_not_exact_are_refused(tmp_path, tiny_model_dir, tiny_tokenizer):
     from trl.trainer.dpo_trainer import DataCollatorForPreference
 
-    common = dict(args=make_config(tmp_path), train_dataset=synthetic_pairs(tiny_tokenizer),
-                  processing_class=tiny_tokenizer)
+    common = dict(
+        args=make_config(tmp_path), train_dataset=synthetic_pairs(tiny_tokenizer), processing_class=tiny_tokenizer
+    )
     model = load_model(tiny_model_dir)
     with pytest.raises(ValueError, match="needs shared_prompt=True"):
         OffsetDPOTrainer(model=model, shared_prompt=False, padding_free=True, **common)
@@ -299,8 +360,10 @@ def test_settings_that_are_not_exact_are_refused(tmp_path, tiny_model_dir, tiny_
 # --------------------------------------------------------------------------------- one step against TRL's own path
 
 
-@pytest.mark.parametrize("source, gc", [("reload", False), ("ref_model", True), ("precompute", False),
-                                        ("lora", True), ("lora_precompute", False)])
+@pytest.mark.parametrize(
+    "source, gc",
+    [("reload", False), ("ref_model", True), ("precompute", False), ("lora", True), ("lora_precompute", False)],
+)
 def test_synthetic_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer, source, gc):
     dataset = synthetic_pairs(tiny_tokenizer)
     trl_trainer = build(tmp_path, tiny_model_dir, tiny_tokenizer, dataset, False, source, gc)
@@ -308,8 +371,9 @@ def test_synthetic_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer, sou
     assert shared.model.is_gradient_checkpointing == gc
     if source.endswith("precompute"):  # the precompute ran on the tree layout and gave TRL's columns
         for column in ("ref_chosen_logps", "ref_rejected_logps"):
-            torch.testing.assert_close(torch.tensor(shared.train_dataset[column]),
-                                       torch.tensor(trl_trainer.train_dataset[column]), **TOL)
+            torch.testing.assert_close(
+                torch.tensor(shared.train_dataset[column]), torch.tensor(trl_trainer.train_dataset[column]), **TOL
+            )
     assert_same(step(shared), step(trl_trainer))
 
 
@@ -327,8 +391,12 @@ def test_metrics_equal_stock_trl(tmp_path, tiny_model_dir, tiny_tokenizer):
     from trl import DPOTrainer
 
     dataset = synthetic_pairs(tiny_tokenizer, margins=(0.0,) * 4)
-    stock = DPOTrainer(model=load_model(tiny_model_dir), args=make_config(tmp_path / "stock"),
-                       train_dataset=dataset.remove_columns("margin"), processing_class=tiny_tokenizer)
+    stock = DPOTrainer(
+        model=load_model(tiny_model_dir),
+        args=make_config(tmp_path / "stock"),
+        train_dataset=dataset.remove_columns("margin"),
+        processing_class=tiny_tokenizer,
+    )
     perturb(stock.model)
     trl = step(stock)
     ours = step(build(tmp_path, tiny_model_dir, tiny_tokenizer, dataset, True))
@@ -343,9 +411,18 @@ def test_training_and_eval_logs_equal_trl(tmp_path, tiny_model_dir, tiny_tokeniz
     logs = {}
     for shared in (False, True):
         trainer = OffsetDPOTrainer(
-            model=load_model(tiny_model_dir), args=make_config(tmp_path / str(shared), per_device_train_batch_size=1,
-                                                              gradient_accumulation_steps=2, eval_strategy="no"),
-            train_dataset=dataset, eval_dataset=dataset, processing_class=tiny_tokenizer, shared_prompt=shared)
+            model=load_model(tiny_model_dir),
+            args=make_config(
+                tmp_path / str(shared),
+                per_device_train_batch_size=1,
+                gradient_accumulation_steps=2,
+                eval_strategy="no",
+            ),
+            train_dataset=dataset,
+            eval_dataset=dataset,
+            processing_class=tiny_tokenizer,
+            shared_prompt=shared,
+        )
         trainer.train()
         logs[shared] = [*trainer.state.log_history[:2], trainer.evaluate()]
     for trl, ours in zip(logs[False], logs[True], strict=True):
@@ -400,15 +477,21 @@ def test_flex_block_mask_forward_equals_dense_on_real_v1_pairs(tiny_model_dir, t
     def ids(text):
         return tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    examples = [{"prompt_ids": ids(row["prompt"]), "chosen_ids": ids(row["chosen"]),
-                 "rejected_ids": ids(row["rejected"])} for row in v1_pairs]
+    examples = [
+        {"prompt_ids": ids(row["prompt"]), "chosen_ids": ids(row["chosen"]), "rejected_ids": ids(row["rejected"])}
+        for row in v1_pairs
+    ]
     assert min(len(ex["prompt_ids"]) for ex in examples) > 128  # more than one block per prompt
-    models = {attn: AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32,
-                                                         attn_implementation=attn).eval()
-              for attn in ("sdpa", "flex_attention")}
+    models = {
+        attn: AutoModelForCausalLM.from_pretrained(
+            tiny_model_dir, dtype=torch.float32, attn_implementation=attn
+        ).eval()
+        for attn in ("sdpa", "flex_attention")
+    }
     for padding_free in (False, True):
-        collator = shared_prompt.SharedPromptCollator.replacing(DataCollatorForPreference(pad_token_id=0),
-                                                               padding_free=padding_free)
+        collator = shared_prompt.SharedPromptCollator.replacing(
+            DataCollatorForPreference(pad_token_id=0), padding_free=padding_free
+        )
         tree = shared_prompt.PairTree(collator(examples))
         labels = tree.labels[:, 1:]
         got = {}
@@ -420,8 +503,12 @@ def test_flex_block_mask_forward_equals_dense_on_real_v1_pairs(tiny_model_dir, t
             got[attn] = token_logps.masked_fill(labels == -100, 0)
         # every scored token's log-prob to 1e-5; the per-pair sums (about -2000 here) to fp32's rounding of a sum
         torch.testing.assert_close(got["flex_attention"], got["sdpa"], rtol=0, atol=1e-5)
-        torch.testing.assert_close(torch.stack(tree.pair_sums(got["flex_attention"])),
-                                   torch.stack(tree.pair_sums(got["sdpa"])), rtol=1e-6, atol=1e-5)
+        torch.testing.assert_close(
+            torch.stack(tree.pair_sums(got["flex_attention"])),
+            torch.stack(tree.pair_sums(got["sdpa"])),
+            rtol=1e-6,
+            atol=1e-5,
+        )
         block_mask = shared_prompt.tree_block_mask(tree.pair_ids, tree.branch_ids)
         assert block_mask.sparsity() > (40 if padding_free else 0)  # % of blocks skipped: other pairs, padding
     with pytest.raises(ValueError, match="no FlexAttention backward on CPU"):
@@ -445,9 +532,22 @@ def unshared_baseline(cluster_env, tmp_path_factory):
     """1 process, TRL's layout, global batch 4, 2 steps."""
     env, data_dir = cluster_env
     out = tmp_path_factory.mktemp("baseline") / "run"
-    _run([sys.executable, str(REPO_ROOT / "train/dpo.py"), "recipe=tiny", f"data.prepared_dir={data_dir}",
-          "data.synthetic_trajectories=8", f"output_dir={out}", "training.max_steps=2", "training.logging_steps=1",
-          "training.per_device_train_batch_size=4", "training.save_strategy=no", "dpo.shared_prompt=false"], env)
+    _run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "train/dpo.py"),
+            "recipe=tiny",
+            f"data.prepared_dir={data_dir}",
+            "data.synthetic_trajectories=8",
+            f"output_dir={out}",
+            "training.max_steps=2",
+            "training.logging_steps=1",
+            "training.per_device_train_batch_size=4",
+            "training.save_strategy=no",
+            "dpo.shared_prompt=false",
+        ],
+        env,
+    )
     return out
 
 
@@ -461,10 +561,18 @@ def test_two_processes_equal_one_unshared(cluster_env, unshared_baseline, tmp_pa
         pytest.importorskip("deepspeed", reason="DeepSpeed not installed (pip install -e '.[deepspeed]')")
     env, data_dir = cluster_env
     out = tmp_path / config
-    env, args = _cluster_launch(env, data_dir, out, "training.max_steps=2", f"accelerate_config={config}",
-                                "training.per_device_train_batch_size=2", "dpo.shared_prompt=true",
-                                f"dpo.padding_free={str(padding_free).lower()}", job="790",
-                                cpu_env=config == "ddp")
+    env, args = _cluster_launch(
+        env,
+        data_dir,
+        out,
+        "training.max_steps=2",
+        f"accelerate_config={config}",
+        "training.per_device_train_batch_size=2",
+        "dpo.shared_prompt=true",
+        f"dpo.padding_free={str(padding_free).lower()}",
+        job="790",
+        cpu_env=config == "ddp",
+    )
     _run(args, env)
     recipe = yaml.safe_load((out / "timealign_recipe.yaml").read_text())  # what build_trainer gave the trainer
     assert recipe["dpo"] == {"shared_prompt": True, "padding_free": padding_free, "margin_mode": "offset"}

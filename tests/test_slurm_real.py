@@ -22,15 +22,16 @@ import time
 from pathlib import Path
 
 import pytest
-
 import slurm_cluster
 from conftest import REPO_ROOT
 
 
 def _skip_reason() -> str | None:
     if os.environ.get("TIMEALIGN_TEST_SLURM") != "1":
-        return ("real-Slurm tests run with `make test-slurm` (installs slurm-wlm + munge through apt, starts "
-                "slurmctld/slurmd; or set TIMEALIGN_TEST_SLURM=1)")
+        return (
+            "real-Slurm tests run with `make test-slurm` (installs slurm-wlm + munge through apt, starts "
+            "slurmctld/slurmd; or set TIMEALIGN_TEST_SLURM=1)"
+        )
     if os.geteuid() != 0:
         return "real-Slurm tests need root: they start munged, slurmctld and slurmd"
     missing = slurm_cluster.missing_tools()
@@ -41,11 +42,27 @@ def _skip_reason() -> str | None:
 
 real_slurm = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
 
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
-            "DEADLINE"}
+TERMINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 # Tiny offset-DPO: 24 training pairs, batch 2, one epoch of 12 steps, a checkpoint every 2 steps.
-TRAIN = ["recipe=tiny", "data.synthetic_trajectories=8", "training.per_device_train_batch_size=2",
-         "training.logging_steps=1", "training.save_strategy=steps", "training.save_steps=2", "training.max_steps=12"]
+TRAIN = [
+    "recipe=tiny",
+    "data.synthetic_trajectories=8",
+    "training.per_device_train_batch_size=2",
+    "training.logging_steps=1",
+    "training.save_strategy=steps",
+    "training.save_steps=2",
+    "training.max_steps=12",
+]
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +80,24 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def job_env(cluster, tmp_path_factory):
     """The submitting shell: no SLURM_* of an outer job, the test cluster's config, offline, logs in a temp dir."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "ACCELERATE_", "TIMEALIGN_", "MASTER_", "WANDB_RUN_ID"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLURM_", "ACCELERATE_", "TIMEALIGN_", "MASTER_", "WANDB_RUN_ID"))
+    }
     logs = tmp_path_factory.mktemp("logs")
-    env.update(cluster.env, HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="1", WANDB_MODE="offline",
-               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")), TIMEALIGN_LOG_DIR=str(logs),
-               TIMEALIGN_PYTHON=sys.executable)
+    env.update(
+        cluster.env,
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        WANDB_MODE="offline",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")),
+        TIMEALIGN_LOG_DIR=str(logs),
+        TIMEALIGN_PYTHON=sys.executable,
+    )
     return env
 
 
@@ -77,8 +105,9 @@ def job_env(cluster, tmp_path_factory):
 
 
 def _run(env, *cmd, check=True, timeout=120) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [str(c) for c in cmd], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -110,8 +139,10 @@ def job_log(env, job: str) -> str:
 
 def _describe(env, job: str) -> str:
     info = job_info(env, job)
-    return (f"job {job}: JobState={info.get('JobState')} Reason={info.get('Reason')} ExitCode={info.get('ExitCode')} "
-            f"Restarts={info.get('Restarts')}\n--- log tail ---\n{job_log(env, job)[-4000:]}")
+    return (
+        f"job {job}: JobState={info.get('JobState')} Reason={info.get('Reason')} ExitCode={info.get('ExitCode')} "
+        f"Restarts={info.get('Restarts')}\n--- log tail ---\n{job_log(env, job)[-4000:]}"
+    )
 
 
 def wait_for(what: str, ready, timeout: float, env=None, job: str | None = None):
@@ -121,14 +152,20 @@ def wait_for(what: str, ready, timeout: float, env=None, job: str | None = None)
         if value:
             return value
         time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
-                         + (f"\n{_describe(env, job)}" if job else ""))
+    raise AssertionError(
+        f"timed out after {timeout:.0f} s waiting for {what}" + (f"\n{_describe(env, job)}" if job else "")
+    )
 
 
 def wait_done(env, job: str, timeout: float = 600) -> dict[str, str]:
     """Wait until the job ends for good (a requeued job passes through PENDING/BeginTime on its way)."""
-    return wait_for(f"job {job} to end", lambda: (lambda i: i if i.get("JobState") in TERMINAL else None)(
-        job_info(env, job)), timeout, env, job)
+    return wait_for(
+        f"job {job} to end",
+        lambda: (lambda i: i if i.get("JobState") in TERMINAL else None)(job_info(env, job)),
+        timeout,
+        env,
+        job,
+    )
 
 
 def _complete_checkpoint(out: Path, step: int) -> bool:
@@ -147,8 +184,13 @@ def _tensors(folder: Path) -> dict:
 def test_a_job_without_gpus_never_becomes_eight_processes():
     from timealign.cluster import placement
 
-    job = {"SLURM_JOB_ID": "12", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2", "SLURM_NODEID": "1",
-           "TIMEALIGN_MAIN_ADDR": "10.0.0.5"}
+    job = {
+        "SLURM_JOB_ID": "12",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_NNODES": "2",
+        "SLURM_NODEID": "1",
+        "TIMEALIGN_MAIN_ADDR": "10.0.0.5",
+    }
     with pytest.raises(RuntimeError, match=r"no GPUs .* launch.gpus_per_node is 8: submit with --gres=gpu:8"):
         placement(job, recipe_gpus=8)
     with pytest.raises(RuntimeError, match="no GPUs"):  # Slurm saying 0 is no better
@@ -161,8 +203,10 @@ def test_a_job_without_gpus_never_becomes_eight_processes():
     assert (gpu.use_cpu, gpu.gpus_per_node, gpu.num_processes) == (False, 4, 8)
     with pytest.raises(RuntimeError, match="at most one process per GPU"):
         placement({**job, "SLURM_GPUS_ON_NODE": "2"}, processes_per_node=3)
-    assert placement({"SLURM_JOB_ID": "3", "SLURM_JOB_NODELIST": "gpu07", "SLURM_GPUS_ON_NODE": "2"}
-                     ).main_process_ip == "127.0.0.1"  # one node: loopback, whatever the name
+    assert (
+        placement({"SLURM_JOB_ID": "3", "SLURM_JOB_NODELIST": "gpu07", "SLURM_GPUS_ON_NODE": "2"}).main_process_ip
+        == "127.0.0.1"
+    )  # one node: loopback, whatever the name
 
 
 def test_cpu_launch_environment():
@@ -183,17 +227,30 @@ def test_partition_checks_read_sinfo_fields():
     assert gres_gpus("gpu:a100:4(S:0-1),shard:8") == 4 and gres_gpus("gpu:a100:4(S:0-1)", "l40s") == 0
     assert gres_gpus("gpu:2,gpu:l40s:2") == 4 and gres_gpus("(null)") == 0
     assert [slurm_minutes(t) for t in ("30", "30:30", "2:00:00", "1-00:00:00", "2-12", "infinite")] == [
-        30, 30.5, 120, 1440, 3600, None]
-    part = PartitionInfo("a100", "2-00:00:00", [NodeResources("g1", 64, 512000, "gpu:a100:8(S:0-1)", "idle"),
-                                                NodeResources("g2", 32, 256000, "gpu:a100:4", "idle")])
+        30,
+        30.5,
+        120,
+        1440,
+        3600,
+        None,
+    ]
+    part = PartitionInfo(
+        "a100",
+        "2-00:00:00",
+        [
+            NodeResources("g1", 64, 512000, "gpu:a100:8(S:0-1)", "idle"),
+            NodeResources("g2", 32, 256000, "gpu:a100:4", "idle"),
+        ],
+    )
     check_request(part, nodes=2, gpus_per_node=4, gpu_type="a100", cpus_per_task=32, time="1-00:00:00", mem="200G")
-    for kwargs, words in (({"cpus_per_task": 128}, "--cpus-per-task=128 but its largest node has 64 CPUs"),
-                          ({"gpus_per_node": 8, "nodes": 2}, "only 1 of its 2 nodes fit"),
-                          ({"gpu_type": "h100"}, "h100 GPUs per node but its nodes have at most 0"),
-                          ({"time": "3-00:00:00"}, "exceeds its time limit 2-00:00:00"),
-                          ({"mem": "1T"}, "--mem=1T but its largest node has 512000 MB")):
-        request = {"nodes": 1, "gpus_per_node": 4, "gpu_type": "a100", "cpus_per_task": 8, "time": "1:00:00",
-                   **kwargs}
+    for kwargs, words in (
+        ({"cpus_per_task": 128}, "--cpus-per-task=128 but its largest node has 64 CPUs"),
+        ({"gpus_per_node": 8, "nodes": 2}, "only 1 of its 2 nodes fit"),
+        ({"gpu_type": "h100"}, "h100 GPUs per node but its nodes have at most 0"),
+        ({"time": "3-00:00:00"}, "exceeds its time limit 2-00:00:00"),
+        ({"mem": "1T"}, "--mem=1T but its largest node has 512000 MB"),
+    ):
+        request = {"nodes": 1, "gpus_per_node": 4, "gpu_type": "a100", "cpus_per_task": 8, "time": "1:00:00", **kwargs}
         with pytest.raises(RuntimeError, match=re.escape(words)):
             check_request(part, **request)
 
@@ -208,8 +265,13 @@ def test_submit_refuses_requests_no_node_can_hold(job_env):
     # The premise, on the real scheduler: 64 CPUs on 2-CPU nodes is accepted and never starts.
     held = sbatch(job_env, "--gres=none", "--cpus-per-task=64", "--wrap=true")
     try:
-        info = wait_for("a pending reason", lambda: (lambda i: i if i.get("Reason", "None") != "None" else None)(
-            job_info(job_env, held)), 60, job_env, held)
+        info = wait_for(
+            "a pending reason",
+            lambda: (lambda i: i if i.get("Reason", "None") != "None" else None)(job_info(job_env, held)),
+            60,
+            job_env,
+            held,
+        )
         assert info["JobState"] == "PENDING" and info["Reason"] == "PartitionConfig", info
     finally:
         _run(job_env, "scancel", held)
@@ -223,8 +285,17 @@ def test_submit_refuses_requests_no_node_can_hold(job_env):
         (["launch.partition=gpu"], ["no partition 'gpu'"]),
     ]
     for extra, words in cases:
-        proc = _run(job_env, sys.executable, "-m", "timealign.cluster", "submit", "task=dpo", "recipe=tiny", *extra,
-                    check=False)
+        proc = _run(
+            job_env,
+            sys.executable,
+            "-m",
+            "timealign.cluster",
+            "submit",
+            "task=dpo",
+            "recipe=tiny",
+            *extra,
+            check=False,
+        )
         assert proc.returncode == 2, (extra, proc.stdout, proc.stderr)
         for word in words:
             assert word in proc.stderr, (extra, word, proc.stderr)
@@ -253,8 +324,9 @@ def test_gpu_recipe_on_a_job_without_gpus_fails_with_the_fix(job_env, tmp_path):
 def test_usr1_preemption_requeues_once_and_resumes_bit_identical(job_env, tmp_path):
     plain, preempted = tmp_path / "plain", tmp_path / "preempted"
     # As a user types it on a CPU partition: the documented flags, the script as shipped.
-    uninterrupted = sbatch(job_env, "--gres=none", "--cpus-per-task=1", "slurm/dpo.sbatch", *TRAIN,
-                           f"output_dir={plain}")
+    uninterrupted = sbatch(
+        job_env, "--gres=none", "--cpus-per-task=1", "slurm/dpo.sbatch", *TRAIN, f"output_dir={plain}"
+    )
     # From the recipe (tiny: launch.gpus_per_node 0 -> --gres=none --cpus-per-task=1), checked against sinfo.
     job = submit(job_env, "task=dpo", *TRAIN, f"output_dir={preempted}")
 
@@ -316,9 +388,20 @@ def test_two_node_job_reaches_world_size_two_with_data_prepared_once(cluster, jo
     except OSError:
         n1_resolves = False
     out = tmp_path / "two"
-    job = sbatch(job_env, "--partition=two", "--nodes=2", "--gres=none", "--cpus-per-task=1", "slurm/dpo.sbatch",
-                 "recipe=tiny", "data.synthetic_trajectories=8", "training.per_device_train_batch_size=1",
-                 "training.max_steps=4", "training.logging_steps=1", f"output_dir={out}")
+    job = sbatch(
+        job_env,
+        "--partition=two",
+        "--nodes=2",
+        "--gres=none",
+        "--cpus-per-task=1",
+        "slurm/dpo.sbatch",
+        "recipe=tiny",
+        "data.synthetic_trajectories=8",
+        "training.per_device_train_batch_size=1",
+        "training.max_steps=4",
+        "training.logging_steps=1",
+        f"output_dir={out}",
+    )
     info = wait_done(job_env, job)
     log = job_log(job_env, job)
     assert info["JobState"] == "COMPLETED", _describe(job_env, job)
@@ -343,8 +426,15 @@ def test_sft_and_eval_jobs_complete(job_env, tmp_path):
     sft_out, eval_out = tmp_path / "sft", tmp_path / "eval"
     sft = submit(job_env, "task=sft", "recipe=tiny-timer", "training.max_steps=3", f"output_dir={sft_out}")
     # A CPU-only eval job evaluates with the recipe's backend (tiny: hf), not vLLM.
-    ev = submit(job_env, "task=eval", "recipe=tiny", "checkpoint=tiny", "data.synthetic_trajectories=8",
-                f"output_dir={tmp_path / 'eval-data'}", f"out={eval_out}")
+    ev = submit(
+        job_env,
+        "task=eval",
+        "recipe=tiny",
+        "checkpoint=tiny",
+        "data.synthetic_trajectories=8",
+        f"output_dir={tmp_path / 'eval-data'}",
+        f"out={eval_out}",
+    )
     for job in (sft, ev):
         info = wait_done(job_env, job)
         assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", _describe(job_env, job)
@@ -391,14 +481,23 @@ def test_signal_forms_with_a_slow_save_requeue_once_and_resume_from_that_save(jo
     command, says, slow = SIGNAL_FORMS[form]
     out = tmp_path / "out"
     env = {**job_env, "TIMEALIGN_TEST_SLOW_SAVE": str(slow)}
-    job = sbatch(env, "--gres=none", "--cpus-per-task=2", "slurm/dpo.sbatch", *TRAIN, "processes_per_node=2",
-                 "training.per_device_train_batch_size=1", f"output_dir={out}")
+    job = sbatch(
+        env,
+        "--gres=none",
+        "--cpus-per-task=2",
+        "slurm/dpo.sbatch",
+        *TRAIN,
+        "processes_per_node=2",
+        "training.per_device_train_batch_size=1",
+        f"output_dir={out}",
+    )
     wait_for("the first checkpoint", lambda: _complete_checkpoint(out, 2), 600, env, job)
     _run(env, *command, job)
     info = wait_done(env, job, 900)
     log = job_log(env, job)
-    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0" and info["Restarts"] == "1", \
-        _describe(env, job)
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0" and info["Restarts"] == "1", _describe(
+        env, job
+    )
     saved, resumed = _preempted_and_resumed(log)
     assert saved == resumed >= 2, log  # the slow save finished and is what the requeued job resumed from
     assert says.format(job=job) in log, log
@@ -415,11 +514,14 @@ def test_two_jobs_on_one_node_never_share_a_port(job_env, tmp_path):
     """Job J holds the rendezvous port the next job id prefers (20000 + (J + 1) % 12000), as a training or
     `vllm serve` of another job would: the next training job on the same node takes a free one and finishes."""
     held = tmp_path / "held"
-    holder_code = ("import os, socket, time; s = socket.socket(); "
-                   "p = 20000 + (int(os.environ['SLURM_JOB_ID']) + 1) % 12000; s.bind(('', p)); s.listen(); "
-                   f"open({str(held)!r}, 'w').write(str(p)); time.sleep(900)")
-    holder = sbatch(job_env, "--gres=none", "--cpus-per-task=1", "--mem=500M",
-                    f"--wrap={sys.executable} -c \"{holder_code}\"")
+    holder_code = (
+        "import os, socket, time; s = socket.socket(); "
+        "p = 20000 + (int(os.environ['SLURM_JOB_ID']) + 1) % 12000; s.bind(('', p)); s.listen(); "
+        f"open({str(held)!r}, 'w').write(str(p)); time.sleep(900)"
+    )
+    holder = sbatch(
+        job_env, "--gres=none", "--cpus-per-task=1", "--mem=500M", f'--wrap={sys.executable} -c "{holder_code}"'
+    )
     try:
         wait_for("the port to be held", held.is_file, 120, job_env, holder)
         port = int(held.read_text())
@@ -445,12 +547,20 @@ def test_the_time_limit_signal_with_a_slow_save_requeues_then_stops_at_the_cap(j
     at TIMEALIGN_MAX_REQUEUES=1, says it is not requeued again and stops (exit 75) before the limit."""
     out = tmp_path / "out"
     env = {**job_env, "TIMEALIGN_TEST_SLOW_SAVE": str(SLOW_SAVE), "TIMEALIGN_MAX_REQUEUES": "1"}
-    job = sbatch(env, "--gres=none", "--cpus-per-task=1", "--time=2", "--signal=B:USR1@100", "slurm/dpo.sbatch",
-                 *TRAIN, "training.max_steps=400", f"output_dir={out}")
+    job = sbatch(
+        env,
+        "--gres=none",
+        "--cpus-per-task=1",
+        "--time=2",
+        "--signal=B:USR1@100",
+        "slurm/dpo.sbatch",
+        *TRAIN,
+        "training.max_steps=400",
+        f"output_dir={out}",
+    )
     info = wait_done(env, job, 600)
     log = job_log(env, job)
-    assert info["JobState"] == "FAILED" and info["ExitCode"] == "75:0" and info["Restarts"] == "1", \
-        _describe(env, job)
+    assert info["JobState"] == "FAILED" and info["ExitCode"] == "75:0" and info["Restarts"] == "1", _describe(env, job)
     stopped = re.findall(r"preempted \(stop file \S+\) at step (\d+); checkpoint \S*checkpoint-(\d+)", log)
     resumed = re.findall(r"resuming from \S*checkpoint-(\d+)", log)
     assert len(stopped) == 2 and resumed == [stopped[0][1]], log  # resumed from the warning's checkpoint

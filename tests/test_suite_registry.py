@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from timealign.config.options import RecipeError
-from timealign.suites.generate_sets import main as generate_main
 from timealign.data.records import read_jsonl
+from timealign.suites.generate_sets import main as generate_main
 from timealign.suites.registry import EvalContext, GeneratedSet, Suite, available_suites, get_suite
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,11 +25,14 @@ def test_every_suite_module_declares_its_suite():
         get_suite("nope")
 
 
-@pytest.mark.parametrize("name, defaults", [
-    ("timepuzzles", {"n": 50, "seed": 0, "variant": "implicit", "max_new_tokens": 256}),
-    ("chronosense", {"n": 50, "seed": 0, "tasks": "all", "template": 0, "named": False, "max_new_tokens": None}),
-    ("tcp", {"n": 50, "seed": 0, "kind": "mixed", "variant": "direct", "robust": True, "max_new_tokens": None}),
-])
+@pytest.mark.parametrize(
+    "name, defaults",
+    [
+        ("timepuzzles", {"n": 50, "seed": 0, "variant": "implicit", "max_new_tokens": 256}),
+        ("chronosense", {"n": 50, "seed": 0, "tasks": "all", "template": 0, "named": False, "max_new_tokens": None}),
+        ("tcp", {"n": 50, "seed": 0, "kind": "mixed", "variant": "direct", "robust": True, "max_new_tokens": None}),
+    ],
+)
 def test_options_are_typed_from_command_line_text(name, defaults):
     suite = get_suite(name)
     parsed = dataclasses.asdict(suite.parse_options({}))
@@ -75,8 +78,9 @@ def test_data_prep_and_eval_options_give_the_same_items(name, tmp_path):
 
 
 def test_data_prep_cli_help_and_errors(capsys):
-    proc = subprocess.run([sys.executable, "data_prep/reasoning.py", "--help"], capture_output=True, text=True,
-                          cwd=REPO, check=True)
+    proc = subprocess.run(
+        [sys.executable, "data_prep/reasoning.py", "--help"], capture_output=True, text=True, cwd=REPO, check=True
+    )
     for text in ("suite=timepuzzles:", "suite=chronosense:", "suite=tcp:", "n=50", "kind='mixed'", "out=None"):
         assert text in proc.stdout
     assert generate_main(["n=3"]) == 2

@@ -39,14 +39,32 @@ TABLE6_SENSITIVITY = {
     "E-commerce Product Stock Checker": "high",
 }
 D1_TEST = {
-    "Airline Baggage Policy", "Astronomical Object Info", "Chemical Safety Data Sheet (SDS)", "City Population Data",
-    "Office Finder", "Patent Metadata Lookup", "Public Health Screening Guidelines",
-    "Streaming Service Library Checker", "Airport Security Line Wait Time", "Hiking Trail Condition Report",
-    "Hotel Room Availability & Rates", "Job Board Live Listings", "Movie Showtimes Finder", "Tide Height Tracker",
-    "Cloud Server Load Balancer", "Emergency Alert / 911 Dispatch Interface", "ICU Vitals Monitor",
-    "Live Auction Price Retrieval", "Live Sports Score Tracker", "Live Vehicle GPS Tracker",
-    "Live Weather Sensor Data", "Restaurant Wait Time Checker", "Ride-Hailing Dispatch", "Stock Market Order Book",
-    "Train Delay Tracker", "Urban Parking-Spot Reservation",
+    "Airline Baggage Policy",
+    "Astronomical Object Info",
+    "Chemical Safety Data Sheet (SDS)",
+    "City Population Data",
+    "Office Finder",
+    "Patent Metadata Lookup",
+    "Public Health Screening Guidelines",
+    "Streaming Service Library Checker",
+    "Airport Security Line Wait Time",
+    "Hiking Trail Condition Report",
+    "Hotel Room Availability & Rates",
+    "Job Board Live Listings",
+    "Movie Showtimes Finder",
+    "Tide Height Tracker",
+    "Cloud Server Load Balancer",
+    "Emergency Alert / 911 Dispatch Interface",
+    "ICU Vitals Monitor",
+    "Live Auction Price Retrieval",
+    "Live Sports Score Tracker",
+    "Live Vehicle GPS Tracker",
+    "Live Weather Sensor Data",
+    "Restaurant Wait Time Checker",
+    "Ride-Hailing Dispatch",
+    "Stock Market Order Book",
+    "Train Delay Tracker",
+    "Urban Parking-Spot Reservation",
 }
 ISO_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 RECORD_KEYS = {"id", "scenario", "history", "function", "elapse_level", "score", "score_orientation", "direct_answer"}
@@ -173,8 +191,12 @@ def test_direct_answer_uses_retrieved_entity(records):
         assert any(e in question for e in entities) or any(
             e.split(" vs ")[0] in question or e.split("/")[-1] in question for e in entities
         ), question
-        assert any(e in r["direct_answer"] or e.split(" vs ")[0] in r["direct_answer"]
-                   or e.split("/")[0] in r["direct_answer"] for e in entities)
+        assert any(
+            e in r["direct_answer"]
+            or e.split(" vs ")[0] in r["direct_answer"]
+            or e.split("/")[0] in r["direct_answer"]
+            for e in entities
+        )
 
 
 @pytest.mark.parametrize("split", ["train", "test"])

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from timealign.data.records import write_jsonl
 from timealign.suites import tcp
 from timealign.suites.generate_sets import main as generate_main
-from timealign.data.records import write_jsonl
 from timealign.suites.tcp import LongAgent, Problem, ShortAgent
 
 # ------------------------------------------------------------------------------ independent brute force (test-only)
@@ -48,7 +48,9 @@ def bf_short_available(agent: dict, start: datetime, shift_rule: str) -> list[bo
     out = []
     for u in range(24):
         local = (start + timedelta(hours=u)).astimezone(zone)
-        ok = agent["work"][0] <= local.hour < agent["work"][1] and not agent["meal"][0] <= local.hour < agent["meal"][1]
+        ok = (
+            agent["work"][0] <= local.hour < agent["work"][1] and not agent["meal"][0] <= local.hour < agent["meal"][1]
+        )
         if ok and shift_rule == "paper":
             ok = local.replace(hour=agent["work"][0]) >= start
         out.append(ok)
@@ -88,7 +90,7 @@ def bf_setup(d: dict, shift_rule: str = "paper"):
 def bf_end(avail_row, s: int, du: int, pause: bool) -> int | None:
     """End unit of a task begun at s: du consecutive free units, or (pause) du free units counted one by one."""
     if not pause:
-        return s + du if s + du <= len(avail_row) and all(avail_row[s:s + du]) else None
+        return s + du if s + du <= len(avail_row) and all(avail_row[s : s + du]) else None
     left, u = du, s
     while u < len(avail_row):
         if avail_row[u]:
@@ -129,8 +131,10 @@ def brute_force(d: dict, shift_rule: str = "paper", pause: bool = False) -> str 
     best = None
     for who in itertools.product(range(2), repeat=3):
         # every start at which the task's agent can do the task (the rest is checked by bf_valid)
-        fits = [[s for s in range(horizon) if bf_end(avail[who[t]], s, du, pause) is not None]
-                for t, du in enumerate(d["durations"])]
+        fits = [
+            [s for s in range(horizon) if bf_end(avail[who[t]], s, du, pause) is not None]
+            for t, du in enumerate(d["durations"])
+        ]
         for starts in itertools.product(*fits):
             if bf_valid(d, avail, horizon, who, starts, pause):
                 end = max(bf_end(avail[w], s, du, pause) for w, s, du in zip(who, starts, d["durations"]))
@@ -155,6 +159,7 @@ def schedule_is_valid(d: dict, schedule: list[dict]) -> bool:
 
 
 # --------------------------------------------------------------------------------------- solver vs brute force
+
 
 @pytest.mark.parametrize("kind", ["short", "long"])
 def test_solver_matches_brute_force_on_random_instances(kind):
@@ -186,12 +191,12 @@ def test_generated_items_solve_to_their_answers_under_every_reading():
 
 def test_robust_filter_removes_reading_dependent_prototypes():
     loose = tcp.generate(60, seed=5, kind="short", robust=False)
-    dependent = [it for it in loose
-                 if len(set(tcp.answers_by_reading(tcp.problem_from_dict(it["problem"])).values())) > 1]
+    dependent = [
+        it for it in loose if len(set(tcp.answers_by_reading(tcp.problem_from_dict(it["problem"])).values())) > 1
+    ]
     assert dependent, "the readings never mattered: the robust filter would be untested"
     robust = tcp.generate(60, seed=5, kind="short")
-    assert all(len(set(tcp.answers_by_reading(tcp.problem_from_dict(it["problem"])).values())) == 1
-               for it in robust)
+    assert all(len(set(tcp.answers_by_reading(tcp.problem_from_dict(it["problem"])).values())) == 1 for it in robust)
 
 
 def test_solver_matches_brute_force_when_tasks_may_pause_over_days_off():
@@ -229,8 +234,9 @@ def test_next_saturday_said_on_a_sunday_is_never_generated():
     assert tcp.resolve_day("next Tuesday", date(2024, 12, 5), "sunday_week") == date(2024, 12, 10)
     assert not tcp.next_is_unambiguous("next Saturday", sunday)
     assert tcp.next_is_unambiguous("next Monday", date(2024, 12, 3))
-    p = Problem("long", "A->B, A->C", (1, 1, 1), (LongAgent(False), LongAgent(False)), "next Saturday",
-                sunday.isoformat())
+    p = Problem(
+        "long", "A->B, A->C", (1, 1, 1), (LongAgent(False), LongAgent(False)), "next Saturday", sunday.isoformat()
+    )
     assert len(set(tcp.answers_by_reading(p).values())) == 2 and tcp.make_item(p, item_id="x") is None
 
 
@@ -244,10 +250,14 @@ def test_generated_long_items_hinge_neither_on_the_week_start_nor_on_pausing():
                 name = expr.split()[1].lower()
                 sunday_first = ["sunday"] + DAY_NAMES[:6]
                 next_sunday_week = conv + timedelta(days=7 - conv.isoweekday() % 7)
-                first_after = next(conv + timedelta(days=k) for k in range(1, 8)
-                                   if DAY_NAMES[(conv + timedelta(days=k)).weekday()] == name)
-                assert bf_day(expr, conv) == next_sunday_week + timedelta(days=sunday_first.index(name)) \
-                    == first_after, (it["id"], expr)
+                first_after = next(
+                    conv + timedelta(days=k)
+                    for k in range(1, 8)
+                    if DAY_NAMES[(conv + timedelta(days=k)).weekday()] == name
+                )
+                assert (
+                    bf_day(expr, conv) == next_sunday_week + timedelta(days=sunday_first.index(name)) == first_after
+                ), (it["id"], expr)
         assert brute_force(d, pause=True) == brute_force(d) == it["answer"], it["id"]
         assert set(tcp.answers_by_reading(tcp.problem_from_dict(d)).values()) == {it["answer"]}
 
@@ -293,15 +303,31 @@ Question: Assume this conversation happens on 2024-12-03, what is the earliest d
 project?"""
 
 FIG3_SHORT_PROBLEM = Problem(
-    kind="short", dependency_type="A->B, A->C", durations=(3, 2, 1),
-    agents=(ShortAgent("CDT", -5, (8, 16), (12, 14), break_between=3),
-            ShortAgent("EET", 2, (8, 16), (11, 12), break_between=1)),
-    start="2023-08-02 00:00", conversation="2023-08-01 23:00", lead=1, dep_speakers=(0,))
+    kind="short",
+    dependency_type="A->B, A->C",
+    durations=(3, 2, 1),
+    agents=(
+        ShortAgent("CDT", -5, (8, 16), (12, 14), break_between=3),
+        ShortAgent("EET", 2, (8, 16), (11, 12), break_between=1),
+    ),
+    start="2023-08-02 00:00",
+    conversation="2023-08-01 23:00",
+    lead=1,
+    dep_speakers=(0,),
+)
 FIG3_LONG_PROBLEM = Problem(
-    kind="long", dependency_type="A->B, B->C", durations=(1, 1, 1),
-    agents=(LongAgent(True, break_between=1),
-            LongAgent(False, max_consecutive=3, min_rest=2, unavailable=("next Wednesday",))),
-    start="next Monday", conversation="2024-12-03", lead=1, dep_speakers=(0, 1))
+    kind="long",
+    dependency_type="A->B, B->C",
+    durations=(1, 1, 1),
+    agents=(
+        LongAgent(True, break_between=1),
+        LongAgent(False, max_consecutive=3, min_rest=2, unavailable=("next Wednesday",)),
+    ),
+    start="next Monday",
+    conversation="2024-12-03",
+    lead=1,
+    dep_speakers=(0, 1),
+)
 
 
 def test_fig3_prototypes_render_verbatim_and_solve():
@@ -326,46 +352,114 @@ S, L = ShortAgent, LongAgent
 PAPER_ANSWERS = {
     # Fig. 19 top-left: Friday 2010-10-22, "the day after tomorrow"; Vance weekdays + 2-day break, other any day
     # + 1-day break; A 1, B 3, C 1 day, A->C, B->C.
-    "fig19_long_1": (Problem("long", "A->C, B->C", (1, 3, 1), (L(True, break_between=2), L(False, break_between=1)),
-                             "the day after tomorrow", "2010-10-22"), "2010-10-28"),
+    "fig19_long_1": (
+        Problem(
+            "long",
+            "A->C, B->C",
+            (1, 3, 1),
+            (L(True, break_between=2), L(False, break_between=1)),
+            "the day after tomorrow",
+            "2010-10-22",
+        ),
+        "2010-10-28",
+    ),
     # Fig. 19 top-right: "next Tuesday" from 2012-10-26; both max 2 consecutive days (rest 2 / 1), one off next
     # Saturday; A 1, B 2, C 2, A->B->C.
-    "fig19_long_2": (Problem("long", "A->B, B->C", (1, 2, 2),
-                             (L(False, max_consecutive=2, min_rest=2, unavailable=("next Saturday",)),
-                              L(False, max_consecutive=2, min_rest=1)), "next Tuesday", "2012-10-26"), "2012-11-03"),
+    "fig19_long_2": (
+        Problem(
+            "long",
+            "A->B, B->C",
+            (1, 2, 2),
+            (
+                L(False, max_consecutive=2, min_rest=2, unavailable=("next Saturday",)),
+                L(False, max_consecutive=2, min_rest=1),
+            ),
+            "next Tuesday",
+            "2012-10-26",
+        ),
+        "2012-11-03",
+    ),
     # Fig. 19 bottom-left: EDT 8-16 (lunch 12-13, 2 h between tasks), EET 9-17 (lunch 13-15, up to 7 h then 1 h).
-    "fig19_short_1": (Problem("short", "A->C, B->C", (1, 1, 3),
-                              (S("EDT", -4, (8, 16), (12, 13), break_between=2),
-                               S("EET", 2, (9, 17), (13, 15), max_consecutive=7, min_rest=1)),
-                              "2018-03-09 00:00", "2018-03-08 20:00"), "2018-03-09 15:00 GMT"),
+    "fig19_short_1": (
+        Problem(
+            "short",
+            "A->C, B->C",
+            (1, 1, 3),
+            (
+                S("EDT", -4, (8, 16), (12, 13), break_between=2),
+                S("EET", 2, (9, 17), (13, 15), max_consecutive=7, min_rest=1),
+            ),
+            "2018-03-09 00:00",
+            "2018-03-08 20:00",
+        ),
+        "2018-03-09 15:00 GMT",
+    ),
     # Fig. 19 bottom-right: JST 9-17 (lunch 14-15, 7 h then 1 h), JST 7-15 (meal 10-11, 5 h then 2 h).
-    "fig19_short_2": (Problem("short", "A->B, A->C", (1, 2, 4),
-                              (S("JST", 9, (9, 17), (14, 15), max_consecutive=7, min_rest=1),
-                               S("JST", 9, (7, 15), (10, 11), max_consecutive=5, min_rest=2)),
-                              "2014-06-27 00:00", "2014-06-26 20:00"), "2014-06-27 08:00 GMT"),
+    "fig19_short_2": (
+        Problem(
+            "short",
+            "A->B, A->C",
+            (1, 2, 4),
+            (
+                S("JST", 9, (9, 17), (14, 15), max_consecutive=7, min_rest=1),
+                S("JST", 9, (7, 15), (10, 11), max_consecutive=5, min_rest=2),
+            ),
+            "2014-06-27 00:00",
+            "2014-06-26 20:00",
+        ),
+        "2014-06-27 08:00 GMT",
+    ),
     # Fig. 8 / Table 7: Tuesday Sept 7 (2010), kick-off "this Saturday"; Liam any day, 2 consecutive then 1 rest;
     # Olivia weekdays, 1-day break, off "next Monday, Sept 13". Answer Sept 14.
-    "fig8_long": (Problem("long", "A->B, A->C", (1, 1, 2),
-                          (L(False, max_consecutive=2, min_rest=1),
-                           L(True, break_between=1, unavailable=("next Monday",))), "this Saturday", "2010-09-07"),
-                  "2010-09-14"),
+    "fig8_long": (
+        Problem(
+            "long",
+            "A->B, A->C",
+            (1, 1, 2),
+            (L(False, max_consecutive=2, min_rest=1), L(True, break_between=1, unavailable=("next Monday",))),
+            "this Saturday",
+            "2010-09-07",
+        ),
+        "2010-09-14",
+    ),
     # Fig. 9 / Table 8 (prototype): AEST 11-19 (meal 15-16, 3 h break), EST 9-17 (meal 13-15, 3 h break).
-    "fig9_short": (Problem("short", "A->B, A->C", (2, 1, 1),
-                           (S("AEST", 10, (11, 19), (15, 16), break_between=3),
-                            S("EST", -5, (9, 17), (13, 15), break_between=3)),
-                           "2014-12-17 00:00", "2014-12-16 20:00"), "2014-12-17 15:00 GMT"),
+    "fig9_short": (
+        Problem(
+            "short",
+            "A->B, A->C",
+            (2, 1, 1),
+            (S("AEST", 10, (11, 19), (15, 16), break_between=3), S("EST", -5, (9, 17), (13, 15), break_between=3)),
+            "2014-12-17 00:00",
+            "2014-12-16 20:00",
+        ),
+        "2014-12-17 15:00 GMT",
+    ),
     # Fig. 10 / Table 9: Sarah CET 10-18 (lunch 15-16), Mark UTC 8-16 (lunch 11-12), 1 h breaks: 14:00 UTC (the
     # date is not given; any date).
-    "fig10_short": (Problem("short", "A->B, A->C", (1, 2, 3),
-                            (S("CET", 1, (10, 18), (15, 16), break_between=1),
-                             S("UTC", 0, (8, 16), (11, 12), break_between=1)),
-                            "2020-03-02 00:00", "2020-03-01 20:00"), "2020-03-02 14:00 GMT"),
+    "fig10_short": (
+        Problem(
+            "short",
+            "A->B, A->C",
+            (1, 2, 3),
+            (S("CET", 1, (10, 18), (15, 16), break_between=1), S("UTC", 0, (8, 16), (11, 12), break_between=1)),
+            "2020-03-02 00:00",
+            "2020-03-01 20:00",
+        ),
+        "2020-03-02 14:00 GMT",
+    ),
     # Fig. 11 / Table 10: Sarah AEST 8-16 (lunch 11-12, 3 h break), Ben UTC 7-15 (lunch 11-13, 1 h break), project
     # from 2019-10-21 00:00 GMT: 14:00 GMT (Sarah's shift that began at 22:00 GMT on Oct 20 is not usable).
-    "fig11_short": (Problem("short", "A->B, A->C", (1, 2, 1),
-                            (S("AEST", 10, (8, 16), (11, 12), break_between=3),
-                             S("UTC", 0, (7, 15), (11, 13), break_between=1)),
-                            "2019-10-21 00:00", "2019-10-20 20:00"), "2019-10-21 14:00 GMT"),
+    "fig11_short": (
+        Problem(
+            "short",
+            "A->B, A->C",
+            (1, 2, 1),
+            (S("AEST", 10, (8, 16), (11, 12), break_between=3), S("UTC", 0, (7, 15), (11, 13), break_between=1)),
+            "2019-10-21 00:00",
+            "2019-10-20 20:00",
+        ),
+        "2019-10-21 14:00 GMT",
+    ),
 }
 
 
@@ -402,13 +496,15 @@ def test_day_expressions():
 
 # ------------------------------------------------------------------------------------------ generation, baseline
 
+
 def test_dependency_types_are_assigned_evenly_and_kinds_alternate():
     items = tcp.generate(30, seed=2, kind="short")
     assert Counter(it["dependency_type"] for it in items) == {k: 10 for k in tcp.DEPENDENCY_TYPES}
     mixed = tcp.generate(12, seed=2, kind="mixed")
     assert [it["kind"] for it in mixed] == ["short", "long"] * 6
     assert Counter((it["kind"], it["dependency_type"]) for it in mixed) == {
-        (k, d): 2 for k in tcp.KINDS for d in tcp.DEPENDENCY_TYPES}
+        (k, d): 2 for k in tcp.KINDS for d in tcp.DEPENDENCY_TYPES
+    }
     assert tcp.generate(6, seed=9) == tcp.generate(6, seed=9)
     for it in mixed:
         assert it["prompt"].startswith(it["dialogue"] + "\n" + it["question"])
@@ -425,43 +521,64 @@ def test_random_baseline_as_in_the_paper():
     short = [it for it in items if it["kind"] == "short"]
     long_ = [it for it in items if it["kind"] == "long"]
     assert tcp.random_baseline(short) == pytest.approx(1 / 24)  # Table 3: 4.16 (1/24 = 4.17%)
-    assert tcp.random_baseline(long_) == pytest.approx(1 / 7)   # Table 3: 14.29
-    assert round(100 * tcp.random_baseline(items), 2) == 9.23   # Table 3 overall, equal numbers of each kind
+    assert tcp.random_baseline(long_) == pytest.approx(1 / 7)  # Table 3: 14.29
+    assert round(100 * tcp.random_baseline(items), 2) == 9.23  # Table 3 overall, equal numbers of each kind
     simulated = tcp.simulate_random_baseline(items, seed=0, trials=2000)
     assert simulated == pytest.approx(tcp.random_baseline(items), abs=0.01)
 
 
 # ----------------------------------------------------------------------------------------------------- parsing
 
-@pytest.mark.parametrize("text, kind, expected", [
-    ("Answer: 2023-08-02 14:00 GMT", "short", "2023-08-02 14:00 GMT"),
-    ("Task A ends 2018-03-09 09:00, task C runs 12:00-15:00.\nAnswer: 2018-03-09 15:00", "short",
-     "2018-03-09 15:00 GMT"),
-    ("The earliest completion is 2014-06-27T08:00Z.", "short", "2014-06-27 08:00 GMT"),
-    ("Answer: 2023-08-01 24:00 GMT", "short", "2023-08-02 00:00 GMT"),
-    ("The project finishes at 14:00 GMT.", "short", None),
-    ("Answer: 2014-06-27", "short", None),
-    # Fig. 12 (left): Qwen3 14B's trace ends with "Final Answer: 2014-07-23".
-    ("4. Final Completion Date: Task B is completed on July 23.\n5. Final Answer: 2014-07-23", "long", "2014-07-23"),
-    # Fig. 12 (right): the last date wins when there is no answer marker.
-    ("The conversation happens on 2014-07-15. ... can be completed is: 2014-07-27", "long", "2014-07-27"),
-    # Fig. 13 (left): the conversation date comes first, the final answer last.
-    ("1. Determine the Start Date: The conversation is on 2014-04-02 (a Wednesday). ... The final answer is "
-     "2014-04-08.", "long", "2014-04-08"),
-    ("Answer: 2014-04-08 (a Tuesday)", "long", "2014-04-08"),
-    ("Answer: 2014-02-30", "long", None),
-    ("next Thursday", "long", None),
-    ("", "long", None),
-    ("\n\n\n\n\n\n\n\n", "short", None),
-])
+
+@pytest.mark.parametrize(
+    "text, kind, expected",
+    [
+        ("Answer: 2023-08-02 14:00 GMT", "short", "2023-08-02 14:00 GMT"),
+        (
+            "Task A ends 2018-03-09 09:00, task C runs 12:00-15:00.\nAnswer: 2018-03-09 15:00",
+            "short",
+            "2018-03-09 15:00 GMT",
+        ),
+        ("The earliest completion is 2014-06-27T08:00Z.", "short", "2014-06-27 08:00 GMT"),
+        ("Answer: 2023-08-01 24:00 GMT", "short", "2023-08-02 00:00 GMT"),
+        ("The project finishes at 14:00 GMT.", "short", None),
+        ("Answer: 2014-06-27", "short", None),
+        # Fig. 12 (left): Qwen3 14B's trace ends with "Final Answer: 2014-07-23".
+        (
+            "4. Final Completion Date: Task B is completed on July 23.\n5. Final Answer: 2014-07-23",
+            "long",
+            "2014-07-23",
+        ),
+        # Fig. 12 (right): the last date wins when there is no answer marker.
+        ("The conversation happens on 2014-07-15. ... can be completed is: 2014-07-27", "long", "2014-07-27"),
+        # Fig. 13 (left): the conversation date comes first, the final answer last.
+        (
+            "1. Determine the Start Date: The conversation is on 2014-04-02 (a Wednesday). ... The final answer is "
+            "2014-04-08.",
+            "long",
+            "2014-04-08",
+        ),
+        ("Answer: 2014-04-08 (a Tuesday)", "long", "2014-04-08"),
+        ("Answer: 2014-02-30", "long", None),
+        ("next Thursday", "long", None),
+        ("", "long", None),
+        ("\n\n\n\n\n\n\n\n", "short", None),
+    ],
+)
 def test_parse_answer(text, kind, expected):
     assert tcp.parse_answer(text, kind) == expected
 
 
 def test_score_breakdowns():
     items = tcp.generate(6, seed=4, kind="mixed")
-    outputs = [f"Answer: {items[0]['answer']}", "garbage", f"I think {items[2]['answer']}", "Answer: 1999-01-01",
-               "", f"Answer: {items[5]['answer']}"]
+    outputs = [
+        f"Answer: {items[0]['answer']}",
+        "garbage",
+        f"I think {items[2]['answer']}",
+        "Answer: 1999-01-01",
+        "",
+        f"Answer: {items[5]['answer']}",
+    ]
     report = tcp.score(items, outputs)
     o = report["overall"]
     assert (o["n"], o["correct"], o["unclear"]) == (6, 3, 2)
@@ -471,6 +588,7 @@ def test_score_breakdowns():
 
 
 # ------------------------------------------------------------------------------------------- files, CLI, suite
+
 
 def test_write_jsonl_roundtrip_and_cli(tmp_path):
     items = tcp.generate(8, seed=6, kind="mixed", variant="cot")
@@ -482,8 +600,13 @@ def test_write_jsonl_roundtrip_and_cli(tmp_path):
         assert "Let's think step by step." in row["prompt"]
     assert generate_main(["suite=tcp", "n=3", "kind=long", f"out={tmp_path / 'l.jsonl'}"]) == 0
     assert [json.loads(x)["kind"] for x in (tmp_path / "l.jsonl").read_text().splitlines()] == ["long"] * 3
-    out = subprocess.run([sys.executable, "data_prep/reasoning.py", "suite=tcp", "--help"], capture_output=True,
-                         text=True, cwd=Path(__file__).resolve().parents[1], check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "data_prep/reasoning.py", "suite=tcp", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        check=True,
+    ).stdout
     assert "kind='mixed'" in out and "robust=True" in out
 
 
@@ -494,8 +617,14 @@ def test_suite_runs_on_the_tiny_model_and_counts_garbage_as_unclear(tiny_model_d
     suite = get_suite("tcp")
     assert suite.run is tcp.run_suite
     backend = HFBackend(str(tiny_model_dir), batch_size=8)
-    report = suite.run(backend, EvalContext(recipe=None, out_dir=tmp_path, options=suite.parse_options(
-        {"n": "4", "max_new_tokens": "8", "kind": "mixed"})))
+    report = suite.run(
+        backend,
+        EvalContext(
+            recipe=None,
+            out_dir=tmp_path,
+            options=suite.parse_options({"n": "4", "max_new_tokens": "8", "kind": "mixed"}),
+        ),
+    )
     o = report["overall"]
     assert o["n"] == 4 and len(report["samples"]) == 4
     preds = [tcp.parse_answer(s["output"], s["kind"]) for s in report["samples"]]
@@ -527,10 +656,14 @@ def test_suite_records_a_failed_generation_and_resumes_from_the_cache(tiny_model
     from timealign.render.chat import PromptRenderer
 
     failing["prompt"] = PromptRenderer(backend.tokenizer, timestamps=False).prompt(
-        [{"role": "user", "content": items[1]["prompt"]}])
+        [{"role": "user", "content": items[1]["prompt"]}]
+    )
     backend.generate = flaky
-    ctx = EvalContext(recipe=None, out_dir=tmp_path,
-                      options=get_suite("tcp").parse_options({"n": "3", "seed": "5", "max_new_tokens": "4"}))
+    ctx = EvalContext(
+        recipe=None,
+        out_dir=tmp_path,
+        options=get_suite("tcp").parse_options({"n": "3", "seed": "5", "max_new_tokens": "4"}),
+    )
     report = get_suite("tcp").run(backend, ctx)
     assert report["overall"]["n"] == 3
     assert report["errors"] == [{"index": 1, "error": "RuntimeError: engine error on one request"}]
@@ -543,12 +676,34 @@ def test_suite_records_a_failed_generation_and_resumes_from_the_cache(tiny_model
 # Issue 23: the prompt says nothing about the clock times a task may start at. With half-hour starts, the
 # "contiguous" reading of the rest rule lets a half-hour gap end a run of work, which can finish earlier.
 HALF_HOUR_PROBLEM = {
-    "kind": "short", "dependency_type": "A->C, B->C", "durations": [2, 2, 2], "start": "2025-04-22 00:00",
-    "conversation": "2025-04-20 14:00", "lead": 0, "dep_speakers": [0],
-    "agents": [{"tz": "SGT", "offset": 8, "work": [11, 19], "meal": [14, 15], "break_between": 2,
-                "max_consecutive": None, "min_rest": None},
-               {"tz": "PKT", "offset": 5, "work": [8, 16], "meal": [13, 15], "break_between": None,
-                "max_consecutive": 3, "min_rest": 1}]}
+    "kind": "short",
+    "dependency_type": "A->C, B->C",
+    "durations": [2, 2, 2],
+    "start": "2025-04-22 00:00",
+    "conversation": "2025-04-20 14:00",
+    "lead": 0,
+    "dep_speakers": [0],
+    "agents": [
+        {
+            "tz": "SGT",
+            "offset": 8,
+            "work": [11, 19],
+            "meal": [14, 15],
+            "break_between": 2,
+            "max_consecutive": None,
+            "min_rest": None,
+        },
+        {
+            "tz": "PKT",
+            "offset": 5,
+            "work": [8, 16],
+            "meal": [13, 15],
+            "break_between": None,
+            "max_consecutive": 3,
+            "min_rest": 1,
+        },
+    ],
+}
 
 
 def test_an_answer_that_hinges_on_half_hour_starts_is_rejected():

@@ -18,27 +18,61 @@ from timealign.data.tictoc import (
     relevant_tool_call,
 )
 
-V1_COUNTS = {"preferNoTool_elapse_0.json": 198, "preferNoTool_elapse_1.json": 34, "preferTool_elapse_0.json": 40,
-             "preferTool_elapse_1.json": 440, "preferTool_elapse_2.json": 667}
+V1_COUNTS = {
+    "preferNoTool_elapse_0.json": 198,
+    "preferNoTool_elapse_1.json": 34,
+    "preferTool_elapse_0.json": 40,
+    "preferTool_elapse_1.json": 440,
+    "preferTool_elapse_2.json": 667,
+}
 MARGINS = {PREFER_TOOL: 1.0, PREFER_NO_TOOL: 1.0}
-TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Latest price of a stock.",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"symbol": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_price",
+            "description": "Latest price of a stock.",
+            "parameters": {"type": "object", "properties": {"symbol": {"type": "string"}}},
+        },
+    }
+]
 
 
 def _history(final_time="2024-05-01T12:00:00Z"):
     return [
         {"role": "system", "content": "You check stock prices.", "time": "2024-05-01T09:00:00Z"},
         {"role": "user", "content": "Price of ACME?", "time": "2024-05-01T09:00:00Z"},
-        {"role": "assistant", "content": None, "time": "2024-05-01T09:00:03Z", "tool_calls": [
-            {"id": "a", "type": "function", "function": {"name": "get_price", "arguments": "{\"symbol\": \"ACME\"}"}}]},
-        {"role": "tool", "tool_call_id": "a", "name": "get_price", "content": "{\"price\": 10}",
-         "time": "2024-05-01T09:00:04Z"},
+        {
+            "role": "assistant",
+            "content": None,
+            "time": "2024-05-01T09:00:03Z",
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "a",
+            "name": "get_price",
+            "content": '{"price": 10}',
+            "time": "2024-05-01T09:00:04Z",
+        },
         {"role": "user", "content": "And BOLT?", "time": "2024-05-01T09:01:00Z"},
-        {"role": "assistant", "content": None, "time": "2024-05-01T09:01:03Z", "tool_calls": [
-            {"id": "b", "type": "function", "function": {"name": "get_price", "arguments": "{\"symbol\": \"BOLT\"}"}}]},
-        {"role": "tool", "tool_call_id": "b", "name": "get_price", "content": "{\"price\": 20}",
-         "time": "2024-05-01T09:01:04Z"},
+        {
+            "role": "assistant",
+            "content": None,
+            "time": "2024-05-01T09:01:03Z",
+            "tool_calls": [
+                {"id": "b", "type": "function", "function": {"name": "get_price", "arguments": '{"symbol": "BOLT"}'}}
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "b",
+            "name": "get_price",
+            "content": '{"price": 20}',
+            "time": "2024-05-01T09:01:04Z",
+        },
         {"role": "assistant", "content": "BOLT is at 20.", "time": "2024-05-01T09:01:08Z"},
         {"role": "user", "content": "Is ACME above 15 now?", "time": final_time},
     ]
@@ -95,20 +129,33 @@ def test_prepare_real_v1_writes_dataset_and_manifest(tictoc_v1_dir, tmp_path):
     data = load_prepared(tmp_path)
     assert len(data["train"]) + len(data["test"]) == 1379
     assert set(data["test"]["split"]) == {"test"}
-    assert {"prompt", "chosen", "rejected", "tools", "margin", "id", "scenario", "sensitivity", "elapse_level",
-            "label"} <= set(data["train"].column_names)
+    assert {
+        "prompt",
+        "chosen",
+        "rejected",
+        "tools",
+        "margin",
+        "id",
+        "scenario",
+        "sensitivity",
+        "elapse_level",
+        "label",
+    } <= set(data["train"].column_names)
     assert json.loads((tmp_path / "manifest.json").read_text())["splits"]["train"]["pairs"] == len(data["train"])
 
 
 # ---------------------------------------------------------------------------------------------- pairs & margins
 
 
-@pytest.mark.parametrize("orientation, score, label, margin", [
-    ("tool_high", 2.8, PREFER_TOOL, 1.3),
-    ("tool_high", 0.4, PREFER_NO_TOOL, 1.1),
-    ("tool_low", 2.8, PREFER_NO_TOOL, 1.3),
-    ("tool_low", 0.4, PREFER_TOOL, 1.1),
-])
+@pytest.mark.parametrize(
+    "orientation, score, label, margin",
+    [
+        ("tool_high", 2.8, PREFER_TOOL, 1.3),
+        ("tool_high", 0.4, PREFER_NO_TOOL, 1.1),
+        ("tool_low", 2.8, PREFER_NO_TOOL, 1.3),
+        ("tool_low", 0.4, PREFER_TOOL, 1.1),
+    ],
+)
 def test_score_orientation_sets_label_and_margin(tmp_path, orientation, score, label, margin):
     path = _write_jsonl(tmp_path / "a.jsonl", [_record(score=score, direct_answer="ACME was at 10.")])
     sample = load_annotated(path, orientation=orientation).samples[0]
@@ -132,9 +179,9 @@ def test_ties_and_conflicting_orientation_are_rejected(tmp_path):
 
 def test_relevant_call_is_the_one_the_question_mentions(tmp_path):
     sample = load_annotated(_write_jsonl(tmp_path / "a.jsonl", [_record()])).samples[0]
-    assert relevant_tool_call(sample)["arguments"] == "{\"symbol\": \"ACME\"}"  # not the later BOLT call
+    assert relevant_tool_call(sample)["arguments"] == '{"symbol": "ACME"}'  # not the later BOLT call
     sample.history[-1]["content"] = "Thanks, anything else?"
-    assert relevant_tool_call(sample)["arguments"] == "{\"symbol\": \"BOLT\"}"  # no mention: the latest
+    assert relevant_tool_call(sample)["arguments"] == '{"symbol": "BOLT"}'  # no mention: the latest
 
 
 def test_direct_answer_strategies(tmp_path):
@@ -146,8 +193,12 @@ def test_direct_answer_strategies(tmp_path):
 
 
 def test_min_margin_drops_uncertain_pairs(tmp_path):
-    samples = load_annotated(_write_jsonl(tmp_path / "a.jsonl", [
-        _record("stock_market_order_book_1", 2.9), _record("stock_market_order_book_2", 1.8)])).samples
+    samples = load_annotated(
+        _write_jsonl(
+            tmp_path / "a.jsonl",
+            [_record("stock_market_order_book_1", 2.9), _record("stock_market_order_book_2", 1.8)],
+        )
+    ).samples
     result = build_pairs(samples, default_margins=MARGINS, min_margin=1.0)
     assert [r["id"] for r in result.samples] == ["stock_market_order_book_1"]
     assert result.rejects[0]["id"] == "stock_market_order_book_2" and "min_margin" in result.rejects[0]["reason"]
@@ -188,8 +239,10 @@ def test_bad_record_error_names_file_and_record(tmp_path, case):
 def test_skip_keeps_the_rest_and_records_reasons(tmp_path):
     bad = [r for r, _ in _bad_records().values()]
     path = tmp_path / "mixed.jsonl"
-    path.write_text("\n".join([json.dumps(_record("stock_market_order_book_1")), "{not json"]
-                              + [json.dumps(r) for r in bad]) + "\n")
+    path.write_text(
+        "\n".join([json.dumps(_record("stock_market_order_book_1")), "{not json"] + [json.dumps(r) for r in bad])
+        + "\n"
+    )
     result = load_annotated(path, on_error="skip")
     assert [s.id for s in result.samples] == ["stock_market_order_book_1"]
     assert len(result.rejects) == 1 + len(bad)
@@ -209,8 +262,11 @@ def _v1_folder(tmp_path, records, name="preferTool_elapse_1.json"):
 
 
 def test_v1_time_list_must_match_levels(tmp_path):
-    record = {"id": "train_delay_1", "history": _history(["2024-05-01T12:00:00Z", "2024-05-02T12:00:00Z"]),
-              "function": TOOLS}
+    record = {
+        "id": "train_delay_1",
+        "history": _history(["2024-05-01T12:00:00Z", "2024-05-02T12:00:00Z"]),
+        "function": TOOLS,
+    }
     with pytest.raises(TicTocFormatError, match="must list 3 times") as err:
         load_v1(_v1_folder(tmp_path, [record]))
     assert "preferTool_elapse_1.json" in str(err.value) and "train_delay_1" in str(err.value)
@@ -222,7 +278,7 @@ def test_v1_time_list_must_match_levels(tmp_path):
 def test_v1_malformed_json_and_unknown_scenarios(tmp_path):
     folder = tmp_path / "v1"
     folder.mkdir()
-    (folder / "preferNoTool_elapse_0.json").write_text("[{\"id\": ")
+    (folder / "preferNoTool_elapse_0.json").write_text('[{"id": ')
     with pytest.raises(TicTocFormatError, match="malformed JSON") as err:
         load_v1(folder)
     assert "preferNoTool_elapse_0.json" in str(err.value)
@@ -251,8 +307,9 @@ def test_synthetic_v1_layout_round_trips_through_the_loader(tmp_path):
 def test_balance_train_labels_equalises_each_scenario(tmp_path):
     from collections import Counter
 
-    info = prepare(DataSection(source="synthetic", synthetic_trajectories=60, balance_train_labels=True),
-                   tmp_path / "prep")
+    info = prepare(
+        DataSection(source="synthetic", synthetic_trajectories=60, balance_train_labels=True), tmp_path / "prep"
+    )
     data = load_prepared(tmp_path / "prep")
     per_scenario = Counter((r["scenario"], r["label"]) for r in data["train"])
     for scenario in {s for s, _ in per_scenario}:
@@ -276,8 +333,9 @@ def test_offset_scale_scales_the_rendered_offsets(tiny_tokenizer, tmp_path):
 
 def test_sensitivity_swap_never_touches_the_held_out_split(tmp_path):
     plain = prepare(DataSection(source="synthetic", synthetic_trajectories=10), tmp_path / "a")
-    swapped = prepare(DataSection(source="synthetic", synthetic_trajectories=10, synthetic_sensitivity_swap=1.0),
-                      tmp_path / "b")
+    swapped = prepare(
+        DataSection(source="synthetic", synthetic_trajectories=10, synthetic_sensitivity_swap=1.0), tmp_path / "b"
+    )
     a, b = load_prepared(tmp_path / "a"), load_prepared(tmp_path / "b")
     assert a["test"].to_list() == b["test"].to_list()
     assert a["train"]["tools"] != b["train"]["tools"]  # every train tool now states another update rate

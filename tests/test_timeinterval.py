@@ -85,23 +85,26 @@ def test_numbers_are_minutes():
     assert parse_minutes(20) == 20.0 and parse_minutes(0.5) == 0.5 and parse_minutes(0) == 0.0
 
 
-@pytest.mark.parametrize("bad,why", [
-    ("", "empty"),
-    ("20", "without a unit"),
-    ("a while", "unknown unit 'while'"),
-    ("soon", "expected a quantity"),
-    ("later", "no quantity"),
-    ("3 parsecs", "unknown unit 'parsecs'"),
-    ("-5 minutes", "expected a quantity"),
-    ("3-2 hours", "runs backwards"),
-    ("PT", "expected a quantity"),
-    ("20 minutes or so", "expected a quantity"),
-    (-1, ">= 0"),
-    (float("nan"), ">= 0"),
-    (True, "boolean"),
-    (None, "NoneType"),
-    (["20 minutes"], "list"),
-])
+@pytest.mark.parametrize(
+    "bad,why",
+    [
+        ("", "empty"),
+        ("20", "without a unit"),
+        ("a while", "unknown unit 'while'"),
+        ("soon", "expected a quantity"),
+        ("later", "no quantity"),
+        ("3 parsecs", "unknown unit 'parsecs'"),
+        ("-5 minutes", "expected a quantity"),
+        ("3-2 hours", "runs backwards"),
+        ("PT", "expected a quantity"),
+        ("20 minutes or so", "expected a quantity"),
+        (-1, ">= 0"),
+        (float("nan"), ">= 0"),
+        (True, "boolean"),
+        (None, "NoneType"),
+        (["20 minutes"], "list"),
+    ],
+)
 def test_unparseable_raises_value_error_quoting_the_phrase(bad, why):
     with pytest.raises(ValueError) as err:
         parse_minutes(bad)
@@ -109,11 +112,24 @@ def test_unparseable_raises_value_error_quoting_the_phrase(bad, why):
     assert why in str(err.value) and repr(bad) in str(err.value)
 
 
-@pytest.mark.parametrize("minutes,text", [
-    (0, "0 minutes"), (0.4, "0 minutes"), (0.5, "1 minute"), (1, "1 minute"), (20, "20 minutes"), (60, "1 hour"),
-    (90, "1 hour 30 minutes"), (120, "2 hours"), (121, "2 hours 1 minute"), (1440, "1 day"),
-    (1530, "1 day 1 hour 30 minutes"), (2880, "2 days"), ("PT2H", "2 hours"),
-])
+@pytest.mark.parametrize(
+    "minutes,text",
+    [
+        (0, "0 minutes"),
+        (0.4, "0 minutes"),
+        (0.5, "1 minute"),
+        (1, "1 minute"),
+        (20, "20 minutes"),
+        (60, "1 hour"),
+        (90, "1 hour 30 minutes"),
+        (120, "2 hours"),
+        (121, "2 hours 1 minute"),
+        (1440, "1 day"),
+        (1530, "1 day 1 hour 30 minutes"),
+        (2880, "2 days"),
+        ("PT2H", "2 hours"),
+    ],
+)
 def test_render_is_canonical(minutes, text):
     assert render_minutes(minutes) == text
 
@@ -127,8 +143,20 @@ def test_render_parse_round_trip():
 
 def test_buckets_follow_table6():
     assert [interval_bucket(m) for m in (0, 4.9, 5, 29, 30, 119, 120, 359, 360, 719, 720, 1440, 1441)] == [
-        "instant", "instant", "short", "short", "moderate", "moderate", "long", "long", "half-day", "half-day",
-        "full-day", "full-day", "multi-day"]
+        "instant",
+        "instant",
+        "short",
+        "short",
+        "moderate",
+        "moderate",
+        "long",
+        "long",
+        "half-day",
+        "half-day",
+        "full-day",
+        "full-day",
+        "multi-day",
+    ]
 
 
 def test_split_leading_and_trailing_interval():
@@ -152,8 +180,13 @@ BASELINE_OUTPUTS = [
     ("B: (30 minutes later) Just got back!", 30),
     ('{"answer": "1 hour 30 minutes"}', 90),
     ("Answer format: n (0<=n<=1440) minutes\nThe estimated time interval is: 45 minutes", 45),
-    (("Reasoning: the laundry cycle takes 30 minutes and drying another 40 minutes.\n"
-      "Therefore, the answer: 70 minutes"), 70),
+    (
+        (
+            "Reasoning: the laundry cycle takes 30 minutes and drying another 40 minutes.\n"
+            "Therefore, the answer: 70 minutes"
+        ),
+        70,
+    ),
     ("Given that 2 people are cooking, it would take around 40 minutes.", 40),  # "2 people" has no unit
     ("It would take a while, probably 2-3 hours.", 150),
     ("$\\boxed{30 \\text{ minutes}}$", 30),
@@ -170,8 +203,9 @@ def test_extract_interval_from_prose_and_markdown(text, minutes):
     assert extract_interval(text) == pytest.approx(minutes)
 
 
-@pytest.mark.parametrize("text", ["I don't know.", "It will be 3 pm.", "Sure, let's meet at 5.", "", "   ", None,
-                                  "soonish", "a while"])
+@pytest.mark.parametrize(
+    "text", ["I don't know.", "It will be 3 pm.", "Sure, let's meet at 5.", "", "   ", None, "soonish", "a while"]
+)
 def test_extract_interval_without_an_interval_is_none(text):
     assert extract_interval(text) is None
 

@@ -28,14 +28,26 @@ from timealign.render.timer import (
     add_timer_tokens,
 )
 
-SAMPLE_MINUTES = {"paper-appendix-1": 20, "paper-appendix-2": 120, "paper-appendix-3": 120,
-                  "paper-appendix-4": 480, "paper-appendix-5": 300, "paper-appendix-6": 30}
+SAMPLE_MINUTES = {
+    "paper-appendix-1": 20,
+    "paper-appendix-2": 120,
+    "paper-appendix-3": 120,
+    "paper-appendix-4": 480,
+    "paper-appendix-5": 300,
+    "paper-appendix-6": 30,
+}
 
 
 def record(**changes):
-    base = {"id": "r1", "speaker_list": ["A", "B"], "context": ["I'm off to the gym.", "Have fun!"],
-            "target_speaker": "A", "time_elapsed": "1 hour 30 minutes", "timely_response": "Done, so tired.",
-            "untimely_response": "Thanks, leaving now."}
+    base = {
+        "id": "r1",
+        "speaker_list": ["A", "B"],
+        "context": ["I'm off to the gym.", "Have fun!"],
+        "target_speaker": "A",
+        "time_elapsed": "1 hour 30 minutes",
+        "timely_response": "Done, so tired.",
+        "untimely_response": "Thanks, leaving now.",
+    }
     base.update(changes)
     return base
 
@@ -72,10 +84,20 @@ def test_timelychat_sample_loads(timelychat_sample):
 def test_dialog_layout_and_folder_splits(tmp_path):
     folder = tmp_path / "data"
     folder.mkdir()
-    write_jsonl(folder / "train.jsonl", [{"id": "d1", "turns": [
-        {"speaker": "A", "utterance": "Going for a run."},
-        {"speaker": "B", "utterance": "Enjoy!", "delay": 0},
-        {"speaker": "A", "utterance": "Back, that was great.", "delay": "PT40M"}], "untimely_response": "Bye!"}])
+    write_jsonl(
+        folder / "train.jsonl",
+        [
+            {
+                "id": "d1",
+                "turns": [
+                    {"speaker": "A", "utterance": "Going for a run."},
+                    {"speaker": "B", "utterance": "Enjoy!", "delay": 0},
+                    {"speaker": "A", "utterance": "Back, that was great.", "delay": "PT40M"},
+                ],
+                "untimely_response": "Bye!",
+            }
+        ],
+    )
     (folder / "test.json").write_text(json.dumps([record(id="t1")]))
     result = load_files(folder, split_names={"train": "train", "eval": "test"})
     by_id = {d.id: d for d in result.dialogs}
@@ -84,17 +106,20 @@ def test_dialog_layout_and_folder_splits(tmp_path):
     assert load_dialogs(folder / "train.jsonl").dialogs[0].instant_response == "Bye!"
 
 
-@pytest.mark.parametrize("bad,reason", [
-    (record(context=["only one"]), "`speaker_list` has 2 entries but `context` has 1"),
-    (record(time_elapsed="a while"), "cannot parse time interval 'a while'"),
-    (record(context=["I'm off.", "   "]), "context[1] is empty"),
-    (record(timely_response=""), "`timely_response` is empty"),
-    (record(untimely_response=" \n "), "`untimely_response` is empty"),
-    (record(speaker_list=["A", ""]), "speaker_list[1] is empty"),
-    (record(context=["I'm off.", "see <UTT> you"]), "reserved TIMER marker <UTT>"),
-    ({k: v for k, v in record().items() if k != "time_elapsed"}, "missing `time_elapsed`"),
-    (record(context=[]), "must be the same length"),
-])
+@pytest.mark.parametrize(
+    "bad,reason",
+    [
+        (record(context=["only one"]), "`speaker_list` has 2 entries but `context` has 1"),
+        (record(time_elapsed="a while"), "cannot parse time interval 'a while'"),
+        (record(context=["I'm off.", "   "]), "context[1] is empty"),
+        (record(timely_response=""), "`timely_response` is empty"),
+        (record(untimely_response=" \n "), "`untimely_response` is empty"),
+        (record(speaker_list=["A", ""]), "speaker_list[1] is empty"),
+        (record(context=["I'm off.", "see <UTT> you"]), "reserved TIMER marker <UTT>"),
+        ({k: v for k, v in record().items() if k != "time_elapsed"}, "missing `time_elapsed`"),
+        (record(context=[]), "must be the same length"),
+    ],
+)
 def test_bad_records_name_file_and_record(tmp_path, bad, reason):
     path = write_jsonl(tmp_path / "eval.jsonl", [record(id="good"), dict(bad, id="bad")])
     with pytest.raises(DialogFormatError) as err:
@@ -116,8 +141,10 @@ def test_bad_json_line_and_missing_path(tmp_path):
 
 
 def test_prepare_writes_manifest_and_rejects(tmp_path):
-    path = write_jsonl(tmp_path / "d.jsonl", [record(id="a"), record(id="b", time_elapsed="soonish"),
-                                              record(id="c", time_elapsed="8 hours")])
+    path = write_jsonl(
+        tmp_path / "d.jsonl",
+        [record(id="a"), record(id="b", time_elapsed="soonish"), record(id="c", time_elapsed="8 hours")],
+    )
     data = DataSection(source="timelychat", path=str(path), on_error="skip")
     info = prepare_timer_data(data, TimerSection(), tmp_path / "prep")
     assert info["dialogs"] == 2 and info["rejects"] == 1
@@ -155,8 +182,11 @@ def test_synthetic_dialogs_are_seeded_valid_and_learnable(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ TIMER sequences
 
-TURNS = [TimerTurn("A", "I finally got home."), TimerTurn("B", "Wash out your fatigue."),
-         TimerTurn("A", "I feel much better now!", 90)]
+TURNS = [
+    TimerTurn("A", "I finally got home."),
+    TimerTurn("B", "Wash out your fatigue."),
+    TimerTurn("A", "I feel much better now!", 90),
+]
 
 
 def typed(tok, feats, kind):
@@ -168,9 +198,11 @@ def test_time_first_sequence_and_masks(timer_tokenizer):
     tok = timer_tokenizer
     r = TimerRenderer(tok)
     eos = tok.eos_token
-    assert r.text(TURNS) == (f"{TIMER_SPK}A{TIMER_TIME}0 minutes{TIMER_UTT}I finally got home."
-                             f"{TIMER_SPK}B{TIMER_TIME}0 minutes{TIMER_UTT}Wash out your fatigue."
-                             f"{TIMER_SPK}A{TIMER_TIME}1 hour 30 minutes{TIMER_UTT}I feel much better now!{eos}")
+    assert r.text(TURNS) == (
+        f"{TIMER_SPK}A{TIMER_TIME}0 minutes{TIMER_UTT}I finally got home."
+        f"{TIMER_SPK}B{TIMER_TIME}0 minutes{TIMER_UTT}Wash out your fatigue."
+        f"{TIMER_SPK}A{TIMER_TIME}1 hour 30 minutes{TIMER_UTT}I feel much better now!{eos}"
+    )
     f = r.features(TURNS)  # loss_turns=all: turns 2..T; a closing marker belongs to the span it closes
     assert typed(tok, f, TOKEN_TIME) == f"0 minutes{TIMER_UTT}1 hour 30 minutes{TIMER_UTT}"
     assert typed(tok, f, TOKEN_RESPONSE) == f"Wash out your fatigue.{TIMER_SPK}I feel much better now!{eos}"
@@ -186,8 +218,10 @@ def test_byte_level_boundary_without_special_tokens(timer_tokenizer):
     tok = timer_tokenizer
     r = TimerRenderer(tok, special_tokens=False)
     text = r.text(TURNS)
-    assert text == ("A 0 minutes I finally got home.\nB 0 minutes Wash out your fatigue.\n"
-                    f"A 1 hour 30 minutes I feel much better now!{tok.eos_token}")
+    assert text == (
+        "A 0 minutes I finally got home.\nB 0 minutes Wash out your fatigue.\n"
+        f"A 1 hour 30 minutes I feel much better now!{tok.eos_token}"
+    )
     f = r.features(TURNS, [2])
     pieces = [(tok.decode([i]), t) for i, t in zip(f["input_ids"], f["token_types"])]
     # The tiny tokenizer splits digits off, leaving a whitespace-only piece " " before "1": a TIME token.
@@ -201,9 +235,11 @@ def test_byte_level_boundary_without_special_tokens(timer_tokenizer):
     spans = [("A", TOKEN_OTHER), (" 1 hour", TOKEN_TIME), (" ok", TOKEN_RESPONSE)]
     text = "A 1 hour ok"
     assert _batch_token_types([text], [spans], [[(0, 3), (3, 8), (8, 9), (9, 11)]]) == [
-        [TOKEN_OTHER, TOKEN_TIME, TOKEN_RESPONSE, TOKEN_RESPONSE]]  # "A 1" starts on "A"; " " -> next span
+        [TOKEN_OTHER, TOKEN_TIME, TOKEN_RESPONSE, TOKEN_RESPONSE]
+    ]  # "A 1" starts on "A"; " " -> next span
     assert _batch_token_types([text], [spans], [[(0, 0), (0, 1), (1, 3), (3, 11)]]) == [
-        [TOKEN_OTHER, TOKEN_OTHER, TOKEN_TIME, TOKEN_TIME]]  # BOS (0, 0); " 1" -> its first non-space: TIME
+        [TOKEN_OTHER, TOKEN_OTHER, TOKEN_TIME, TOKEN_TIME]
+    ]  # BOS (0, 0); " 1" -> its first non-space: TIME
 
 
 def test_utterance_first_and_counterpart(timer_tokenizer, timelychat_sample):
@@ -223,8 +259,11 @@ def test_utterance_first_and_counterpart(timer_tokenizer, timelychat_sample):
     # the counterpart trains the instant reply given tau = 0, not the interval (its context calls for a delay)
     assert typed(tok, counterpart, TOKEN_TIME) == ""
     assert typed(tok, counterpart, TOKEN_RESPONSE) == dialog.instant_response + tok.eos_token
-    assert TimerRenderer(tok).text(instant).endswith(f"{TIMER_TIME}0 minutes{TIMER_UTT}{dialog.instant_response}"
-                                                     f"{tok.eos_token}")
+    assert (
+        TimerRenderer(tok)
+        .text(instant)
+        .endswith(f"{TIMER_TIME}0 minutes{TIMER_UTT}{dialog.instant_response}{tok.eos_token}")
+    )
     assert len(timer_sequences(dialog, "all", emit_instant_counterpart=False)) == 1
 
 
@@ -236,7 +275,7 @@ def test_truncation_keeps_the_target_turn(timer_tokenizer):
     cut = r.features(long_turns, max_length=60)
     assert len(full["input_ids"]) > 60 >= len(cut["input_ids"])
     assert cut["input_ids"][0] == tok.convert_tokens_to_ids(TIMER_SPK)  # starts at a whole turn
-    assert cut["input_ids"] == full["input_ids"][-len(cut["input_ids"]):]
+    assert cut["input_ids"] == full["input_ids"][-len(cut["input_ids"]) :]
     assert typed(tok, cut, TOKEN_TIME).endswith(f"1 hour 30 minutes{TIMER_UTT}")
 
 
@@ -248,8 +287,8 @@ def test_inference_prompts_are_training_prefixes(timer_tokenizer):
         step1 = r.interval_prompt(TURNS[:2], "A")
         step2 = r.response_prompt(TURNS[:2], "A", 90)
         assert full.startswith(step1) and full.startswith(step2) and len(step2) > len(step1)
-        assert r.read_interval(full[len(step1):]) == ("1 hour 30 minutes", 90.0)
-        assert r.read_utterance(full[len(step2):]) == "I feel much better now!"
+        assert r.read_interval(full[len(step1) :]) == ("1 hour 30 minutes", 90.0)
+        assert r.read_utterance(full[len(step2) :]) == "I feel much better now!"
     u = TimerRenderer(tok, order="utterance_first")
     full = u.text(TURNS)
     assert full.startswith(u.utterance_prompt(TURNS[:2], "A"))

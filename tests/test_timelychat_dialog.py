@@ -39,25 +39,35 @@ from timealign.suites.timelychat.suite import SUITE, load_eval_dialogs, timer_re
 
 # ----------------------------------------------------------------------------------------------- the prompts
 
-TURNS = [DialogTurn(USER, "A", "I finally got home. What a day!"),
-         DialogTurn(AGENT, "B", "Welcome back! Long day?", 0.0, AGENT),
-         DialogTurn(USER, "A", "Yes. Imma take a shower.", 0.0, "partner"),
-         DialogTurn(AGENT, "B", "Feeling better now?", 20.0, AGENT, predicted_minutes=20.75)]
+TURNS = [
+    DialogTurn(USER, "A", "I finally got home. What a day!"),
+    DialogTurn(AGENT, "B", "Welcome back! Long day?", 0.0, AGENT),
+    DialogTurn(USER, "A", "Yes. Imma take a shower.", 0.0, "partner"),
+    DialogTurn(AGENT, "B", "Feeling better now?", 20.0, AGENT, predicted_minutes=20.75),
+]
 
 
 def test_partner_prompt_is_the_simulator_prompt_and_the_timed_conversation():
     system, user = partner_messages(TURNS)
     assert system == {"role": "system", "content": SIMULATOR_PROMPT}
-    assert SIMULATOR_PROMPT.startswith("You are a user simulator (user) engaging in an event-driven dialogue with a "
-                                       "dialogue agent (agent).\nGiven the dialogue context, your task is to proceed")
-    assert SIMULATOR_PROMPT.endswith('If the delay is "0 minutes", agent is assumed to respond immediately.\n'
-                                     "2. user is assumed to respond to agent without any delay.")
-    assert user == {"role": "user", "content": (
-        "Conversation:\n"
-        "user: (0 minutes later) I finally got home. What a day!\n"
-        "agent: (0 minutes later) Welcome back! Long day?\n"
-        "user: (0 minutes later) Yes. Imma take a shower.\n"
-        "agent: (20 minutes later) Feeling better now?")}
+    assert SIMULATOR_PROMPT.startswith(
+        "You are a user simulator (user) engaging in an event-driven dialogue with a "
+        "dialogue agent (agent).\nGiven the dialogue context, your task is to proceed"
+    )
+    assert SIMULATOR_PROMPT.endswith(
+        'If the delay is "0 minutes", agent is assumed to respond immediately.\n'
+        "2. user is assumed to respond to agent without any delay."
+    )
+    assert user == {
+        "role": "user",
+        "content": (
+            "Conversation:\n"
+            "user: (0 minutes later) I finally got home. What a day!\n"
+            "agent: (0 minutes later) Welcome back! Long day?\n"
+            "user: (0 minutes later) Yes. Imma take a shower.\n"
+            "agent: (20 minutes later) Feeling better now?"
+        ),
+    }
     # the authors write whole minutes: 90 minutes, not "1 hour 30 minutes"
     late = [*TURNS[:3], DialogTurn(AGENT, "B", "Back.", 90.0, AGENT)]
     assert partner_messages(late)[1]["content"].endswith("agent: (90 minutes later) Back.")
@@ -76,25 +86,31 @@ def test_seed_roles_and_the_agents_history():
         agent_context(TURNS, "last")
 
 
-@pytest.mark.parametrize("content, structured, answer, ok", [
-    ('{"answer": "Sure, see you then!"}', True, "Sure, see you then!", True),
-    ('{"answer"   :"He said \\"ok\\" and left"}', True, 'He said "ok" and left', True),
-    ('{"answer": "I was about to say that the movie', True, "I was about to say that the movie", False),  # cut off
-    ('{"answer": "ends with a backslash \\', True, "ends with a backslash ", False),
-    ("Sure, see you then!", True, "Sure, see you then!", False),  # the server ignored the response format
-    ('{"reply": "x"}', True, '{"reply": "x"}', False),
-    ("Sure, see you then!", False, "Sure, see you then!", None),
-])
+@pytest.mark.parametrize(
+    "content, structured, answer, ok",
+    [
+        ('{"answer": "Sure, see you then!"}', True, "Sure, see you then!", True),
+        ('{"answer"   :"He said \\"ok\\" and left"}', True, 'He said "ok" and left', True),
+        ('{"answer": "I was about to say that the movie', True, "I was about to say that the movie", False),  # cut off
+        ('{"answer": "ends with a backslash \\', True, "ends with a backslash ", False),
+        ("Sure, see you then!", True, "Sure, see you then!", False),  # the server ignored the response format
+        ('{"reply": "x"}', True, '{"reply": "x"}', False),
+        ("Sure, see you then!", False, "Sure, see you then!", None),
+    ],
+)
 def test_read_partner_reply(content, structured, answer, ok):
     assert read_partner_reply(content, structured) == (answer, ok)
 
 
-@pytest.mark.parametrize("text, clean", [
-    ("Sounds great, enjoy!", "Sounds great, enjoy!"),
-    ("user: (0 minutes later) Sounds great, enjoy!", "Sounds great, enjoy!"),
-    ("user: Sounds great!", "Sounds great!"),
-    ("agent: (20 minutes later) I'm back. user: Welcome back!", "Welcome back!"),  # the last turn it wrote
-])
+@pytest.mark.parametrize(
+    "text, clean",
+    [
+        ("Sounds great, enjoy!", "Sounds great, enjoy!"),
+        ("user: (0 minutes later) Sounds great, enjoy!", "Sounds great, enjoy!"),
+        ("user: Sounds great!", "Sounds great!"),
+        ("agent: (20 minutes later) I'm back. user: Welcome back!", "Welcome back!"),  # the last turn it wrote
+    ],
+)
 def test_partner_reply_cleaned_the_authors_way(text, clean):
     assert clean_partner_text(text) == clean
 
@@ -102,11 +118,15 @@ def test_partner_reply_cleaned_the_authors_way(text, clean):
 def test_dialog_judge_prompt_has_the_papers_text_and_the_transcript():
     system, user = dialog_judge_messages("delay_appropriateness", TURNS)
     s = system["content"]
-    assert s.startswith("You will be given a conversation between a dialog agent and a user.\n\nThroughout the "
-                        "conversation, the agent proactively determines the delay of its response")
+    assert s.startswith(
+        "You will be given a conversation between a dialog agent and a user.\n\nThroughout the "
+        "conversation, the agent proactively determines the delay of its response"
+    )
     assert "At each agent's turn, the delay is provided in the parentheses followed by the message." in s
-    assert "Evaluation Criteria:\nDelay-appropriateness (1-5): the extent to which the agent poses delays with " \
-           "appropriate frequency and amount.\n\nEvaluation Steps:\n1. Assess whether the agent poses" in s
+    assert (
+        "Evaluation Criteria:\nDelay-appropriateness (1-5): the extent to which the agent poses delays with "
+        "appropriate frequency and amount.\n\nEvaluation Steps:\n1. Assess whether the agent poses" in s
+    )
     assert s.endswith("5 indicates the agent uses delays appropriately in terms of frequency and amount.")
     assert user["content"] == (
         "### Conversation ###\n"
@@ -115,34 +135,42 @@ def test_dialog_judge_prompt_has_the_papers_text_and_the_transcript():
         "user: Yes. Imma take a shower.\n"
         "agent: (20 minutes later) Feeling better now?\n\n"
         'Rate the dialog agent on Delay-appropriateness (1-5). Answer with a JSON object only: {"score": <an '
-        'integer from 1 to 5>, "explanation": "<one or two sentences>"}')
+        'integer from 1 to 5>, "explanation": "<one or two sentences>"}'
+    )
     assert set(DIALOG_JUDGE_METRICS) == {"coherence", "delay_appropriateness", "time_specificity"}
-    assert "Coherence (1-5): the extent to which the agent maintains a good conversation flow." in \
-        dialog_judge_messages("coherence", TURNS)[0]["content"]
-    assert "4. Rate on a scale from 1 to 5, where 1 indicates the agent's responses are completely time-agnostic" in \
-        dialog_judge_messages("time_specificity", TURNS)[0]["content"]
+    assert (
+        "Coherence (1-5): the extent to which the agent maintains a good conversation flow."
+        in dialog_judge_messages("coherence", TURNS)[0]["content"]
+    )
+    assert (
+        "4. Rate on a scale from 1 to 5, where 1 indicates the agent's responses are completely time-agnostic"
+        in dialog_judge_messages("time_specificity", TURNS)[0]["content"]
+    )
     with pytest.raises(ValueError, match="unknown dialog-level judge metric 'naturalness'"):
         dialog_judge_messages("naturalness", TURNS)
 
 
-@pytest.mark.parametrize("reply, score", [
-    ('{"score": 4, "explanation": "The agent keeps the flow but the 20-minute delay is abrupt."}', 4),
-    ('```json\n{"score": 2, "explanation": "Delays in almost every turn (1-5 scale)."}\n```', 2),
-    ("**Coherence:** 4\n\nThe agent's replies follow the user's messages naturally.", 4),
-    ("Delay-appropriateness: 2/5. The agent waits 120 minutes before answering a yes/no question.", 2),
-    ("Delay appropriateness score: 3", 3),
-    ("Evaluation:\n1. The delays are rare and fit the shower (20 minutes).\n\nRating: 5 out of 5", 5),
-    ("Time-specificity (1-5): 1 - the replies make sense at any time.", 1),
-    ("I would rate the agent 3/5 on coherence.", 3),
-    ("4", 4),
-    ("The agent is coherent and natural.", None),  # no score
-    ("Score: 3\n...on reflection...\nScore: 4", None),  # two different scores
-    ('{"score": 7, "explanation": "great"}', None),  # out of range
-    ("\n\n\n\n", None),
-    ("", None),
-    (None, None),
-    ('{"score": 3, "explanation": "The agent answers the ques', 3),  # cut off after the score
-])
+@pytest.mark.parametrize(
+    "reply, score",
+    [
+        ('{"score": 4, "explanation": "The agent keeps the flow but the 20-minute delay is abrupt."}', 4),
+        ('```json\n{"score": 2, "explanation": "Delays in almost every turn (1-5 scale)."}\n```', 2),
+        ("**Coherence:** 4\n\nThe agent's replies follow the user's messages naturally.", 4),
+        ("Delay-appropriateness: 2/5. The agent waits 120 minutes before answering a yes/no question.", 2),
+        ("Delay appropriateness score: 3", 3),
+        ("Evaluation:\n1. The delays are rare and fit the shower (20 minutes).\n\nRating: 5 out of 5", 5),
+        ("Time-specificity (1-5): 1 - the replies make sense at any time.", 1),
+        ("I would rate the agent 3/5 on coherence.", 3),
+        ("4", 4),
+        ("The agent is coherent and natural.", None),  # no score
+        ("Score: 3\n...on reflection...\nScore: 4", None),  # two different scores
+        ('{"score": 7, "explanation": "great"}', None),  # out of range
+        ("\n\n\n\n", None),
+        ("", None),
+        (None, None),
+        ('{"score": 3, "explanation": "The agent answers the ques', 3),  # cut off after the score
+    ],
+)
 def test_parse_dialog_score_on_realistic_judge_replies(reply, score):
     assert parse_dialog_score(reply) == score
 
@@ -161,13 +189,24 @@ def judged(id_, delays, scores, failed=(), error=None):
 
 
 def test_aggregation_by_hand():
-    sims = [judged("d1", [0.0, 30.0, 0.0], {"coherence": 4, "delay_appropriateness": 3, "time_specificity": None}),
-            judged("d2", [0.0, 0.0], {"coherence": 2, "delay_appropriateness": None, "time_specificity": 5},
-                   failed={"delay_appropriateness"}),
-            judged("d3", [60.0], {}, error="partner call failed at turn 3: boom")]
+    sims = [
+        judged("d1", [0.0, 30.0, 0.0], {"coherence": 4, "delay_appropriateness": 3, "time_specificity": None}),
+        judged(
+            "d2",
+            [0.0, 0.0],
+            {"coherence": 2, "delay_appropriateness": None, "time_specificity": 5},
+            failed={"delay_appropriateness"},
+        ),
+        judged("d3", [60.0], {}, error="partner call failed at turn 3: boom"),
+    ]
     o = aggregate_dialogs(sims)
     # completed: d1, d2; agent turns 3 + 2 = 5, one delayed (30 min); d3 failed and is left out everywhere
-    assert (o["dialogs_simulated"], o["dialogs_completed"], o["dialogs_failed"], o["dialogs_with_delay"]) == (3, 2, 1, 1)
+    assert (o["dialogs_simulated"], o["dialogs_completed"], o["dialogs_failed"], o["dialogs_with_delay"]) == (
+        3,
+        2,
+        1,
+        1,
+    )
     assert (o["dialog_agent_turns"], o["dialog_agent_delayed_turns"]) == (5, 1)
     assert o["dialog_delay_rate"] == pytest.approx(1 / 5) and o["dialog_mean_delay_minutes"] == 30.0
     assert o["dialog_partner_turns"] == 5
@@ -176,8 +215,11 @@ def test_aggregation_by_hand():
     assert (o["dialog_coherence_judged"], o["dialog_coherence_unparsed"], o["dialog_coherence_failed"]) == (2, 0, 0)
     # delay-appropriateness: d2's call failed -> mean of d1 alone
     assert o["dialog_delay_appropriateness"] == 3
-    assert (o["dialog_delay_appropriateness_judged"], o["dialog_delay_appropriateness_unparsed"],
-            o["dialog_delay_appropriateness_failed"]) == (1, 0, 1)
+    assert (
+        o["dialog_delay_appropriateness_judged"],
+        o["dialog_delay_appropriateness_unparsed"],
+        o["dialog_delay_appropriateness_failed"],
+    ) == (1, 0, 1)
     # time-specificity: d1 unreadable -> d2 alone; no readable score among dialogs with a delay
     assert o["dialog_time_specificity"] == 5 and o["dialog_time_specificity_with_delay"] is None
     assert (o["dialog_time_specificity_judged"], o["dialog_time_specificity_unparsed"]) == (1, 1)
@@ -247,9 +289,18 @@ class ScriptedJudge:
         return "Score: 3"  # a turn-level judgement (level=both)
 
 
-DIALOG = TimerDialog("paper-1", ["A", "B", "A", "B", "A"],
-                     ["I finally got home. What a day!", "It's 11 p.m.!", "Imma take a shower.", "Wash it off.",
-                      "I feel much better now!"], [0.0, 0.0, 0.0, 0.0, 20.0])
+DIALOG = TimerDialog(
+    "paper-1",
+    ["A", "B", "A", "B", "A"],
+    [
+        "I finally got home. What a day!",
+        "It's 11 p.m.!",
+        "Imma take a shower.",
+        "Wash it off.",
+        "I feel much better now!",
+    ],
+    [0.0, 0.0, 0.0, 0.0, 20.0],
+)
 
 
 def test_simulation_follows_the_protocol(timer_tokenizer):
@@ -257,8 +308,15 @@ def test_simulation_follows_the_protocol(timer_tokenizer):
     # agent A spoke first, so the user speaks at turns 1, 3, 5 and the agent at 2, 4: 2 agent turns in 4 turns
     backend = ScriptedTimer(timer_tokenizer, ["20 minutes", "about 1 hour 30 minutes, I guess"])
     partner = ScriptedPartner()
-    (sim,) = simulate_dialogs(backend, [DIALOG], renderer=renderer, partner=partner, turns=4, partner_temperature=0.7,
-                              partner_max_new_tokens=33)
+    (sim,) = simulate_dialogs(
+        backend,
+        [DIALOG],
+        renderer=renderer,
+        partner=partner,
+        turns=4,
+        partner_temperature=0.7,
+        partner_max_new_tokens=33,
+    )
     assert sim.complete and len(sim.turns) == 5
     assert [t.role for t in sim.turns] == [AGENT, USER, AGENT, USER, AGENT]
     assert [t.speaker for t in sim.turns] == ["A", "B", "A", "B", "A"]
@@ -277,25 +335,47 @@ def test_simulation_follows_the_protocol(timer_tokenizer):
     assert backend.prompts[3] == renderer.response_prompt(history, "A", 90.0)
     # the partner: the authors' layout, the sampling and structured output asked for
     messages, kwargs = partner.calls[1]
-    assert messages[1]["content"] == ("Conversation:\nagent: (0 minutes later) I finally got home. What a day!\n"
-                                      "user: (0 minutes later) answer 1\nagent: (20 minutes later) reply 2")
+    assert messages[1]["content"] == (
+        "Conversation:\nagent: (0 minutes later) I finally got home. What a day!\n"
+        "user: (0 minutes later) answer 1\nagent: (20 minutes later) reply 2"
+    )
     assert kwargs["temperature"] == 0.7 and kwargs["max_new_tokens"] == 33
     assert kwargs["seed"] != partner.calls[0][1]["seed"]  # a seed per dialog and turn, not one for every call
     assert kwargs["response_format"]["json_schema"]["schema"]["required"] == ["answer"]
 
     # an unreadable interval is inserted as 0 minutes (counted); history=predicted shows the agent its delays
     backend = ScriptedTimer(timer_tokenizer, ["soon-ish", "45 minutes"])
-    (sim,) = simulate_dialogs(backend, [DIALOG], renderer=renderer, partner=ScriptedPartner(), turns=4,
-                              history="predicted", interval_reading="strict")
+    (sim,) = simulate_dialogs(
+        backend,
+        [DIALOG],
+        renderer=renderer,
+        partner=ScriptedPartner(),
+        turns=4,
+        history="predicted",
+        interval_reading="strict",
+    )
     assert [(t.interval_text, t.interval_read, t.minutes) for t in sim.agent_turns()] == [
-        ("soon-ish", "unparsed", 0.0), ("45 minutes", "strict", 45.0)]
-    later = [TimerTurn("A", DIALOG.utterances[0]), TimerTurn("B", "answer 1"), TimerTurn("A", "reply 2", 0.0),
-             TimerTurn("B", "answer 2")]
+        ("soon-ish", "unparsed", 0.0),
+        ("45 minutes", "strict", 45.0),
+    ]
+    later = [
+        TimerTurn("A", DIALOG.utterances[0]),
+        TimerTurn("B", "answer 1"),
+        TimerTurn("A", "reply 2", 0.0),
+        TimerTurn("B", "answer 2"),
+    ]
     assert backend.prompts[2] == renderer.interval_prompt(later, "A")
     # greedy partner: no seed; plain text asked for, and used as it came
     partner = ScriptedPartner()
-    simulate_dialogs(ScriptedTimer(timer_tokenizer, [], then="0 minutes"), [DIALOG], renderer=renderer,
-                     partner=partner, turns=1, partner_temperature=0.0, partner_structured=False)
+    simulate_dialogs(
+        ScriptedTimer(timer_tokenizer, [], then="0 minutes"),
+        [DIALOG],
+        renderer=renderer,
+        partner=partner,
+        turns=1,
+        partner_temperature=0.0,
+        partner_structured=False,
+    )
     assert set(partner.calls[0][1]) == {"max_new_tokens", "temperature"}
 
 
@@ -305,10 +385,22 @@ def test_a_failed_partner_stops_its_dialog_and_the_report_counts_it(timer_tokeni
     backend = ScriptedTimer(timer_tokenizer, [], then="0 minutes")
     # round 1: the user answers in DIALOG (call 1), the agent in `other`; round 2: the agent in DIALOG, the user in
     # `other` (call 2, fails)
-    judge = ScriptedJudge({"coherence": '{"score": 4, "explanation": "fine"}', "delay_appropriateness": "no idea",
-                           "time_specificity": TimeoutError("judge timed out")})
-    report = evaluate_dialog_level(backend, [DIALOG, other], renderer=renderer, partner=ScriptedPartner(fail_on={2}),
-                                   judge=judge, turns=2, judge_max_new_tokens=40)
+    judge = ScriptedJudge(
+        {
+            "coherence": '{"score": 4, "explanation": "fine"}',
+            "delay_appropriateness": "no idea",
+            "time_specificity": TimeoutError("judge timed out"),
+        }
+    )
+    report = evaluate_dialog_level(
+        backend,
+        [DIALOG, other],
+        renderer=renderer,
+        partner=ScriptedPartner(fail_on={2}),
+        judge=judge,
+        turns=2,
+        judge_max_new_tokens=40,
+    )
     o = report["overall"]
     assert (o["dialogs_simulated"], o["dialogs_completed"], o["dialogs_failed"]) == (2, 1, 1)
     done, failed = report["samples"]
@@ -318,18 +410,31 @@ def test_a_failed_partner_stops_its_dialog_and_the_report_counts_it(timer_tokeni
     assert done["judge_replies"]["delay_appropriateness"] == "no idea"
     assert done["judge_replies"]["time_specificity"].startswith("error: TimeoutError")
     assert done["judge_failed"] == ["time_specificity"]
-    assert (o["dialog_coherence"], o["dialog_delay_appropriateness_unparsed"], o["dialog_time_specificity_failed"]) \
-        == (4, 1, 1)
-    assert report["judge"]["delay_appropriateness"] == {"mean": None, "mean_with_delay": None, "judged": 0,
-                                                        "unparsed": 1, "failed": 0}
+    assert (
+        o["dialog_coherence"],
+        o["dialog_delay_appropriateness_unparsed"],
+        o["dialog_time_specificity_failed"],
+    ) == (4, 1, 1)
+    assert report["judge"]["delay_appropriateness"] == {
+        "mean": None,
+        "mean_with_delay": None,
+        "judged": 0,
+        "unparsed": 1,
+        "failed": 0,
+    }
     assert all(kw["max_new_tokens"] == 40 and "response_format" not in kw for _, kw in judge.calls)
     assert len(judge.calls) == 3  # one per metric, the completed dialog only
     assert any("1 of 2 simulated dialogs stopped early" in n for n in report["notes"])
     assert any("delay_appropriateness: 1 unreadable and 0 failed" in n for n in report["notes"])
 
     with pytest.raises(RuntimeError, match="none of the 1 dialogs completed.*partner down"):
-        evaluate_dialog_level(ScriptedTimer(timer_tokenizer, [], then="0 minutes"), [other], renderer=renderer,
-                              partner=ScriptedPartner(fail_on={1}), turns=2)
+        evaluate_dialog_level(
+            ScriptedTimer(timer_tokenizer, [], then="0 minutes"),
+            [other],
+            renderer=renderer,
+            partner=ScriptedPartner(fail_on={1}),
+            turns=2,
+        )
 
 
 def test_suite_option_level_dialog(timer_tokenizer, tmp_path):
@@ -340,8 +445,17 @@ def test_suite_option_level_dialog(timer_tokenizer, tmp_path):
     with pytest.raises(ValueError, match="timelychat.level='dialogue'; known: turn, dialog, both"):
         SUITE.parse_options({"level": "dialogue"})
     assert TimelyChatOptions().level == "turn"
-    options = SUITE.parse_options({"level": "both", "data": "synthetic", "n": "2", "seed": "5", "dialog_turns": "3",
-                                   "partner_url": "http://127.0.0.1:9/v1", "partner_model": "sim"})
+    options = SUITE.parse_options(
+        {
+            "level": "both",
+            "data": "synthetic",
+            "n": "2",
+            "seed": "5",
+            "dialog_turns": "3",
+            "partner_url": "http://127.0.0.1:9/v1",
+            "partner_model": "sim",
+        }
+    )
     ctx = EvalContext(recipe=load_recipe("tiny-timer", task="sft"), out_dir=tmp_path, options=options)
     ctx.partner = ScriptedPartner()  # instead of the OpenAIBackend the options name
     ctx.judge = ScriptedJudge({m: "Score: 3" for m in DIALOG_JUDGE_METRICS})
@@ -369,10 +483,15 @@ def test_suite_option_level_dialog(timer_tokenizer, tmp_path):
 def vllm_server(tiny_model_dir, tmp_path_factory):
     """`python -m vllm.entrypoints.openai.api_server` on the tiny model (its own chat template), CPU engine."""
     require_vllm()
-    with serve_vllm(tiny_model_dir, "tiny-chat", tmp_path_factory.mktemp("vllm-server") / "server.log",
-                    # compact JSON under response_format: a random model otherwise fills the object with whitespace
-                    "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
-                    max_model_len=4096) as url:
+    with serve_vllm(
+        tiny_model_dir,
+        "tiny-chat",
+        tmp_path_factory.mktemp("vllm-server") / "server.log",
+        # compact JSON under response_format: a random model otherwise fills the object with whitespace
+        "--structured-outputs-config",
+        '{"backend": "xgrammar", "disable_any_whitespace": true}',
+        max_model_len=4096,
+    ) as url:
         yield f"{url}/v1"
 
 
@@ -384,11 +503,22 @@ def timer_checkpoint(tiny_model_dir, tmp_path_factory):
     from timealign.train import sft
 
     tmp = tmp_path_factory.mktemp("timer-ckpt")
-    recipe = load_recipe("tiny-timer", {
-        "model.name_or_path": str(tiny_model_dir), "output_dir": str(tmp / "ckpt"),
-        "data.prepared_dir": str(tmp / "data"), "timer.synthetic_dialogs": "8", "timer.synthetic_eval_dialogs": "2",
-        "training.max_steps": "2", "training.per_device_train_batch_size": "4", "training.logging_steps": "1",
-        "training.max_length": "256", "training.disable_tqdm": "true"}, task="sft")
+    recipe = load_recipe(
+        "tiny-timer",
+        {
+            "model.name_or_path": str(tiny_model_dir),
+            "output_dir": str(tmp / "ckpt"),
+            "data.prepared_dir": str(tmp / "data"),
+            "timer.synthetic_dialogs": "8",
+            "timer.synthetic_eval_dialogs": "2",
+            "training.max_steps": "2",
+            "training.per_device_train_batch_size": "4",
+            "training.logging_steps": "1",
+            "training.max_length": "256",
+            "training.disable_tqdm": "true",
+        },
+        task="sft",
+    )
     return recipe, sft.run(recipe)
 
 
@@ -405,10 +535,21 @@ def test_dialog_level_end_to_end_on_a_real_vllm_server(vllm_server, timer_checkp
     recipe, ckpt = timer_checkpoint
     agent = HFBackend(str(ckpt), dtype="float32", device="cpu", batch_size=8)
     data = _e2e_data()
-    options = SUITE.parse_options({
-        **data, "n": "2", "level": "dialog", "interval_max_new_tokens": "6", "response_max_new_tokens": "12",
-        "partner_url": vllm_server, "partner_model": "tiny-chat", "partner_max_new_tokens": "24",
-        "judge_url": vllm_server, "judge_model": "tiny-chat", "dialog_judge_max_new_tokens": "24"})
+    options = SUITE.parse_options(
+        {
+            **data,
+            "n": "2",
+            "level": "dialog",
+            "interval_max_new_tokens": "6",
+            "response_max_new_tokens": "12",
+            "partner_url": vllm_server,
+            "partner_model": "tiny-chat",
+            "partner_max_new_tokens": "24",
+            "judge_url": vllm_server,
+            "judge_model": "tiny-chat",
+            "dialog_judge_max_new_tokens": "24",
+        }
+    )
     ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options=options, checkpoint=str(ckpt))
     report = get_suite("timelychat").run(agent, ctx)
     dialogs = load_eval_dialogs(options.data, 2, options.seed)
@@ -439,15 +580,19 @@ def test_dialog_level_end_to_end_on_a_real_vllm_server(vllm_server, timer_checkp
             assert sample["scores"][metric] == parse_dialog_score(reply)
     assert o["dialog_agent_turns"] == agent_turns == 10
     assert o["dialog_intervals_unparsed"] == sum(
-        t.get("interval_read") == "unparsed" for s in dl["samples"] for t in s["turns"])
+        t.get("interval_read") == "unparsed" for s in dl["samples"] for t in s["turns"]
+    )
     for metric in DIALOG_JUDGE_METRICS:
         readable = [s["scores"][metric] for s in dl["samples"] if s["scores"][metric] is not None]
         assert o[f"dialog_{metric}_judged"] == len(readable)
         assert o[f"dialog_{metric}_unparsed"] == 2 - len(readable) and o[f"dialog_{metric}_failed"] == 0
         assert o[f"dialog_{metric}"] == (sum(readable) / len(readable) if readable else None)
     # the report says how many judge replies were unreadable, per metric
-    for metric, name in (("coherence", "coherence"), ("delay_appropriateness", "delay-appropriateness"),
-                         ("time_specificity", "time-specificity")):
+    for metric, name in (
+        ("coherence", "coherence"),
+        ("delay_appropriateness", "delay-appropriateness"),
+        ("time_specificity", "time-specificity"),
+    ):
         row = f"| {name} | "
         line = next(line for line in report["markdown"].splitlines() if line.startswith(row))
         assert line.endswith(f"| {o[f'dialog_{metric}_judged']} | {o[f'dialog_{metric}_unparsed']} | 0 |")
@@ -458,9 +603,19 @@ def test_dialog_level_end_to_end_on_a_real_vllm_server(vllm_server, timer_checkp
     renderer = timer_renderer_for_backend(agent)
     assert renderer.special_tokens and renderer.order == "time_first"
     partner = OpenAIBackend(vllm_server, model="tiny-chat")
-    structured = evaluate_dialog_level(agent, dialogs, renderer=renderer, partner=partner, judge=partner, turns=2,
-                                       interval_max_new_tokens=6, response_max_new_tokens=12,
-                                       partner_max_new_tokens=24, judge_max_new_tokens=24, judge_structured=True)
+    structured = evaluate_dialog_level(
+        agent,
+        dialogs,
+        renderer=renderer,
+        partner=partner,
+        judge=partner,
+        turns=2,
+        interval_max_new_tokens=6,
+        response_max_new_tokens=12,
+        partner_max_new_tokens=24,
+        judge_max_new_tokens=24,
+        judge_structured=True,
+    )
     for metric in DIALOG_JUDGE_METRICS:
         scores = [s["scores"][metric] for s in structured["samples"]]
         assert all(score in (1, 2, 3, 4, 5) for score in scores), [s["judge_replies"] for s in structured["samples"]]

@@ -83,11 +83,19 @@ def hand_rmsle(pairs):
 def test_rmsle_by_hand():
     e = math.e
     assert rmsle([0.0], [e - 1]) == pytest.approx(1.0)
-    assert rmsle([0.0, 0.0], [e - 1, e ** 2 - 1]) == pytest.approx(math.sqrt((1 + 4) / 2))
+    assert rmsle([0.0, 0.0], [e - 1, e**2 - 1]) == pytest.approx(math.sqrt((1 + 4) / 2))
     assert rmsle([20.0], [20.0]) == 0.0
     pred = [20.0, 0.0, 60.0, 10.0, 0.0]
-    want = math.sqrt(((math.log(21) - math.log(31)) ** 2 + (math.log(1) - math.log(121)) ** 2
-                      + (math.log(61) - math.log(46)) ** 2 + (math.log(11) - math.log(1)) ** 2 + 0.0) / 5)
+    want = math.sqrt(
+        (
+            (math.log(21) - math.log(31)) ** 2
+            + (math.log(1) - math.log(121)) ** 2
+            + (math.log(61) - math.log(46)) ** 2
+            + (math.log(11) - math.log(1)) ** 2
+            + 0.0
+        )
+        / 5
+    )
     m = timing_metrics(GOLD, pred, targets=[True, True, False, False, False])
     assert m["rmsle"] == pytest.approx(want)
     assert m["rmsle_target"] == pytest.approx(hand_rmsle([(30, 20), (120, 0)]))
@@ -97,14 +105,17 @@ def test_rmsle_by_hand():
         rmsle([1.0], [-1.0])
 
 
-@pytest.mark.parametrize("policy,counts,p,r,fpr,rmsle_pairs", [
-    # unparsed -> 0 minutes: 120->0 FN, 0->0 TN
-    ("instant", (2, 1, 0, 2), 1.0, 2 / 3, 0.0, [(30, 20), (120, 0), (45, 60), (0, 0), (0, 0)]),
-    # unparsed -> misclassified: 120 (delayed) FN, 0 (instant) FP; not in RMSLE
-    ("wrong", (2, 1, 1, 1), 2 / 3, 2 / 3, 1 / 2, [(30, 20), (45, 60), (0, 0)]),
-    # unparsed -> left out
-    ("exclude", (2, 0, 0, 1), 1.0, 1.0, 0.0, [(30, 20), (45, 60), (0, 0)]),
-])
+@pytest.mark.parametrize(
+    "policy,counts,p,r,fpr,rmsle_pairs",
+    [
+        # unparsed -> 0 minutes: 120->0 FN, 0->0 TN
+        ("instant", (2, 1, 0, 2), 1.0, 2 / 3, 0.0, [(30, 20), (120, 0), (45, 60), (0, 0), (0, 0)]),
+        # unparsed -> misclassified: 120 (delayed) FN, 0 (instant) FP; not in RMSLE
+        ("wrong", (2, 1, 1, 1), 2 / 3, 2 / 3, 1 / 2, [(30, 20), (45, 60), (0, 0)]),
+        # unparsed -> left out
+        ("exclude", (2, 0, 0, 1), 1.0, 1.0, 0.0, [(30, 20), (45, 60), (0, 0)]),
+    ],
+)
 def test_unparsed_policies(policy, counts, p, r, fpr, rmsle_pairs):
     m = timing_metrics(GOLD, [20.0, None, 60.0, None, 0.0], unparsed=policy)
     assert (m["tp"], m["fn"], m["fp"], m["tn"]) == counts
@@ -127,8 +138,9 @@ def test_target_turn_metrics_beside_all_turn_metrics():
     assert m["target_f1"] == pytest.approx(2 / 3) and m["target_fpr"] == pytest.approx(1 / 2)
     assert m["rmsle_target"] == pytest.approx(hand_rmsle([(30, 20), (0, 10), (0, 0)]))
     # an unparsed target follows the same policy as every case
-    m = timing_metrics(GOLD, [None, 0.0, 60.0, 10.0, 0.0], targets=[True, False, False, False, False],
-                       unparsed="wrong")
+    m = timing_metrics(
+        GOLD, [None, 0.0, 60.0, 10.0, 0.0], targets=[True, False, False, False, False], unparsed="wrong"
+    )
     assert m["target_unparsed"] == 1 and m["target_fn"] == 1 and m["rmsle_target"] is None
     m = timing_metrics(GOLD, pred)  # no targets flagged: target metrics undefined, counts zero
     assert m["target_cases"] == 0 and m["target_f1"] is None and m["rmsle_target"] is None
@@ -139,7 +151,9 @@ def test_target_turn_metrics_beside_all_turn_metrics():
 
 def test_bleu2_by_hand():
     # unigram matches 5/6 (the, cat, on, the, mat), bigram 3/5 (the cat, on the, the mat); equal lengths: BP = 1
-    assert bleu2(["the cat sat on the mat"], ["the cat is on the mat"]) == pytest.approx(100 * math.sqrt(5 / 6 * 3 / 5))
+    assert bleu2(["the cat sat on the mat"], ["the cat is on the mat"]) == pytest.approx(
+        100 * math.sqrt(5 / 6 * 3 / 5)
+    )
     # corpus level: counts add up over sentences; hyp 9 tokens vs ref 10: BP = exp(1 - 10/9)
     hyps = ["the cat sat on the mat", "a dog runs"]
     refs = ["the cat is on the mat", "a dog runs fast"]
@@ -188,40 +202,49 @@ def test_judge_prompt_has_the_papers_criteria_and_the_dialog():
     msgs = judge_messages("time_specificity", context, 20.0, "A", "I feel so refreshed now!")
     assert [m["role"] for m in msgs] == ["system", "user"]
     system, user = msgs[0]["content"], msgs[1]["content"]
-    assert system.startswith("You will be given a conversation between two individuals via messaging, along with "
-                             "the elapsed time since the last utterance.")
-    assert "Evaluation Criteria:\nTime-specificity (1-5): the extent to which the response ONLY makes sense when the " \
-           "specified time has passed" in system
+    assert system.startswith(
+        "You will be given a conversation between two individuals via messaging, along with "
+        "the elapsed time since the last utterance."
+    )
+    assert (
+        "Evaluation Criteria:\nTime-specificity (1-5): the extent to which the response ONLY makes sense when the "
+        "specified time has passed" in system
+    )
     assert "4. Rate on a scale from 1 to 5" in system
     assert "Evaluation Steps:\n1. Read the provided conversation" in system
     assert "A: Gonna take a shower now.\nB: Wash all the fatigue off!" in user
     assert "20 minutes" in user and "A: I feel so refreshed now!" in user and '"score"' in user
     nat = judge_messages("naturalness", [("A", "hi"), ("B", "hey")], "1 hour 30 minutes", "A", "back")
-    assert "Naturalness (1-5): the extent to which the response reads naturally given the dialog context." in \
-        nat[0]["content"]
+    assert (
+        "Naturalness (1-5): the extent to which the response reads naturally given the dialog context."
+        in nat[0]["content"]
+    )
     assert "1 hour 30 minutes" in nat[1]["content"] and "A: hi\nB: hey" in nat[1]["content"]
     with pytest.raises(ValueError, match="naturalness"):
         judge_messages("coherence", context, 0.0, "A", "x")
 
 
-@pytest.mark.parametrize("reply,score", [
-    ('{"score": 4, "explanation": "Reads naturally."}', 4),
-    ('```json\n{"score": "2", "explanation": "Generic."}\n```', 2),
-    ('{"explanation": "fine", "score": 3.5}', 3.5),
-    ("Score: 3", 3),
-    ("**Naturalness:** 5", 5),
-    ("Time-specificity (1-5): 4", 4),
-    ("I'd give it 4/5.", 4),
-    ("4 out of 5", 4),
-    ("5", 5),
-    (" 2. ", 2),
-    ("Score: 7", None),
-    ('{"score": 0}', None),
-    ("Score: 2 ... final score: 4", None),  # two different scores: ambiguous
-    ("The response is natural.", None),
-    ("", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "reply,score",
+    [
+        ('{"score": 4, "explanation": "Reads naturally."}', 4),
+        ('```json\n{"score": "2", "explanation": "Generic."}\n```', 2),
+        ('{"explanation": "fine", "score": 3.5}', 3.5),
+        ("Score: 3", 3),
+        ("**Naturalness:** 5", 5),
+        ("Time-specificity (1-5): 4", 4),
+        ("I'd give it 4/5.", 4),
+        ("4 out of 5", 4),
+        ("5", 5),
+        (" 2. ", 2),
+        ("Score: 7", None),
+        ('{"score": 0}', None),
+        ("Score: 2 ... final score: 4", None),  # two different scores: ambiguous
+        ("The response is natural.", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_parse_judge_score(reply, score):
     assert parse_judge_score(reply) == score
 
@@ -240,8 +263,16 @@ class FakeJudge:
 
 def test_judge_responses_counts_unreadable_and_failed():
     items = [{"context": [("A", "hi")], "elapsed": 30.0, "speaker": "B", "response": f"r{i}"} for i in range(3)]
-    judge = FakeJudge(['{"score": 4, "explanation": "ok"}', "no idea", RuntimeError("down"),  # naturalness
-                       "Score: 2", "Score: 3", '{"score": 5}'])  # time-specificity
+    judge = FakeJudge(
+        [
+            '{"score": 4, "explanation": "ok"}',
+            "no idea",
+            RuntimeError("down"),  # naturalness
+            "Score: 2",
+            "Score: 3",
+            '{"score": 5}',
+        ]
+    )  # time-specificity
     out = judge_responses(judge, items)
     assert out["scores"]["naturalness"] == [4, None, None]
     assert out["mean"]["naturalness"] == 4 and out["unparsed"]["naturalness"] == 1
@@ -256,9 +287,18 @@ def test_judge_responses_counts_unreadable_and_failed():
 
 def dialog(i, context, minutes, reply):
     speakers = ["A", "B"] * 5
-    return timelychat_dialog({"id": f"d{i}", "speaker_list": speakers[:len(context)], "context": context,
-                              "target_speaker": speakers[len(context)], "time_elapsed": minutes,
-                              "timely_response": reply}, "test", i)
+    return timelychat_dialog(
+        {
+            "id": f"d{i}",
+            "speaker_list": speakers[: len(context)],
+            "context": context,
+            "target_speaker": speakers[len(context)],
+            "time_elapsed": minutes,
+            "timely_response": reply,
+        },
+        "test",
+        i,
+    )
 
 
 DIALOGS = [
@@ -270,7 +310,12 @@ DIALOGS = [
 def test_timing_cases_every_turn_or_target():
     cases = timing_cases(DIALOGS)
     assert [(c.dialog, c.turn, c.gold_minutes, c.is_target) for c in cases] == [
-        (0, 1, 0.0, False), (0, 2, 20.0, True), (1, 1, 0.0, False), (1, 2, 0.0, False), (1, 3, 120.0, True)]
+        (0, 1, 0.0, False),
+        (0, 2, 20.0, True),
+        (1, 1, 0.0, False),
+        (1, 2, 0.0, False),
+        (1, 3, 120.0, True),
+    ]
     assert [t.utterance for t in cases[1].context] == ["Gonna take a shower.", "Wash the fatigue off!"]
     assert cases[3].speaker == "A" and cases[4].speaker == "B"
     assert [(c.dialog, c.turn) for c in timing_cases(DIALOGS, "target")] == [(0, 2), (1, 3)]
@@ -304,8 +349,10 @@ class ScriptedBackend:
 def scripted(tokenizer, fail_target_interval_of=None, intervals=None, replies=None):
     r = TimerRenderer(tokenizer)
     intervals = intervals or {  # (dialog, turn) -> what the model writes at <TIME>
-        (0, 1): "0 minutes" + TIMER_UTT, (0, 2): "30 minutes" + TIMER_UTT,  # TN, TP
-        (1, 1): "1 hour" + TIMER_UTT, (1, 2): "soonish" + TIMER_UTT,  # FP, unparsed (-> instant: TN)
+        (0, 1): "0 minutes" + TIMER_UTT,
+        (0, 2): "30 minutes" + TIMER_UTT,  # TN, TP
+        (1, 1): "1 hour" + TIMER_UTT,
+        (1, 2): "soonish" + TIMER_UTT,  # FP, unparsed (-> instant: TN)
         (1, 3): "0 minutes" + TIMER_UTT,  # FN
     }
     script, fail = {}, set()
@@ -326,8 +373,12 @@ def test_suite_with_a_scripted_backend_gives_the_hand_counted_metrics(timer_toke
     report = evaluate_timelychat(backend, DIALOGS, cache_dir=tmp_path / "gen", judge=judge)
     o = report["overall"]
     # TN, TP | FP, TN (unparsed -> 0 minutes), FN
-    assert (report["timing"]["tp"], report["timing"]["fp"], report["timing"]["tn"], report["timing"]["fn"]) == \
-        (1, 1, 2, 1)
+    assert (report["timing"]["tp"], report["timing"]["fp"], report["timing"]["tn"], report["timing"]["fn"]) == (
+        1,
+        1,
+        2,
+        1,
+    )
     assert o["precision"] == pytest.approx(1 / 2) and o["recall"] == pytest.approx(1 / 2)
     assert o["f1"] == pytest.approx(1 / 2) and o["fpr"] == pytest.approx(1 / 3)
     assert o["timing_unparsed"] == 1 and o["timing_failed"] == 0 and o["timing_cases"] == 5
@@ -382,7 +433,8 @@ def test_report_leads_with_the_target_turn_metrics(timer_tokenizer):
 
 
 PROSE_INTERVALS = {  # what an instruction-tuned model might write at <TIME>
-    (0, 1): "0 minutes" + TIMER_UTT, (0, 2): "**30 minutes**" + TIMER_UTT,  # TN, TP (markdown)
+    (0, 1): "0 minutes" + TIMER_UTT,
+    (0, 2): "**30 minutes**" + TIMER_UTT,  # TN, TP (markdown)
     (1, 1): "The estimated time interval is: 1 hour" + TIMER_UTT,  # FP (prose)
     (1, 2): "I'm not sure." + TIMER_UTT,  # unreadable either way (-> instant: TN)
     (1, 3): "I'd say about 2 hours later." + TIMER_UTT,  # TP (prose)
@@ -400,41 +452,50 @@ def test_intervals_in_prose_are_extracted_unless_strict(timer_tokenizer):
     assert [c["pred_minutes"] for c in cases] == [0.0, 30.0, 60.0, None, 120.0]
     assert report["overall"]["timing_extracted"] == 3 and report["settings"]["interval_reading"] == "extract"
 
-    strict = evaluate_timelychat(scripted(timer_tokenizer, intervals=PROSE_INTERVALS), DIALOGS,
-                                 interval_reading="strict")
+    strict = evaluate_timelychat(
+        scripted(timer_tokenizer, intervals=PROSE_INTERVALS), DIALOGS, interval_reading="strict"
+    )
     assert strict["timing"]["extracted"] == 0 and strict["timing"]["unparsed"] == 4
     with pytest.raises(ValueError, match="interval_reading"):
         evaluate_timelychat(scripted(timer_tokenizer), DIALOGS, interval_reading="loose")
     # paper: the TimelyChat authors' convert_to_minutes (render/intervals.py's paper_interval_minutes, checked against
     # their function in test_timelychat_paper_reading.py): every text gets minutes, an unreadable one 0
-    paper = evaluate_timelychat(scripted(timer_tokenizer, intervals=PROSE_INTERVALS), DIALOGS, interval_reading="paper")
+    paper = evaluate_timelychat(
+        scripted(timer_tokenizer, intervals=PROSE_INTERVALS), DIALOGS, interval_reading="paper"
+    )
     cases = [c for s in paper["samples"] for c in s["timing"]]
     assert [c["pred_minutes"] for c in cases] == [0.0, 30.0, 60.0, 0.0, 120.0]
     assert paper["timing"]["unparsed"] == 0 and paper["settings"]["interval_reading"] == "paper"
 
 
-@pytest.mark.parametrize("raw,clean", [
-    ("B: (20 minutes later) I'm back! How was the game?\nA: We won!", "I'm back! How was the game?"),
-    ("A: Sure, see you soon. B: Bye!", "Sure, see you soon."),
-    ("[30 minutes later] (smiling) Done with the laundry -- finally.", "Done with the laundry"),
-    ("Just got home ... what a day", "Just got home"),
-    ("All done! <|eot_id|>", "All done!"),
-    ("Finished   the  report. ## Next turn", "Finished the report."),
-    ("Plain reply.", "Plain reply."),
-    ("(20 minutes later)", ""),
-])
+@pytest.mark.parametrize(
+    "raw,clean",
+    [
+        ("B: (20 minutes later) I'm back! How was the game?\nA: We won!", "I'm back! How was the game?"),
+        ("A: Sure, see you soon. B: Bye!", "Sure, see you soon."),
+        ("[30 minutes later] (smiling) Done with the laundry -- finally.", "Done with the laundry"),
+        ("Just got home ... what a day", "Just got home"),
+        ("All done! <|eot_id|>", "All done!"),
+        ("Finished   the  report. ## Next turn", "Finished the report."),
+        ("Plain reply.", "Plain reply."),
+        ("(20 minutes later)", ""),
+    ],
+)
 def test_clean_reply_follows_the_authors_postprocessing(raw, clean):
     assert clean_reply(raw) == clean
 
 
 def test_postprocess_option_cleans_replies_before_scoring(timer_tokenizer):
-    replies = ["B: (20 minutes later) I feel so refreshed now!\nA: Great." + timer_tokenizer.eos_token,
-               "Still studying. B: really" + "<SPK>B"]
+    replies = [
+        "B: (20 minutes later) I feel so refreshed now!\nA: Great." + timer_tokenizer.eos_token,
+        "Still studying. B: really" + "<SPK>B",
+    ]
     hyps = ["I feel so refreshed now!", "Still studying."]
     refs = [d.utterances[-1] for d in DIALOGS]
     raw = evaluate_timelychat(scripted(timer_tokenizer, replies=replies), DIALOGS)
-    assert [s["response"] for s in raw["samples"]] == [r.split("<")[0].split(timer_tokenizer.eos_token)[0]
-                                                       for r in replies]
+    assert [s["response"] for s in raw["samples"]] == [
+        r.split("<")[0].split(timer_tokenizer.eos_token)[0] for r in replies
+    ]
     assert "response_raw" not in raw["samples"][0] and raw["settings"]["postprocess"] is False
     report = evaluate_timelychat(scripted(timer_tokenizer, replies=replies), DIALOGS, postprocess=True)
     assert [s["response"] for s in report["samples"]] == hyps
@@ -452,12 +513,35 @@ def test_suite_options_registration_and_checks(timer_tokenizer, tiny_tokenizer, 
     data = tmp_path / "eval.jsonl"
     import json
 
-    data.write_text("\n".join(json.dumps({"id": d.id, "speaker_list": d.speakers[:-1], "context": d.utterances[:-1],
-                                          "target_speaker": d.target_speaker, "time_elapsed": d.target_minutes,
-                                          "timely_response": d.utterances[-1]}) for d in DIALOGS))
-    ctx = EvalContext(recipe=recipe, out_dir=tmp_path / "out", options=SUITE.parse_options({
-        "data": str(data), "timing_turns": "target", "unparsed": "wrong", "bertscore_model": "roberta-large",
-        "interval_reading": "strict", "postprocess": "true"}))
+    data.write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "id": d.id,
+                    "speaker_list": d.speakers[:-1],
+                    "context": d.utterances[:-1],
+                    "target_speaker": d.target_speaker,
+                    "time_elapsed": d.target_minutes,
+                    "timely_response": d.utterances[-1],
+                }
+            )
+            for d in DIALOGS
+        )
+    )
+    ctx = EvalContext(
+        recipe=recipe,
+        out_dir=tmp_path / "out",
+        options=SUITE.parse_options(
+            {
+                "data": str(data),
+                "timing_turns": "target",
+                "unparsed": "wrong",
+                "bertscore_model": "roberta-large",
+                "interval_reading": "strict",
+                "postprocess": "true",
+            }
+        ),
+    )
     report = run_timelychat_suite(scripted(timer_tokenizer), ctx)
     t = report["timing"]
     assert t["cases"] == 2 and (t["tp"], t["fn"]) == (1, 1) and report["overall"]["fpr"] is None
@@ -490,11 +574,22 @@ def timer_checkpoint(tiny_model_dir, tmp_path_factory):
     from timealign.train import sft
 
     tmp = tmp_path_factory.mktemp("timer-ckpt")
-    recipe = load_recipe("tiny-timer", {
-        "model.name_or_path": str(tiny_model_dir), "output_dir": str(tmp / "ckpt"),
-        "data.prepared_dir": str(tmp / "data"), "timer.synthetic_dialogs": "8", "timer.synthetic_eval_dialogs": "2",
-        "training.max_steps": "2", "training.per_device_train_batch_size": "4", "training.logging_steps": "1",
-        "training.max_length": "256", "training.disable_tqdm": "true"}, task="sft")
+    recipe = load_recipe(
+        "tiny-timer",
+        {
+            "model.name_or_path": str(tiny_model_dir),
+            "output_dir": str(tmp / "ckpt"),
+            "data.prepared_dir": str(tmp / "data"),
+            "timer.synthetic_dialogs": "8",
+            "timer.synthetic_eval_dialogs": "2",
+            "training.max_steps": "2",
+            "training.per_device_train_batch_size": "4",
+            "training.logging_steps": "1",
+            "training.max_length": "256",
+            "training.disable_tqdm": "true",
+        },
+        task="sft",
+    )
     return recipe, sft.run(recipe)
 
 
@@ -530,8 +625,11 @@ def check_report(report, dialogs):
 def test_suite_on_a_tiny_timer_checkpoint(timer_checkpoint, hf_timer, tmp_path):
     recipe, ckpt = timer_checkpoint
     assert timer_renderer_for_backend(hf_timer).special_tokens is True
-    ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options=SUITE.parse_options({"data": "synthetic", "n": "4",
-                                                                                   "seed": "3", **SMALL}))
+    ctx = EvalContext(
+        recipe=recipe,
+        out_dir=tmp_path,
+        options=SUITE.parse_options({"data": "synthetic", "n": "4", "seed": "3", **SMALL}),
+    )
     report = get_suite("timelychat").run(hf_timer, ctx)
     from timealign.suites.timelychat.suite import load_eval_dialogs
 
@@ -561,7 +659,9 @@ def test_suite_scores_the_sft_recipes_own_held_out_split(timer_checkpoint, hf_ti
 
 def test_suite_on_the_real_timelychat_sample(hf_timer, timer_checkpoint, timelychat_sample, tmp_path):
     recipe, _ = timer_checkpoint
-    ctx = EvalContext(recipe=recipe, out_dir=tmp_path, options=SUITE.parse_options({"data": str(timelychat_sample), **SMALL}))
+    ctx = EvalContext(
+        recipe=recipe, out_dir=tmp_path, options=SUITE.parse_options({"data": str(timelychat_sample), **SMALL})
+    )
     report = run_timelychat_suite(hf_timer, ctx)
     dialogs = load_timelychat(timelychat_sample).dialogs
     assert len(dialogs) == 6 and isinstance(dialogs[0], TimerDialog)
@@ -582,7 +682,8 @@ class ConstBackend:
 
 def test_renderer_follows_the_checkpoint_recipe_and_utterance_first_is_flagged(tiny_tokenizer, tmp_path):
     (tmp_path / "timealign_recipe.yaml").write_text(
-        "task: sft\ntimer:\n  special_tokens: false\n  order: utterance_first\n")
+        "task: sft\ntimer:\n  special_tokens: false\n  order: utterance_first\n"
+    )
     backend = ConstBackend(tiny_tokenizer, " 20 minutes\nB: hi")
     backend.checkpoint = str(tmp_path)
     renderer = timer_renderer_for_backend(backend)

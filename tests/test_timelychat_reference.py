@@ -30,21 +30,36 @@ def theirs():
     stand_in = types.ModuleType("evaluate")
     stand_in.load = lambda *a, **k: pytest.fail("BERTScore is not compared here")
     sys.modules.setdefault("evaluate", stand_in)
-    return types.SimpleNamespace(postprocess=_load("timelychat_authors_postprocess", utils / "postprocess.py"),
-                                 metrics=_load("timelychat_authors_metrics", utils / "metrics.py"))
+    return types.SimpleNamespace(
+        postprocess=_load("timelychat_authors_postprocess", utils / "postprocess.py"),
+        metrics=_load("timelychat_authors_metrics", utils / "metrics.py"),
+    )
 
 
 @pytest.fixture(scope="module")
 def replies():
-    records = [json.loads(line) for line in shared_path("data", "timelychat-sample", "eval.jsonl").read_text()
-               .splitlines() if line.strip()]
+    records = [
+        json.loads(line)
+        for line in shared_path("data", "timelychat-sample", "eval.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     base = [r[k] for r in records for k in ("timely_response", "untimely_response")]
     base += [u for r in records for u in r["context"]]
     variants = []
     for k, text in enumerate(base):
-        variants += [text, f"B: {text}", f"A: (20 minutes later) {text}", f"{text}\nA: Sure, see you then.",
-                     f"[laughs] (sighs) {text} -- ok", f"  {text}   <end>", f"{text} ... and then", f"B : {text}#x",
-                     f"(2 hours later) [B] {text} (smiles)", f"{text} ''quoted'' __", f"**{text}** == done"]
+        variants += [
+            text,
+            f"B: {text}",
+            f"A: (20 minutes later) {text}",
+            f"{text}\nA: Sure, see you then.",
+            f"[laughs] (sighs) {text} -- ok",
+            f"  {text}   <end>",
+            f"{text} ... and then",
+            f"B : {text}#x",
+            f"(2 hours later) [B] {text} (smiles)",
+            f"{text} ''quoted'' __",
+            f"**{text}** == done",
+        ]
         if k % 3 == 0:
             variants.append(f"{text.upper()} B: {text.lower()}")
     return variants
@@ -52,15 +67,18 @@ def replies():
 
 def test_reply_clean_up_equals_the_authors_postprocess_response(theirs, replies):
     assert len(replies) > 300
-    different = [(r, clean_reply(r), theirs.postprocess.postprocess_response(r)) for r in replies
-                 if clean_reply(r) != theirs.postprocess.postprocess_response(r)]
+    different = [
+        (r, clean_reply(r), theirs.postprocess.postprocess_response(r))
+        for r in replies
+        if clean_reply(r) != theirs.postprocess.postprocess_response(r)
+    ]
     assert not different, different[:5]
 
 
 def test_bleu2_rouge_l_and_rmsle_equal_the_authors_metrics(theirs, replies):
     preds = [clean_reply(r) for r in replies[::2]]
-    refs = [clean_reply(r) for r in replies[1::2]][:len(preds)]
-    preds = preds[:len(refs)]
+    refs = [clean_reply(r) for r in replies[1::2]][: len(preds)]
+    preds = preds[: len(refs)]
     ours_bleu = bleu2(preds, refs)
     assert ours_bleu == pytest.approx(theirs.metrics.bleu(refs, preds), abs=1e-4)
     ours_rouge, _ = rouge_l(preds, refs)

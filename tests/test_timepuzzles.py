@@ -13,10 +13,9 @@ from datetime import date, timedelta
 import numpy as np
 import pytest
 
+from timealign.data.records import read_jsonl
 from timealign.suites import timepuzzles as tp
 from timealign.suites.generate_sets import main as generate_main
-from timealign.data.records import read_jsonl
-from timealign.suites.timepuzzles import kb
 from timealign.suites.timepuzzles import (
     ChineseZodiacFact,
     DayOfMonthFact,
@@ -34,6 +33,7 @@ from timealign.suites.timepuzzles import (
     USPresidentFact,
     WeekdayFact,
     WeekdayInMonthFact,
+    kb,
 )
 
 D = date.fromisoformat
@@ -70,12 +70,15 @@ def brute_force(facts, all_dates) -> list[date]:
 # Fact predicates on known dates
 # ------------------------------------------------------------------------------------------------------------
 
+
 def test_year_level_facts_on_known_dates(cal):
     leap, not_leap = LeapYearFact(True), LeapYearFact(False)
     assert check(leap, cal, D("2024-05-01")) and check(leap, cal, D("2000-02-29"))
     assert check(not_leap, cal, D("1900-03-01")) and check(not_leap, cal, D("2023-12-31"))
     assert not check(leap, cal, D("1900-06-15")) and not check(leap, cal, D("2023-06-15"))
-    assert check(ExplicitYearFact(1969), cal, D("1969-07-20")) and not check(ExplicitYearFact(1969), cal, D("1970-01-01"))
+    assert check(ExplicitYearFact(1969), cal, D("1969-07-20")) and not check(
+        ExplicitYearFact(1969), cal, D("1970-01-01")
+    )
     assert check(DecadeFact(1990), cal, D("1999-12-31")) and not check(DecadeFact(1990), cal, D("2000-01-01"))
     assert check(DecadeFact(1990), cal, D("1990-01-01")) and not check(DecadeFact(1990), cal, D("1989-12-31"))
     # Sport years: Tokyo 2020 was held in 2021; 2022 had both Winter Games and a World Cup.
@@ -90,23 +93,43 @@ def test_year_level_facts_on_known_dates(cal):
 
 def test_chinese_calendar_known_dates(cal):
     # Chinese New Year dates (zodiac years change there, not on January 1).
-    known_cny = {2024: "2024-02-10", 2023: "2023-01-22", 2022: "2022-02-01", 2021: "2021-02-12", 2020: "2020-01-25",
-                 2019: "2019-02-05", 2008: "2008-02-07", 2000: "2000-02-05", 1990: "1990-01-27", 2025: "2025-01-29"}
+    known_cny = {
+        2024: "2024-02-10",
+        2023: "2023-01-22",
+        2022: "2022-02-01",
+        2021: "2021-02-12",
+        2020: "2020-01-25",
+        2019: "2019-02-05",
+        2008: "2008-02-07",
+        2000: "2000-02-05",
+        1990: "1990-01-27",
+        2025: "2025-01-29",
+    }
     for year, day in known_cny.items():
         assert tp.chinese_new_year(year) == D(day)
     dragon, rabbit = ChineseZodiacFact("Dragon"), ChineseZodiacFact("Rabbit")
     assert check(dragon, cal, D("2024-02-10")) and not check(dragon, cal, D("2024-02-09"))
     assert check(rabbit, cal, D("2024-02-09")) and check(rabbit, cal, D("2023-01-22"))
     assert check(ChineseZodiacFact("Snake"), cal, D("2025-01-29"))
-    assert check(ChineseZodiacFact("Rat"), cal, D("2020-01-25")) and check(ChineseZodiacFact("Rat"), cal, D("2008-06-01"))
+    assert check(ChineseZodiacFact("Rat"), cal, D("2020-01-25")) and check(
+        ChineseZodiacFact("Rat"), cal, D("2008-06-01")
+    )
     assert check(ChineseZodiacFact("Dragon"), cal, D("2000-02-05"))
     # Lunar months: Mid-Autumn (8th month, 15th day) 2024-09-17 and 2023-09-29; 2023 had a leap 2nd month.
-    assert check(LunarMonthFact(8, False), cal, D("2024-09-17")) and check(LunarMonthFact(8, False), cal, D("2023-09-29"))
-    assert check(LunarMonthFact(1, False), cal, D("2024-02-10")) and check(LunarMonthFact(12, False), cal, D("2024-02-09"))
-    assert check(LunarMonthFact(2, True), cal, D("2023-04-01")) and not check(LunarMonthFact(2, False), cal, D("2023-04-01"))
+    assert check(LunarMonthFact(8, False), cal, D("2024-09-17")) and check(
+        LunarMonthFact(8, False), cal, D("2023-09-29")
+    )
+    assert check(LunarMonthFact(1, False), cal, D("2024-02-10")) and check(
+        LunarMonthFact(12, False), cal, D("2024-02-09")
+    )
+    assert check(LunarMonthFact(2, True), cal, D("2023-04-01")) and not check(
+        LunarMonthFact(2, False), cal, D("2023-04-01")
+    )
     # 1933-07-22 is the 30th day of the leap 5th month (Hong Kong Observatory table); table-based lunardate 0.3.0
     # gets this month wrong by a day.
-    assert check(LunarMonthFact(5, True), cal, D("1933-07-22")) and check(LunarMonthFact(6, False), cal, D("1933-07-23"))
+    assert check(LunarMonthFact(5, True), cal, D("1933-07-22")) and check(
+        LunarMonthFact(6, False), cal, D("1933-07-23")
+    )
     assert tp.lunar_of(D("1933-07-22")) == (1933, 5, True)
 
 
@@ -128,12 +151,22 @@ def test_month_and_day_level_facts_on_known_dates(cal):
     # Thanksgiving 2025 = 4th Thursday of November; Memorial Day 2024 = last Monday of May.
     assert check(WeekdayInMonthFact(THU, 4), cal, D("2025-11-27"))
     assert not check(WeekdayInMonthFact(THU, 4), cal, D("2025-11-20"))
-    assert check(WeekdayInMonthFact(MON, -1), cal, D("2024-05-27")) and not check(WeekdayInMonthFact(MON, -1), cal, D("2024-05-20"))
-    assert check(WeekdayInMonthFact(FRI, 5), cal, D("2024-03-29")) and not check(WeekdayInMonthFact(FRI, 5), cal, D("2024-03-22"))
+    assert check(WeekdayInMonthFact(MON, -1), cal, D("2024-05-27")) and not check(
+        WeekdayInMonthFact(MON, -1), cal, D("2024-05-20")
+    )
+    assert check(WeekdayInMonthFact(FRI, 5), cal, D("2024-03-29")) and not check(
+        WeekdayInMonthFact(FRI, 5), cal, D("2024-03-22")
+    )
     assert check(WeekdayFact(SUN), cal, D("1969-07-20")) and check(WeekdayFact(TUE), cal, D("2001-09-11"))
-    assert check(MultiWeekdayFact((MON, SUN)), cal, D("1969-07-20")) and not check(MultiWeekdayFact((MON, SUN)), cal, D("2001-09-11"))
+    assert check(MultiWeekdayFact((MON, SUN)), cal, D("1969-07-20")) and not check(
+        MultiWeekdayFact((MON, SUN)), cal, D("2001-09-11")
+    )
     last = DayOfMonthFact(-1, "last")
-    assert check(last, cal, D("2024-02-29")) and check(last, cal, D("2023-02-28")) and not check(last, cal, D("2024-02-28"))
+    assert (
+        check(last, cal, D("2024-02-29"))
+        and check(last, cal, D("2023-02-28"))
+        and not check(last, cal, D("2024-02-28"))
+    )
     assert check(DayOfMonthFact(1, "first"), cal, D("2024-03-01")) and check(DayOfMonthFact(15), cal, D("2024-03-15"))
     assert check(DayOfMonthRangeFact("before", 12), cal, D("2024-03-11"))
     assert not check(DayOfMonthRangeFact("before", 12), cal, D("2024-03-12"))
@@ -166,12 +199,27 @@ def test_knowledge_base_facts_on_known_dates(cal):
 
 
 def test_every_category_vectorised_equals_scalar_on_random_dates(cal):
-    facts = [ExplicitYearFact(1976), DecadeFact(1950), LeapYearFact(True), LeapYearFact(False),
-             ChineseZodiacFact("Horse"), PersonAliveFact("Alan Turing"), USPresidentFact("Donald Trump"),
-             EventFact("summer_olympics", False), MonthFact(2), SeasonFact("spring"), LunarMonthFact(11, False),
-             WeekdayInMonthFact(WED, 2), WeekdayInMonthFact(SAT, -1), DayOfMonthFact(31), DayOfMonthFact(-1, "last"),
-             WeekdayFact(FRI), MultiWeekdayFact((TUE, THU, SAT)), DayOfMonthRangeFact("after", 27),
-             KnowledgeBaseEventFact("Margaret Thatcher's tenure as UK Prime Minister", "during")]
+    facts = [
+        ExplicitYearFact(1976),
+        DecadeFact(1950),
+        LeapYearFact(True),
+        LeapYearFact(False),
+        ChineseZodiacFact("Horse"),
+        PersonAliveFact("Alan Turing"),
+        USPresidentFact("Donald Trump"),
+        EventFact("summer_olympics", False),
+        MonthFact(2),
+        SeasonFact("spring"),
+        LunarMonthFact(11, False),
+        WeekdayInMonthFact(WED, 2),
+        WeekdayInMonthFact(SAT, -1),
+        DayOfMonthFact(31),
+        DayOfMonthFact(-1, "last"),
+        WeekdayFact(FRI),
+        MultiWeekdayFact((TUE, THU, SAT)),
+        DayOfMonthRangeFact("after", 27),
+        KnowledgeBaseEventFact("Margaret Thatcher's tenure as UK Prime Minister", "during"),
+    ]
     assert {type(f).__name__ for f in facts} | {"KnowledgeBaseEventFact"} == set(tp.FACT_TYPES)
     assert len(tp.FACT_TYPES) == 16  # Table 2
     rng = random.Random(1)
@@ -188,6 +236,7 @@ def test_every_category_vectorised_equals_scalar_on_random_dates(cal):
 # Solver
 # ------------------------------------------------------------------------------------------------------------
 
+
 def test_solver_matches_brute_force_on_generated_puzzles(cal, all_dates):
     records = tp.generate(36, seed=11)
     for rec in records:
@@ -203,8 +252,10 @@ def test_solver_matches_brute_force_on_random_fact_sets(cal, all_dates):
     sizes = []
     for _ in range(14):
         seed = tp.DATE_MIN + timedelta(days=rng.randrange(len(cal)))
-        facts = [cls.instantiate(rng, tp.DATE_MIN + timedelta(days=rng.randrange(len(cal))), set(), cal)
-                 for cls in rng.sample([c for level in tp.LEVELS for c in tp.CATEGORIES_BY_LEVEL[level]], 3)]
+        facts = [
+            cls.instantiate(rng, tp.DATE_MIN + timedelta(days=rng.randrange(len(cal))), set(), cal)
+            for cls in rng.sample([c for level in tp.LEVELS for c in tp.CATEGORIES_BY_LEVEL[level]], 3)
+        ]
         facts = [f for f in facts if f is not None] + [PersonAliveFact(rng.choice(kb.PEOPLE)[0])]
         if rng.random() < 0.5:
             facts.append(WeekdayFact(seed.weekday()))
@@ -221,23 +272,36 @@ def test_information_gain_order(cal):
     assert cal.information_gain(DayOfMonthFact(31)) > cal.information_gain(DayOfMonthRangeFact("before", 29))
 
 
-@pytest.mark.parametrize("facts, expected", [
-    # Apollo 11 landed on Sunday 1969-07-20: the Sundays after the 15th in that month.
-    ([KnowledgeBaseEventFact("the Apollo 11 Moon landing", "same_month"), WeekdayFact(SUN),
-      DayOfMonthRangeFact("after", 15)], ["1969-07-20", "1969-07-27"]),
-    # Thanksgiving 2025.
-    ([ExplicitYearFact(2025), MonthFact(11), WeekdayInMonthFact(THU, 4)], ["2025-11-27"]),
-    # Year of the Dragon began on 2024-02-10, so February 2024 before the 13th gives three days.
-    ([ChineseZodiacFact("Dragon"), ExplicitYearFact(2024), MonthFact(2), DayOfMonthRangeFact("before", 13)],
-     ["2024-02-10", "2024-02-11", "2024-02-12"]),
-    # Kobe Bryant died on 2020-01-26 (alive that day).
-    ([PersonAliveFact("Kobe Bryant"), ExplicitYearFact(2020), MonthFact(1), DayOfMonthRangeFact("after", 24)],
-     ["2020-01-25", "2020-01-26"]),
-    # The 8th lunar month of 2024 ran 2024-09-03..2024-10-02: only September 17 is a 17th inside it.
-    ([LunarMonthFact(8, False), ExplicitYearFact(2024), DayOfMonthFact(17)], ["2024-09-17"]),
-    # Contradictory: a leap year in the 1970s that is 1975.
-    ([DecadeFact(1970), LeapYearFact(True), ExplicitYearFact(1975)], []),
-])
+@pytest.mark.parametrize(
+    "facts, expected",
+    [
+        # Apollo 11 landed on Sunday 1969-07-20: the Sundays after the 15th in that month.
+        (
+            [
+                KnowledgeBaseEventFact("the Apollo 11 Moon landing", "same_month"),
+                WeekdayFact(SUN),
+                DayOfMonthRangeFact("after", 15),
+            ],
+            ["1969-07-20", "1969-07-27"],
+        ),
+        # Thanksgiving 2025.
+        ([ExplicitYearFact(2025), MonthFact(11), WeekdayInMonthFact(THU, 4)], ["2025-11-27"]),
+        # Year of the Dragon began on 2024-02-10, so February 2024 before the 13th gives three days.
+        (
+            [ChineseZodiacFact("Dragon"), ExplicitYearFact(2024), MonthFact(2), DayOfMonthRangeFact("before", 13)],
+            ["2024-02-10", "2024-02-11", "2024-02-12"],
+        ),
+        # Kobe Bryant died on 2020-01-26 (alive that day).
+        (
+            [PersonAliveFact("Kobe Bryant"), ExplicitYearFact(2020), MonthFact(1), DayOfMonthRangeFact("after", 24)],
+            ["2020-01-25", "2020-01-26"],
+        ),
+        # The 8th lunar month of 2024 ran 2024-09-03..2024-10-02: only September 17 is a 17th inside it.
+        ([LunarMonthFact(8, False), ExplicitYearFact(2024), DayOfMonthFact(17)], ["2024-09-17"]),
+        # Contradictory: a leap year in the 1970s that is 1975.
+        ([DecadeFact(1970), LeapYearFact(True), ExplicitYearFact(1975)], []),
+    ],
+)
 def test_worked_examples(facts, expected, cal, all_dates):
     assert [d.isoformat() for d in tp.solve(facts, cal)] == expected
     assert [d.isoformat() for d in brute_force(facts, all_dates)] == expected
@@ -245,10 +309,12 @@ def test_worked_examples(facts, expected, cal, all_dates):
 
 def test_ambiguity_guard(cal):
     # A transition day that satisfies all other facts makes the puzzle ambiguous; one that does not, does not.
-    assert tp.is_ambiguous([USPresidentFact("Gerald Ford"), ExplicitYearFact(1974), MonthFact(8),
-                            DayOfMonthRangeFact("before", 11)], cal)
-    assert not tp.is_ambiguous([USPresidentFact("Gerald Ford"), ExplicitYearFact(1974), MonthFact(8),
-                                DayOfMonthRangeFact("after", 11)], cal)
+    assert tp.is_ambiguous(
+        [USPresidentFact("Gerald Ford"), ExplicitYearFact(1974), MonthFact(8), DayOfMonthRangeFact("before", 11)], cal
+    )
+    assert not tp.is_ambiguous(
+        [USPresidentFact("Gerald Ford"), ExplicitYearFact(1974), MonthFact(8), DayOfMonthRangeFact("after", 11)], cal
+    )
     assert tp.is_ambiguous([EventFact("summer_olympics", False), DecadeFact(2020), MonthFact(7)], cal)
     assert not tp.is_ambiguous([PersonAliveFact("Kobe Bryant"), ExplicitYearFact(2020)], cal)
 
@@ -256,8 +322,13 @@ def test_ambiguity_guard(cal):
 def test_guards_cover_a_term_with_no_end_and_the_tokyo_2020_games(cal):
     # Issue 12. Trump's second term has no end in the knowledge base: "Trump was President, on a Wednesday,
     # September 2 of a leap year" is 2020-09-02 in D, but 2028-09-06 too were D to run on (a generated puzzle).
-    leap_september = [USPresidentFact("Donald Trump"), LeapYearFact(True), MonthFact(9), WeekdayFact(WED),
-                      DecadeFact(2020)]
+    leap_september = [
+        USPresidentFact("Donald Trump"),
+        LeapYearFact(True),
+        MonthFact(9),
+        WeekdayFact(WED),
+        DecadeFact(2020),
+    ]
     assert [d.year for d in tp.solve(leap_september, cal)] == [2020] * 5
     assert tp.depends_on_range_end(leap_september, cal) and not tp.is_ambiguous(leap_september, cal)
     assert not tp.depends_on_range_end(leap_september + [ExplicitYearFact(2020)], cal)
@@ -295,6 +366,7 @@ def test_generated_answers_depend_neither_on_the_end_of_d_nor_on_tokyo_2020():
 # ------------------------------------------------------------------------------------------------------------
 # Generation
 # ------------------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def generated():
@@ -385,9 +457,12 @@ class _Years:
 
 def test_knowledge_base_is_consistent_with_the_date_range(cal):
     """Every anchor lies inside D and ends by 2025-01-20, so D's ends and Trump's open term never matter."""
-    anchors = [PersonAliveFact(p[0]) for p in kb.PEOPLE] + [USPresidentFact(p[0]) for p in kb.US_PRESIDENTS
-                                                            if p[0] != "Donald Trump"]
-    anchors += [KnowledgeBaseEventFact(e[0], r) for e in kb.DAY_EVENTS for r in ("same_year", "same_month", "same_day")]
+    anchors = [PersonAliveFact(p[0]) for p in kb.PEOPLE] + [
+        USPresidentFact(p[0]) for p in kb.US_PRESIDENTS if p[0] != "Donald Trump"
+    ]
+    anchors += [
+        KnowledgeBaseEventFact(e[0], r) for e in kb.DAY_EVENTS for r in ("same_year", "same_month", "same_day")
+    ]
     anchors += [KnowledgeBaseEventFact(e[0], "during") for e in kb.SPAN_EVENTS]
     for a in anchors:
         idx = np.flatnonzero(a.mask(cal))
@@ -429,8 +504,12 @@ def test_cli(tmp_path):
     records = read_jsonl(out)
     assert [r["target_count"] for r in records] == [1, 2, 3, 4, 5, 6]
     assert records == tp.generate(6, 1, variant="explicit")
-    help_text = subprocess.run([sys.executable, "-m", "timealign.suites.generate_sets", "suite=timepuzzles", "--help"],
-                               capture_output=True, text=True, check=True).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "timealign.suites.generate_sets", "suite=timepuzzles", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for flag in ("n=50", "seed=0", "variant='implicit'", "out="):
         assert flag in help_text
 
@@ -439,20 +518,32 @@ def test_cli(tmp_path):
 # Parser and metrics
 # ------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, dates, parseable", [
-    ("Step 1 ... so the dates are these.\nMY ANSWER: 2024-01-05, 2024-01-12", {"2024-01-05", "2024-01-12"}, True),
-    ("**MY ANSWER:** 2024-1-5", {"2024-01-05"}, True),
-    ("my answer: 1969-07-20.", {"1969-07-20"}, True),
-    ("MY ANSWER:\n- 2024-02-10\n- 2024-02-11\n\nNote that 2024-02-09 is a Rabbit day.", {"2024-02-10", "2024-02-11"}, True),
-    ("First guess MY ANSWER: 2020-01-01\nOn reflection...\nMY ANSWER: 2020-01-02", {"2020-01-02"}, True),
-    ("MY ANSWER: None", set(), True),
-    ("MY ANSWER: **None**", set(), True),
-    ("MY ANSWER: 2023-02-30, 2023-03-01", {"2023-02-30", "2023-03-01"}, True),  # impossible date kept: scored wrong
-    ("The answer is 2024-01-05.", set(), False),  # no MY ANSWER line
-    ("MY ANSWER: I am not sure", set(), False),
-    ("", set(), False),
-    ("ĠĊ<unk> MY ANS", set(), False),
-])
+
+@pytest.mark.parametrize(
+    "text, dates, parseable",
+    [
+        ("Step 1 ... so the dates are these.\nMY ANSWER: 2024-01-05, 2024-01-12", {"2024-01-05", "2024-01-12"}, True),
+        ("**MY ANSWER:** 2024-1-5", {"2024-01-05"}, True),
+        ("my answer: 1969-07-20.", {"1969-07-20"}, True),
+        (
+            "MY ANSWER:\n- 2024-02-10\n- 2024-02-11\n\nNote that 2024-02-09 is a Rabbit day.",
+            {"2024-02-10", "2024-02-11"},
+            True,
+        ),
+        ("First guess MY ANSWER: 2020-01-01\nOn reflection...\nMY ANSWER: 2020-01-02", {"2020-01-02"}, True),
+        ("MY ANSWER: None", set(), True),
+        ("MY ANSWER: **None**", set(), True),
+        (
+            "MY ANSWER: 2023-02-30, 2023-03-01",
+            {"2023-02-30", "2023-03-01"},
+            True,
+        ),  # impossible date kept: scored wrong
+        ("The answer is 2024-01-05.", set(), False),  # no MY ANSWER line
+        ("MY ANSWER: I am not sure", set(), False),
+        ("", set(), False),
+        ("ĠĊ<unk> MY ANS", set(), False),
+    ],
+)
 def test_parse_answer(text, dates, parseable):
     parsed = tp.parse_answer(text)
     assert set(parsed.dates) == dates and parsed.parseable is parseable
@@ -474,9 +565,11 @@ def test_set_metrics_worked_examples():
 
 
 def test_score_outputs_macro_average():
-    records = [{"id": "x", "gold": ["2024-01-05", "2024-01-12"], "target_count": 2, "num_facts": 4},
-               {"id": "y", "gold": ["2025-11-27"], "target_count": 1, "num_facts": 5},
-               {"id": "z", "gold": ["2000-01-01"], "target_count": 1, "num_facts": 5}]
+    records = [
+        {"id": "x", "gold": ["2024-01-05", "2024-01-12"], "target_count": 2, "num_facts": 4},
+        {"id": "y", "gold": ["2025-11-27"], "target_count": 1, "num_facts": 5},
+        {"id": "z", "gold": ["2000-01-01"], "target_count": 1, "num_facts": 5},
+    ]
     outputs = ["...\nMY ANSWER: 2024-01-05", "MY ANSWER: 2025-11-27", "no answer line"]
     report = tp.score_outputs(records, outputs)
     o = report["overall"]
@@ -490,6 +583,7 @@ def test_score_outputs_macro_average():
 # The evaluation suite on the real tiny model
 # ------------------------------------------------------------------------------------------------------------
 
+
 def test_suite_on_tiny_model(tiny_model_dir, tmp_path):
     from timealign.backends.hf import HFBackend
     from timealign.suites.registry import EvalContext, get_suite
@@ -497,8 +591,12 @@ def test_suite_on_tiny_model(tiny_model_dir, tmp_path):
     suite = get_suite("timepuzzles")
     assert suite.run is tp.run_suite
     backend = HFBackend(str(tiny_model_dir), batch_size=8)
-    ctx = EvalContext(recipe=None, out_dir=tmp_path, timestamps=False,
-                      options=suite.parse_options({"n": "4", "seed": "2", "max_new_tokens": "16"}))
+    ctx = EvalContext(
+        recipe=None,
+        out_dir=tmp_path,
+        timestamps=False,
+        options=suite.parse_options({"n": "4", "seed": "2", "max_new_tokens": "16"}),
+    )
     report = suite.run(backend, ctx)
     o = report["overall"]
     assert o["n"] == 4 and o["em"] == 0 and o["f1"] == 0 and o["jaccard"] == 0 and o["unparseable"] == 1
@@ -517,8 +615,9 @@ def test_span_events_state_that_their_first_and_last_days_count(cal):
     for name, first, last, _ in kb.SPAN_EVENTS:
         fact = KnowledgeBaseEventFact(name, "during")
         assert fact.implicit() == f"The date falls during {name}, its first and last days included."
-        assert fact.explicit() == (f"The date falls during {name}, which lasted from {first} to {last}, both days "
-                                   "included.")
+        assert fact.explicit() == (
+            f"The date falls during {name}, which lasted from {first} to {last}, both days included."
+        )
         assert check(fact, cal, D(first)) and check(fact, cal, D(last))
         assert not check(fact, cal, D(last) + timedelta(days=1))
     on_a_last_day = 0

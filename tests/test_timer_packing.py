@@ -52,8 +52,9 @@ def rows(base):
     _, tok = base
     timer = TimerSection(emit_instant_counterpart=True)
     dialogs = [timelychat_dialog(r, "synthetic", i) for i, r in enumerate(generate_timelychat(N_DIALOGS, seed=3))]
-    ds = featurize(Dataset.from_list([d.to_row() for d in dialogs]), TimerRenderer.for_timer(tok, timer), timer,
-                   MAX_LENGTH)
+    ds = featurize(
+        Dataset.from_list([d.to_row() for d in dialogs]), TimerRenderer.for_timer(tok, timer), timer, MAX_LENGTH
+    )
     data = [{k: r[k] for k in ("input_ids", "labels", "token_types")} for r in ds]
     lengths = [len(r["input_ids"]) for r in data]
     assert len(data) == 2 * N_DIALOGS and max(lengths) <= MAX_LENGTH and sum(lengths) > 2 * MAX_LENGTH
@@ -78,21 +79,43 @@ def hand_sums(model, data):
 def config(tmp_path, batch, **extra):
     from trl import SFTConfig
 
-    return SFTConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, gradient_checkpointing=False, report_to=[],
-                     per_device_train_batch_size=batch, per_device_eval_batch_size=batch, max_steps=1,
-                     logging_steps=1, save_strategy="no", learning_rate=1e-3, lr_scheduler_type="constant",
-                     dataloader_num_workers=0, seed=0, max_length=MAX_LENGTH, disable_tqdm=True, **extra)
+    return SFTConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to=[],
+        per_device_train_batch_size=batch,
+        per_device_eval_batch_size=batch,
+        max_steps=1,
+        logging_steps=1,
+        save_strategy="no",
+        learning_rate=1e-3,
+        lr_scheduler_type="constant",
+        dataloader_num_workers=0,
+        seed=0,
+        max_length=MAX_LENGTH,
+        disable_tqdm=True,
+        **extra,
+    )
 
 
-def timer_trainer(model, tok, data, tmp_path, *, packing, batch=64, lambda_time=1.0, norm="tokens", layout=None,
-                  **extra):
+def timer_trainer(
+    model, tok, data, tmp_path, *, packing, batch=64, lambda_time=1.0, norm="tokens", layout=None, **extra
+):
     from datasets import Dataset
 
     from timealign.train.timer import TimerSFTTrainer
 
-    return TimerSFTTrainer(model=model, args=config(tmp_path, batch, packing=packing, **extra),
-                           train_dataset=Dataset.from_list(data), processing_class=tok, lambda_time=lambda_time,
-                           loss_normalization=norm, packing_layout=layout)
+    return TimerSFTTrainer(
+        model=model,
+        args=config(tmp_path, batch, packing=packing, **extra),
+        train_dataset=Dataset.from_list(data),
+        processing_class=tok,
+        lambda_time=lambda_time,
+        loss_normalization=norm,
+        packing_layout=layout,
+    )
 
 
 def whole_batch(trainer):
@@ -115,7 +138,7 @@ def test_packing_keeps_every_row_and_its_time_mask_token_for_token(base, rows, t
         assert sum(row["seq_lengths"]) <= MAX_LENGTH
         start = 0
         for n in row["seq_lengths"]:
-            segments[tuple(tuple(row[k][start:start + n]) for k in ("input_ids", "labels", "token_types"))] += 1
+            segments[tuple(tuple(row[k][start : start + n]) for k in ("input_ids", "labels", "token_types"))] += 1
             start += n
     original = Counter(tuple(tuple(r[k]) for k in ("input_ids", "labels", "token_types")) for r in rows)
     assert segments == original  # every dialog once, ids/labels/types aligned at the same offsets
@@ -135,7 +158,7 @@ def test_packing_keeps_every_row_and_its_time_mask_token_for_token(base, rows, t
         for row in group:
             for n in row["seq_lengths"]:
                 starts.add(pos)
-                assert batch["position_ids"][b, pos:pos + n].tolist() == list(range(n))
+                assert batch["position_ids"][b, pos : pos + n].tolist() == list(range(n))
                 pos += n
         # the only labels changed: each dialog's first (never a target: position j predicts token j + 1)
         changed = [i for i, (x, y) in enumerate(zip(batch["labels"][b].tolist(), flat["labels"])) if x != y]
@@ -143,10 +166,15 @@ def test_packing_keeps_every_row_and_its_time_mask_token_for_token(base, rows, t
     assert (batch["token_types"] == T).sum() == sum(t == T for r in rows for t in r["token_types"])
 
 
-@pytest.mark.parametrize("attn,layout,lambda_time,norm", [("sdpa", "rows", 2.5, "tokens"),
-                                                         ("eager", "rows", 0.5, "per_type"),
-                                                         ("sdpa", "flat", 0.5, "per_type"),
-                                                         ("eager", "flat", 2.5, "tokens")])
+@pytest.mark.parametrize(
+    "attn,layout,lambda_time,norm",
+    [
+        ("sdpa", "rows", 2.5, "tokens"),
+        ("eager", "rows", 0.5, "per_type"),
+        ("sdpa", "flat", 0.5, "per_type"),
+        ("eager", "flat", 2.5, "tokens"),
+    ],
+)
 def test_packed_loss_equals_unpacked_and_the_hand_computation(base, rows, tmp_path, attn, layout, lambda_time, norm):
     model0, tok = base
     model0 = copy.deepcopy(model0)
@@ -159,8 +187,16 @@ def test_packed_loss_equals_unpacked_and_the_hand_computation(base, rows, tmp_pa
 
     losses, grads = {}, {}
     for packing in (False, True):
-        trainer = timer_trainer(copy.deepcopy(model0), tok, rows, tmp_path / str(packing), packing=packing,
-                                lambda_time=lambda_time, norm=norm, layout=layout if packing else None)
+        trainer = timer_trainer(
+            copy.deepcopy(model0),
+            tok,
+            rows,
+            tmp_path / str(packing),
+            packing=packing,
+            lambda_time=lambda_time,
+            norm=norm,
+            layout=layout if packing else None,
+        )
         trainer.model.eval()
         with torch.no_grad():
             losses[packing] = trainer.compute_loss(trainer.model, whole_batch(trainer)).item()
@@ -188,8 +224,12 @@ def test_lambda_one_packed_equals_trl_sft_loss(base, rows, tmp_path):
     plain = Dataset.from_list([{k: r[k] for k in ("input_ids", "labels")} for r in rows])
     stock = {}
     for packing in (False, True):
-        trainer = SFTTrainer(model=copy.deepcopy(model0), args=config(tmp_path / f"trl{packing}", 64, packing=packing),
-                             train_dataset=plain, processing_class=tok)
+        trainer = SFTTrainer(
+            model=copy.deepcopy(model0),
+            args=config(tmp_path / f"trl{packing}", 64, packing=packing),
+            train_dataset=plain,
+            processing_class=tok,
+        )
         trainer.train()
         stock[packing] = trainer.state.log_history[0]["loss"]
     ours = timer_trainer(copy.deepcopy(model0), tok, rows, tmp_path / "timer", packing=True)
@@ -235,11 +275,28 @@ def test_sft_cli_with_timer_packing(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", TIMEALIGN_CACHE=str(tmp_path / "cache"))
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "train/sft.py"), "recipe=tiny-timer", "timer.packing=true",
-         f"output_dir={out}", "timer.synthetic_dialogs=24", "timer.synthetic_eval_dialogs=4", "training.max_steps=3",
-         "training.logging_steps=1", "training.per_device_train_batch_size=2", "training.max_length=256",
-         "training.eval_strategy=steps", "training.eval_steps=3"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            str(REPO_ROOT / "train/sft.py"),
+            "recipe=tiny-timer",
+            "timer.packing=true",
+            f"output_dir={out}",
+            "timer.synthetic_dialogs=24",
+            "timer.synthetic_eval_dialogs=4",
+            "training.max_steps=3",
+            "training.logging_steps=1",
+            "training.per_device_train_batch_size=2",
+            "training.max_length=256",
+            "training.eval_strategy=steps",
+            "training.eval_steps=3",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     log = json.loads((out / "train_log.json").read_text())
     steps = [e for e in log if "loss" in e]

@@ -45,8 +45,13 @@ def rows(ids):
                 input_ids[j] = ids[0]  # <SPK> opens the next turn
             if t == O and j + 1 < len(types) and types[j + 1] == T:
                 input_ids[j] = ids[1]  # <TIME> opens the interval
-        out.append({"input_ids": input_ids, "labels": [i if t else -100 for i, t in zip(input_ids, types)],
-                    "token_types": types})
+        out.append(
+            {
+                "input_ids": input_ids,
+                "labels": [i if t else -100 for i, t in zip(input_ids, types)],
+                "token_types": types,
+            }
+        )
     return out
 
 
@@ -65,22 +70,59 @@ def hand_ce(model, data):
     return sums, counts
 
 
-def make_trainer(model, tok, data, tmp_path, *, batch=3, accum=1, lambda_time=1.0, norm="tokens", peft=None,
-                 trainer_cls=None, lr=1e-3, max_length=None, **extra):
+def make_trainer(
+    model,
+    tok,
+    data,
+    tmp_path,
+    *,
+    batch=3,
+    accum=1,
+    lambda_time=1.0,
+    norm="tokens",
+    peft=None,
+    trainer_cls=None,
+    lr=1e-3,
+    max_length=None,
+    **extra,
+):
     from datasets import Dataset
     from trl import SFTConfig
 
     from timealign.train.timer import TimerSFTTrainer
 
-    args = SFTConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, gradient_checkpointing=False, report_to=[],
-                     per_device_train_batch_size=batch, gradient_accumulation_steps=accum, max_steps=1,
-                     logging_steps=1, save_strategy="no", learning_rate=lr, lr_scheduler_type="constant",
-                     dataloader_num_workers=0, seed=0, max_length=max_length, disable_tqdm=True, **extra)
+    args = SFTConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to=[],
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accum,
+        max_steps=1,
+        logging_steps=1,
+        save_strategy="no",
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        dataloader_num_workers=0,
+        seed=0,
+        max_length=max_length,
+        disable_tqdm=True,
+        **extra,
+    )
     if trainer_cls is not None:
-        return trainer_cls(model=model, args=args, train_dataset=Dataset.from_list(data), processing_class=tok,
-                           peft_config=peft)
-    return TimerSFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(data), processing_class=tok,
-                           lambda_time=lambda_time, loss_normalization=norm, peft_config=peft)
+        return trainer_cls(
+            model=model, args=args, train_dataset=Dataset.from_list(data), processing_class=tok, peft_config=peft
+        )
+    return TimerSFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(data),
+        processing_class=tok,
+        lambda_time=lambda_time,
+        loss_normalization=norm,
+        peft_config=peft,
+    )
 
 
 @pytest.mark.parametrize("lambda_time,norm", [(2.5, "tokens"), (0.0, "tokens"), (0.5, "per_type")])
@@ -124,8 +166,13 @@ def test_lambda_one_is_trl_sft_loss_and_accumulation_does_not_matter(base, tmp_p
 
     model0, tok, ids = base
     data = rows(ids)
-    stock = make_trainer(copy.deepcopy(model0), tok, [{k: r[k] for k in ("input_ids", "labels")} for r in data],
-                         tmp_path / "stock", trainer_cls=SFTTrainer)
+    stock = make_trainer(
+        copy.deepcopy(model0),
+        tok,
+        [{k: r[k] for k in ("input_ids", "labels")} for r in data],
+        tmp_path / "stock",
+        trainer_cls=SFTTrainer,
+    )
     stock.train()
     full = make_trainer(copy.deepcopy(model0), tok, data, tmp_path / "full")
     full.train()
@@ -148,8 +195,9 @@ def _untied(model):
     return model
 
 
-@pytest.mark.parametrize("mode,tied", [("trainable_tokens", True), ("trainable_tokens", False),
-                                       ("modules_to_save", True)])
+@pytest.mark.parametrize(
+    "mode,tied", [("trainable_tokens", True), ("trainable_tokens", False), ("modules_to_save", True)]
+)
 def test_lora_trains_the_new_token_rows(base, tmp_path, mode, tied):
     from timealign.config import LoraSection
     from timealign.train.timer import timer_lora_config
@@ -192,14 +240,21 @@ def test_refusals(base, tmp_path):
     model, tok, ids = base
     data = rows(ids)
     with pytest.raises(ValueError, match="wrapped"):  # packing is supported (tests/test_timer_packing.py), not wrapped
-        make_trainer(copy.deepcopy(model), tok, data, tmp_path, packing=True, packing_strategy="wrapped",
-                     max_length=64)
+        make_trainer(
+            copy.deepcopy(model), tok, data, tmp_path, packing=True, packing_strategy="wrapped", max_length=64
+        )
     with pytest.raises(ValueError, match="lacks \\['token_types'\\]"):
-        make_trainer(copy.deepcopy(model), tok, [{"input_ids": r["input_ids"], "labels": r["labels"]} for r in data],
-                     tmp_path)
+        make_trainer(
+            copy.deepcopy(model), tok, [{"input_ids": r["input_ids"], "labels": r["labels"]} for r in data], tmp_path
+        )
     with pytest.raises(ValueError, match="lambda_time"):
-        TimerSFTTrainer(model=copy.deepcopy(model), args=SFTConfig(output_dir=str(tmp_path), use_cpu=True),
-                        train_dataset=Dataset.from_list(data), processing_class=tok, lambda_time=-1)
+        TimerSFTTrainer(
+            model=copy.deepcopy(model),
+            args=SFTConfig(output_dir=str(tmp_path), use_cpu=True),
+            train_dataset=Dataset.from_list(data),
+            processing_class=tok,
+            lambda_time=-1,
+        )
 
 
 def test_truncation_in_prepare_keeps_masks_aligned(base, tmp_path):
@@ -228,7 +283,10 @@ def test_two_step_inference_with_a_fake_backend(base):
     assert calls[0] == [renderer.interval_prompt(context, "A")] * 3
     assert calls[1] == [renderer.response_prompt(context, "A", m) for m in (90, 0, 0)]
     assert [(p.minutes, p.interval_parsed, p.conditioned_on) for p in preds] == [
-        (90.0, True, 90.0), (None, False, 0.0), (0.0, True, 0.0)]
+        (90.0, True, 90.0),
+        (None, False, 0.0),
+        (0.0, True, 0.0),
+    ]
     assert preds[0].interval_text == "1 hour 30 minutes" and preds[1].interval_text == "a while"
     assert [p.response for p in preds] == ["reply 0", "reply 1", "reply 2"]  # cut at the next turn's <SPK>
     assert infer.respond([context], ["A"], [20]) and len(calls) == 3
@@ -247,8 +305,11 @@ def test_recipes_carry_the_paper_settings(tmp_path):
     assert paper.timer.lambda_time == 1.0 and paper.timer.special_tokens and paper.timer.order == "time_first"
     assert paper.lora.enabled is False  # full fine-tuning, as the paper
     SFTConfig(output_dir=str(tmp_path), **dict(t, use_cpu=True, bf16=False))  # every key is a real SFTConfig field
-    tiny = load_recipe("tiny-timer", {"timer.lambda_time": "0", "timer.special_tokens": "false",
-                                      "timer.order": "utterance_first"}, task="sft")
+    tiny = load_recipe(
+        "tiny-timer",
+        {"timer.lambda_time": "0", "timer.special_tokens": "false", "timer.order": "utterance_first"},
+        task="sft",
+    )
     assert tiny.model.name_or_path == "tiny" and tiny.data.source == "synthetic"
     assert tiny.training["use_cpu"] is True and tiny.training["bf16"] is False
     assert (tiny.timer.lambda_time, tiny.timer.special_tokens, tiny.timer.order) == (0.0, False, "utterance_first")

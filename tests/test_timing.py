@@ -111,8 +111,12 @@ def test_gap_table_is_table4():
     assert GAP_TABLE["medium"][1] == (3 * HOUR, HOUR, HOUR, 6 * HOUR)
     assert GAP_TABLE["low"][1] == (3 * DAY, DAY, DAY, 6 * DAY)
     assert GAP_TABLE["low"][2] == (90 * DAY, 30 * DAY, 30 * DAY, 180 * DAY)
-    assert GAP_TABLE["low"][0] == GAP_TABLE["medium"][0] == GAP_TABLE["high"][1] == (
-        3 * MINUTE, MINUTE, MINUTE, 6 * MINUTE)
+    assert (
+        GAP_TABLE["low"][0]
+        == GAP_TABLE["medium"][0]
+        == GAP_TABLE["high"][1]
+        == (3 * MINUTE, MINUTE, MINUTE, 6 * MINUTE)
+    )
 
 
 @pytest.mark.parametrize("sensitivity", SENSITIVITIES)
@@ -179,9 +183,17 @@ def _conversation(n_rounds: int) -> list[dict]:
     for k in range(n_rounds):
         msgs += [
             {"role": "user", "content": f"What is the price of item {k}?"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_{k}", "type": "function",
-                 "function": {"name": "get_price", "arguments": '{"item": "x"}'}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{k}",
+                        "type": "function",
+                        "function": {"name": "get_price", "arguments": '{"item": "x"}'},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": f"call_{k}", "name": "get_price", "content": '{"price": 3}'},
             {"role": "assistant", "content": f"Item {k} costs $3."},
         ]
@@ -205,7 +217,9 @@ def test_assign_timestamps_strictly_increasing_and_copies():
 
 def test_assign_timestamps_with_fixed_pace_is_reproducible():
     pace = Pace(238.0, 37.0, 40.0)
-    a = assign_timestamps(_conversation(2), datetime(2023, 5, 1, 9, 0, tzinfo=timezone.utc), np.random.default_rng(7), pace)
+    a = assign_timestamps(
+        _conversation(2), datetime(2023, 5, 1, 9, 0, tzinfo=timezone.utc), np.random.default_rng(7), pace
+    )
     b = assign_timestamps(_conversation(2), "2023-05-01T09:00:00Z", np.random.default_rng(7), pace)
     assert a == b
 

@@ -36,13 +36,16 @@ def test_tiny_agent_warmup_trains_on_agent_turns(tiny_model_dir, tmp_path):
     agent = AutoModelForCausalLM.from_pretrained(out)
     changed = [name for (name, p), q in zip(base.named_parameters(), agent.parameters()) if not (p == q).all()]
     assert changed  # the warm-up really trained
-    assert AutoTokenizer.from_pretrained(out).chat_template == AutoTokenizer.from_pretrained(tiny_model_dir).chat_template
+    assert (
+        AutoTokenizer.from_pretrained(out).chat_template == AutoTokenizer.from_pretrained(tiny_model_dir).chat_template
+    )
 
 
 def test_blind_agent_warmup_adds_coin_flip_final_turns(tiny_model_dir, tmp_path):
     plain = build_tiny_agent(tmp_path / "plain", tiny_model_dir, trajectories=4, epochs=1, max_rounds=1)
-    blind = build_tiny_agent(tmp_path / "blind", tiny_model_dir, trajectories=4, epochs=1, max_rounds=1,
-                             final_turns=True, elapsed=True)
+    blind = build_tiny_agent(
+        tmp_path / "blind", tiny_model_dir, trajectories=4, epochs=1, max_rounds=1, final_turns=True, elapsed=True
+    )
     meta_plain = json.loads((plain / "timealign_tiny.json").read_text())
     meta_blind = json.loads((blind / "timealign_tiny.json").read_text())
     # 4 trajectories x 3 elapse levels = 12 final follow-ups on top of the same in-history turns

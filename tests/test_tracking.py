@@ -28,8 +28,14 @@ from timealign.config.tracking import (
 
 
 def test_run_name_from_the_overrides_that_change_training():
-    bookkeeping = {"output_dir": "x", "training.report_to": "[wandb]", "training.resume_from_checkpoint": "auto",
-                   "data.prepared_dir": "p", "launch.check": "warn", "wandb.tags": "[a]"}
+    bookkeeping = {
+        "output_dir": "x",
+        "training.report_to": "[wandb]",
+        "training.resume_from_checkpoint": "auto",
+        "data.prepared_dir": "p",
+        "launch.check": "warn",
+        "wandb.tags": "[a]",
+    }
     recipe = load_recipe("tiny", {"training.learning_rate": "1e-5", "training.beta": "0.2", **bookkeeping})
     assert run_name(recipe) == "tiny:lr=1e-5,beta=0.2"
     assert run_name(load_recipe("tiny")) == "tiny"
@@ -87,8 +93,8 @@ def wandb_records(run_dir: Path):
         if block - pos % block < 7:  # the rest of a block too short for a header is padding
             pos += block - pos % block
             continue
-        length, kind = int.from_bytes(data[pos + 4:pos + 6], "little"), data[pos + 6]
-        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind in (1, 4):
             record = pb.Record()
             record.ParseFromString(pending + chunk if kind == 4 else chunk)
@@ -103,8 +109,13 @@ def run_of(run_dir: Path) -> dict:
     runs = [r.run for r in wandb_records(run_dir) if r.WhichOneof("record_type") == "run"]
     assert runs, run_dir
     run = runs[-1]
-    return {"id": run.run_id, "project": run.project, "name": run.display_name, "group": run.run_group,
-            "job_type": run.job_type}
+    return {
+        "id": run.run_id,
+        "project": run.project,
+        "name": run.display_name,
+        "group": run.run_group,
+        "job_type": run.job_type,
+    }
 
 
 @pytest.mark.slow
@@ -112,26 +123,61 @@ def test_training_and_eval_runs_named_grouped_in_one_project(tmp_path):
     """WANDB_PROJECT set: training and eval both go there; the training run is named after the overrides; the eval
     run of its checkpoint joins its group."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "SLURM_", "WANDB_RUN"))}
-    env.update(HF_HUB_OFFLINE="1", WANDB_MODE="offline", WANDB_DIR=str(tmp_path), WANDB_PROJECT="shared-project",
-               TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1", TIMEALIGN_CACHE=str(tmp_path / "cache"))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        WANDB_MODE="offline",
+        WANDB_DIR=str(tmp_path),
+        WANDB_PROJECT="shared-project",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS="1",
+        TIMEALIGN_CACHE=str(tmp_path / "cache"),
+    )
     out = tmp_path / "run"
     data = ["data.synthetic_trajectories=8"]
-    train = [sys.executable, str(REPO_ROOT / "train/dpo.py"), "recipe=tiny", "training.learning_rate=1e-5",
-             "training.beta=0.2", "training.max_steps=1", f"output_dir={out}", "training.report_to=[wandb]",
-             "training.save_strategy=no", *data]
+    train = [
+        sys.executable,
+        str(REPO_ROOT / "train/dpo.py"),
+        "recipe=tiny",
+        "training.learning_rate=1e-5",
+        "training.beta=0.2",
+        "training.max_steps=1",
+        f"output_dir={out}",
+        "training.report_to=[wandb]",
+        "training.save_strategy=no",
+        *data,
+    ]
     proc = subprocess.run(train, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
     trained = run_of(run_dir)
     name = "tiny:lr=1e-5,beta=0.2,steps=1,synthetic_trajectories=8"
-    assert trained == {"id": trained["id"], "project": "shared-project", "name": name,
-                       "group": f"{name} ({trained['id']})", "job_type": "dpo"}
+    assert trained == {
+        "id": trained["id"],
+        "project": "shared-project",
+        "name": name,
+        "group": f"{name} ({trained['id']})",
+        "job_type": "dpo",
+    }
     assert json.loads((out / TRAINING_RUN_FILE).read_text()) == {
-        "id": trained["id"], "name": name, "group": trained["group"], "project": "shared-project", "entity": None}
+        "id": trained["id"],
+        "name": name,
+        "group": trained["group"],
+        "project": "shared-project",
+        "entity": None,
+    }
 
-    evaluate = [sys.executable, str(REPO_ROOT / "eval/run.py"), "recipe=tiny", f"checkpoint={out}", f"output_dir={out}",
-                "suites=tictoc",
-                "wandb=true", "eval.max_samples=4", f"out={tmp_path / 'eval'}", *data]
+    evaluate = [
+        sys.executable,
+        str(REPO_ROOT / "eval/run.py"),
+        "recipe=tiny",
+        f"checkpoint={out}",
+        f"output_dir={out}",
+        "suites=tictoc",
+        "wandb=true",
+        "eval.max_samples=4",
+        f"out={tmp_path / 'eval'}",
+        *data,
+    ]
     proc = subprocess.run(evaluate, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     (eval_dir,) = set((tmp_path / "wandb").glob("offline-run-*")) - {run_dir}
@@ -139,6 +185,10 @@ def test_training_and_eval_runs_named_grouped_in_one_project(tmp_path):
     data = json.loads((tmp_path / "eval" / "tictoc.json").read_text())["data"]
     # named by checkpoint folder, suite, data and run number: short, no absolute path, one per evaluation
     assert data["source"] == "synthetic" and data["split"] == "test" and data["samples"] == 4
-    assert scored == {"id": scored["id"], "project": "shared-project",
-                      "name": f"eval:run:tictoc@synthetic-test-{data['fingerprint'][:8]}#001",
-                      "group": trained["group"], "job_type": "eval"}
+    assert scored == {
+        "id": scored["id"],
+        "project": "shared-project",
+        "name": f"eval:run:tictoc@synthetic-test-{data['fingerprint'][:8]}#001",
+        "group": trained["group"],
+        "job_type": "eval",
+    }

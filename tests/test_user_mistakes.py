@@ -18,31 +18,58 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT
+
 from timealign.config import RecipeError, load_recipe
 
-MAINS = {"train/dpo.py": "timealign.train.dpo:main", "train/sft.py": "timealign.train.sft:main",
-         "data_prep/tictoc.py": "timealign.data.commands:pairs_main",
-         "data_prep/timelychat.py": "timealign.data.commands:dialogs_main",
-         "eval/run.py": "timealign.eval.runner:main"}
+MAINS = {
+    "train/dpo.py": "timealign.train.dpo:main",
+    "train/sft.py": "timealign.train.sft:main",
+    "data_prep/tictoc.py": "timealign.data.commands:pairs_main",
+    "data_prep/timelychat.py": "timealign.data.commands:dialogs_main",
+    "eval/run.py": "timealign.eval.runner:main",
+}
 
-TOOLS = [{"type": "function", "function": {"name": "get_price", "description": "Latest price of a stock.",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"symbol": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_price",
+            "description": "Latest price of a stock.",
+            "parameters": {"type": "object", "properties": {"symbol": {"type": "string"}}},
+        },
+    }
+]
 
 
 def v1_record(rid: str, **changes) -> dict:
     history = [
         {"role": "user", "content": "Price of ACME?", "time": "2024-05-01T09:00:00Z"},
-        {"role": "assistant", "content": None, "time": "2024-05-01T09:00:03Z", "tool_calls": [
-            {"id": "call_a", "type": "function",
-             "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'}}]},
-        {"role": "tool", "tool_call_id": "call_a", "name": "get_price", "content": '{"price": 10}',
-         "time": "2024-05-01T09:00:04Z"},
+        {
+            "role": "assistant",
+            "content": None,
+            "time": "2024-05-01T09:00:03Z",
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_a",
+            "name": "get_price",
+            "content": '{"price": 10}',
+            "time": "2024-05-01T09:00:04Z",
+        },
         {"role": "assistant", "content": "ACME is at 10.", "time": "2024-05-01T09:00:08Z"},
-        {"role": "user", "content": f"Is ACME above 15 now? ({rid})",
-         "time": ["2024-05-01T09:05:00Z", "2024-05-01T12:00:00Z", "2024-05-03T12:00:00Z"]},
+        {
+            "role": "user",
+            "content": f"Is ACME above 15 now? ({rid})",
+            "time": ["2024-05-01T09:05:00Z", "2024-05-01T12:00:00Z", "2024-05-03T12:00:00Z"],
+        },
     ]
     return {"id": rid, "history": history, "function": copy.deepcopy(TOOLS), **changes}
 
@@ -58,8 +85,13 @@ def v1_folder(folder: Path, files: dict[str, list]) -> Path:
     return folder
 
 
-V1_NAMES = ("preferTool_elapse_0.json", "preferTool_elapse_1.json", "preferTool_elapse_2.json",
-            "preferNoTool_elapse_0.json", "preferNoTool_elapse_1.json")
+V1_NAMES = (
+    "preferTool_elapse_0.json",
+    "preferTool_elapse_1.json",
+    "preferTool_elapse_2.json",
+    "preferNoTool_elapse_0.json",
+    "preferNoTool_elapse_1.json",
+)
 
 
 def _setup_empty_v1(tmp: Path) -> None:
@@ -72,8 +104,13 @@ def _setup_all_bad_v1(tmp: Path) -> None:
 
 def _setup_all_bad_dialogs(tmp: Path) -> None:
     (tmp / "data").mkdir()
-    bad = {"speaker_list": ["A", "B"], "context": ["Hi"], "target_speaker": "B", "time_elapsed": "5 minutes",
-           "timely_response": "Back!"}
+    bad = {
+        "speaker_list": ["A", "B"],
+        "context": ["Hi"],
+        "target_speaker": "B",
+        "time_elapsed": "5 minutes",
+        "timely_response": "Back!",
+    }
     (tmp / "data" / "train.jsonl").write_text(json.dumps({**bad, "id": "d1"}) + "\n")
 
 
@@ -94,54 +131,160 @@ def _setup_empty_recipe(tmp: Path) -> None:
 # (class id, how users run it, what the one error line says, a setup of the case's folder or None, whether the
 # mistake is found before anything is written). {tmp} is the case's own working folder.
 CLI_CASES = [
-    ("source-typo", ["train/dpo.py", "recipe=tiny", "data.source=vl", "data.path={tmp}"],
-     "data.source='vl' is not one of: synthetic, v1, annotated, hub, timelychat, dialogs (did you mean: v1?)", None,
-     True),
-    ("source-of-the-other-task", ["train/sft.py", "recipe=tiny-timer", "data.source=v1", "data.path={tmp}"],
-     "data.source=v1 is a data source of task dpo (TicToc pairs); task sft (this recipe, tiny-timer) reads "
-     "data.source=synthetic | timelychat | dialogs | hub", None, True),
-    ("source-unknown-before-path", ["data_prep/tictoc.py", "recipe=tiny", "data.source=csv"],
-     "data.source='csv' is not one of:", None, True),
-    ("on-error-unknown", ["data_prep/tictoc.py", "recipe=tiny", "data.on_error=ignore"],
-     "data.on_error='ignore' is not one of: raise, skip", None, True),
-    ("max-steps-negative", ["train/dpo.py", "recipe=tiny", "training.max_steps=-5"],
-     "training.max_steps=-5 must be -1 or >= 1 (-1: train by training.num_train_epochs)", None, True),
-    ("checkpoint-not-a-model", ["eval/run.py", "recipe=tiny", "checkpoint={tmp}/run", "out={tmp}/eval"],
-     "checkpoint={tmp}/run: this folder holds no model (no config.json or adapter_config.json): give the folder",
-     _setup_not_a_model, False),
-    ("checkpoint-holds-checkpoints", ["eval/run.py", "recipe=tiny", "checkpoint={tmp}/run", "out={tmp}/eval"],
-     "checkpoint={tmp}/run: this folder holds no model (no config.json or adapter_config.json): did you mean "
-     "checkpoint={tmp}/run/checkpoint-10?", _setup_checkpoint_inside, False),
-    ("model-is-a-file", ["train/dpo.py", "recipe=tiny", "model.name_or_path={tmp}/empty.yaml"],
-     "model.name_or_path={tmp}/empty.yaml: a file, not a model folder", _setup_empty_recipe, False),
-    ("hub-offline", ["train/dpo.py", "recipe=tiny", "data.source=hub", "data.path=yizecheng/TicToc"],
-     "data.path=yizecheng/TicToc (data.source=hub): the hub dataset is not in the local cache", None, True),
-    ("model-not-cached-offline", ["train/sft.py", "recipe=tiny-timer", "model.name_or_path=someone/NoModel"],
-     "model.name_or_path=someone/NoModel: not in the local hub cache", None, True),
-    ("push-to-hub-offline", ["train/dpo.py", "recipe=tiny", "training.push_to_hub=true"],
-     "training.push_to_hub=true but HF_HUB_OFFLINE=1 forbids every hub request", None, True),
-    ("nothing-usable-empty-files", ["data_prep/tictoc.py", "recipe=tiny", "data.source=v1",
-                                    "data.path={tmp}/data/v1", "out={tmp}/out"],
-     "data.path={tmp}/data/v1 (data.source=v1): no records at all (every data file is an empty list)",
-     _setup_empty_v1, False),
-    ("nothing-usable-skip", ["data_prep/tictoc.py", "recipe=tiny", "data.source=v1", "data.path={tmp}/data/v1",
-                             "data.on_error=skip", "out={tmp}/out"],
-     "data.path={tmp}/data/v1 (data.source=v1): no usable pairs: all 2 records were rejected (first: "
-     "{tmp}/data/v1/preferTool_elapse_1.json: record '#0': `id` must be a non-empty string, got int 7)",
-     _setup_all_bad_v1, False),
-    ("nothing-usable-dialogs", ["data_prep/timelychat.py", "recipe=tiny-timer", "data.source=timelychat",
-                                "data.path={tmp}/data", "data.on_error=skip", "out={tmp}/out"],
-     "data.path={tmp}/data (data.source=timelychat): no usable dialogs: all 1 records were rejected",
-     _setup_all_bad_dialogs, False),
-    ("overlength-drops-all", ["train/dpo.py", "recipe=tiny", "training.max_length=64", "data.overlength=drop",
-                              "data.synthetic_trajectories=4"],
-     "all 12 train pairs are left out by training.max_length=64 (data.overlength=drop;", None, False),
-    ("overlength-trl-drops-all", ["train/dpo.py", "recipe=tiny", "training.max_length=64", "data.overlength=trl",
-                                  "data.synthetic_trajectories=4"],
-     "all 12 train pairs are left out by training.max_length=64 (data.overlength=trl;", None, False),
-    ("trl-config-refuses", ["train/dpo.py", "recipe=tiny", "training.load_best_model_at_end=true",
-                            "training.eval_strategy=steps", "training.save_strategy=epoch"],
-     "training: DPOConfig refuses the recipe's training settings: --load_best_model_at_end requires", None, True),
+    (
+        "source-typo",
+        ["train/dpo.py", "recipe=tiny", "data.source=vl", "data.path={tmp}"],
+        "data.source='vl' is not one of: synthetic, v1, annotated, hub, timelychat, dialogs (did you mean: v1?)",
+        None,
+        True,
+    ),
+    (
+        "source-of-the-other-task",
+        ["train/sft.py", "recipe=tiny-timer", "data.source=v1", "data.path={tmp}"],
+        "data.source=v1 is a data source of task dpo (TicToc pairs); task sft (this recipe, tiny-timer) reads "
+        "data.source=synthetic | timelychat | dialogs | hub",
+        None,
+        True,
+    ),
+    (
+        "source-unknown-before-path",
+        ["data_prep/tictoc.py", "recipe=tiny", "data.source=csv"],
+        "data.source='csv' is not one of:",
+        None,
+        True,
+    ),
+    (
+        "on-error-unknown",
+        ["data_prep/tictoc.py", "recipe=tiny", "data.on_error=ignore"],
+        "data.on_error='ignore' is not one of: raise, skip",
+        None,
+        True,
+    ),
+    (
+        "max-steps-negative",
+        ["train/dpo.py", "recipe=tiny", "training.max_steps=-5"],
+        "training.max_steps=-5 must be -1 or >= 1 (-1: train by training.num_train_epochs)",
+        None,
+        True,
+    ),
+    (
+        "checkpoint-not-a-model",
+        ["eval/run.py", "recipe=tiny", "checkpoint={tmp}/run", "out={tmp}/eval"],
+        "checkpoint={tmp}/run: this folder holds no model (no config.json or adapter_config.json): give the folder",
+        _setup_not_a_model,
+        False,
+    ),
+    (
+        "checkpoint-holds-checkpoints",
+        ["eval/run.py", "recipe=tiny", "checkpoint={tmp}/run", "out={tmp}/eval"],
+        "checkpoint={tmp}/run: this folder holds no model (no config.json or adapter_config.json): did you mean "
+        "checkpoint={tmp}/run/checkpoint-10?",
+        _setup_checkpoint_inside,
+        False,
+    ),
+    (
+        "model-is-a-file",
+        ["train/dpo.py", "recipe=tiny", "model.name_or_path={tmp}/empty.yaml"],
+        "model.name_or_path={tmp}/empty.yaml: a file, not a model folder",
+        _setup_empty_recipe,
+        False,
+    ),
+    (
+        "hub-offline",
+        ["train/dpo.py", "recipe=tiny", "data.source=hub", "data.path=yizecheng/TicToc"],
+        "data.path=yizecheng/TicToc (data.source=hub): the hub dataset is not in the local cache",
+        None,
+        True,
+    ),
+    (
+        "model-not-cached-offline",
+        ["train/sft.py", "recipe=tiny-timer", "model.name_or_path=someone/NoModel"],
+        "model.name_or_path=someone/NoModel: not in the local hub cache",
+        None,
+        True,
+    ),
+    (
+        "push-to-hub-offline",
+        ["train/dpo.py", "recipe=tiny", "training.push_to_hub=true"],
+        "training.push_to_hub=true but HF_HUB_OFFLINE=1 forbids every hub request",
+        None,
+        True,
+    ),
+    (
+        "nothing-usable-empty-files",
+        ["data_prep/tictoc.py", "recipe=tiny", "data.source=v1", "data.path={tmp}/data/v1", "out={tmp}/out"],
+        "data.path={tmp}/data/v1 (data.source=v1): no records at all (every data file is an empty list)",
+        _setup_empty_v1,
+        False,
+    ),
+    (
+        "nothing-usable-skip",
+        [
+            "data_prep/tictoc.py",
+            "recipe=tiny",
+            "data.source=v1",
+            "data.path={tmp}/data/v1",
+            "data.on_error=skip",
+            "out={tmp}/out",
+        ],
+        "data.path={tmp}/data/v1 (data.source=v1): no usable pairs: all 2 records were rejected (first: "
+        "{tmp}/data/v1/preferTool_elapse_1.json: record '#0': `id` must be a non-empty string, got int 7)",
+        _setup_all_bad_v1,
+        False,
+    ),
+    (
+        "nothing-usable-dialogs",
+        [
+            "data_prep/timelychat.py",
+            "recipe=tiny-timer",
+            "data.source=timelychat",
+            "data.path={tmp}/data",
+            "data.on_error=skip",
+            "out={tmp}/out",
+        ],
+        "data.path={tmp}/data (data.source=timelychat): no usable dialogs: all 1 records were rejected",
+        _setup_all_bad_dialogs,
+        False,
+    ),
+    (
+        "overlength-drops-all",
+        [
+            "train/dpo.py",
+            "recipe=tiny",
+            "training.max_length=64",
+            "data.overlength=drop",
+            "data.synthetic_trajectories=4",
+        ],
+        "all 12 train pairs are left out by training.max_length=64 (data.overlength=drop;",
+        None,
+        False,
+    ),
+    (
+        "overlength-trl-drops-all",
+        [
+            "train/dpo.py",
+            "recipe=tiny",
+            "training.max_length=64",
+            "data.overlength=trl",
+            "data.synthetic_trajectories=4",
+        ],
+        "all 12 train pairs are left out by training.max_length=64 (data.overlength=trl;",
+        None,
+        False,
+    ),
+    (
+        "trl-config-refuses",
+        [
+            "train/dpo.py",
+            "recipe=tiny",
+            "training.load_best_model_at_end=true",
+            "training.eval_strategy=steps",
+            "training.save_strategy=epoch",
+        ],
+        "training: DPOConfig refuses the recipe's training settings: --load_best_model_at_end requires",
+        None,
+        True,
+    ),
 ]
 
 
@@ -195,10 +338,25 @@ def test_cli_mistake(case, args, message, setup, before_any_write, tmp_path, mon
         assert sorted(p.relative_to(work) for p in work.rglob("*")) == before, "wrote something before refusing"
 
 
-@pytest.mark.parametrize("key", ["data.overlength", "data.score_orientation", "data.protocol", "data.source",
-                                 "data.on_error", "eval.backend", "timer.order", "launch.check",
-                                 "data.unknown_scenarios", "timer.loss_turns", "timer.loss_normalization",
-                                 "timer.lora_new_tokens", "model.dtype", "data.direct_answer_backend"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "data.overlength",
+        "data.score_orientation",
+        "data.protocol",
+        "data.source",
+        "data.on_error",
+        "eval.backend",
+        "timer.order",
+        "launch.check",
+        "data.unknown_scenarios",
+        "timer.loss_turns",
+        "timer.loss_normalization",
+        "timer.lora_new_tokens",
+        "model.dtype",
+        "data.direct_answer_backend",
+    ],
+)
 def test_enumerated_fields_refuse_other_values_when_the_recipe_loads(key):
     """Each enumerated field declares its choices in the schema; any other value fails in load_recipe, listing them
     (issue 22: eight fields set to "bogus" all loaded and failed later in six modules)."""
@@ -218,11 +376,17 @@ def test_enumerated_fields_refuse_other_values_when_the_recipe_loads(key):
 
 
 def test_did_you_mean_and_help_list_the_choices():
-    with pytest.raises(RecipeError, match=r"eval.backend='VLLM' is not one of: hf, vllm, openai, chat \(did you "
-                                          r"mean: vllm\?\)"):
+    with pytest.raises(
+        RecipeError,
+        match=r"eval.backend='VLLM' is not one of: hf, vllm, openai, chat \(did you "
+        r"mean: vllm\?\)",
+    ):
         load_recipe("tiny", {"eval.backend": "VLLM"})
-    with pytest.raises(RecipeError, match=r"data.overlength='truncate' is not one of: .* \(did you mean: "
-                                          r"truncate_prompt"):
+    with pytest.raises(
+        RecipeError,
+        match=r"data.overlength='truncate' is not one of: .* \(did you mean: "
+        r"truncate_prompt",
+    ):
         load_recipe("tiny", {"data.overlength": "truncate"})
     from timealign.config.recipes import describe_fields
 
@@ -263,8 +427,9 @@ def test_empty_recipe_file_is_refused_or_trains_by_the_machine(tmp_path, monkeyp
         assert training_args(recipe, DPOConfig).bf16
         return
     code, err = run_main(["train/dpo.py", "--config", "empty.yaml"], tmp_path, capsys)
-    assert_one_line(code, err, "training: DPOConfig refuses the recipe's training settings: Your setup doesn't "
-                               "support bf16/gpu.")
+    assert_one_line(
+        code, err, "training: DPOConfig refuses the recipe's training settings: Your setup doesn't support bf16/gpu."
+    )
     assert "set training.bf16=false, and on a machine without a GPU also training.use_cpu=true" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.yaml"]  # no prepared data, no output_dir
 
@@ -314,8 +479,11 @@ def test_a_removed_split_names_the_prepared_folder(tmp_path):
 
     out = _prepared(tmp_path)
     shutil.rmtree(out / "dataset" / "test")
-    with pytest.raises(DamagedPreparedData, match=rf"^{re.escape(str(out))}: the prepared data cannot be read "
-                                                  r"\(FileNotFoundError: .*dataset/test"):
+    with pytest.raises(
+        DamagedPreparedData,
+        match=rf"^{re.escape(str(out))}: the prepared data cannot be read "
+        r"\(FileNotFoundError: .*dataset/test",
+    ):
         load_prepared(out)
 
 
@@ -333,8 +501,10 @@ def test_a_full_disk_while_saving_says_so(tmp_path):
     (out / "manifest.json").symlink_to("/dev/full")  # every write to it fails with ENOSPC
     with pytest.raises(NoSpaceLeft) as err:
         prepare(DataSection(synthetic_trajectories=4), out)
-    assert str(err.value) == (f"No space left on device writing {out} (prepared pairs): free space there, or write "
-                              "elsewhere, then run the same command again")
+    assert str(err.value) == (
+        f"No space left on device writing {out} (prepared pairs): free space there, or write "
+        "elsewhere, then run the same command again"
+    )
     assert commands.DATA_ERRORS[NoSpaceLeft] == 2
     for module in (dpo, sft):  # the training entry points map it to exit 2 too
         assert "NoSpaceLeft: 2" in Path(module.__file__).read_text()
@@ -349,14 +519,24 @@ def test_skip_mode_counts_the_records_of_a_rejected_file(tmp_path):
     from timealign.config import DataSection
     from timealign.data.pairs import prepare
 
-    folder = v1_folder(tmp_path / "v1", {"preferTool_elapse_1.json": [v1_record(rid(1))],
-                                         "prefertool_elapse_2.json": [v1_record(rid(n)) for n in range(2, 36)]})
+    folder = v1_folder(
+        tmp_path / "v1",
+        {
+            "preferTool_elapse_1.json": [v1_record(rid(1))],
+            "prefertool_elapse_2.json": [v1_record(rid(n)) for n in range(2, 36)],
+        },
+    )
     info = prepare(DataSection(source="v1", path=str(folder), on_error="skip"), tmp_path / "out")
     assert info["pairs"] == 1 and info["rejects"] == 34
     rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
-    assert rejects == [{"source": str(folder / "prefertool_elapse_2.json"), "id": None, "records": 34,
-                        "reason": "not a TicToc v1 file name: differs only in letter case from "
-                                  "preferTool_elapse_2.json"}]
+    assert rejects == [
+        {
+            "source": str(folder / "prefertool_elapse_2.json"),
+            "id": None,
+            "records": 34,
+            "reason": "not a TicToc v1 file name: differs only in letter case from preferTool_elapse_2.json",
+        }
+    ]
 
 
 # Every class docs/bad_input.md lists (its "User mistakes" table), and the test that checks it.

@@ -28,9 +28,9 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU build ot
 
 from test_backends import BOS, build_test_model, tictoc_rows  # noqa: E402
 
+from timealign.backends.base import GenerationError  # noqa: E402
+from timealign.backends.factory import make_backend  # noqa: E402
 from timealign.config import load_recipe  # noqa: E402
-from timealign.backends.base import GenerationError
-from timealign.backends.factory import make_backend
 
 pytestmark = pytest.mark.slow
 MAX_NEW_TOKENS = 16
@@ -55,8 +55,10 @@ def lora_adapter(test_model, tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(3)
-    model = get_peft_model(AutoModelForCausalLM.from_pretrained(test_model),
-                           LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False))
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(test_model),
+        LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False),
+    )
     out = tmp_path_factory.mktemp("lora")
     model.save_pretrained(out)
     AutoTokenizer.from_pretrained(test_model).save_pretrained(out)
@@ -105,8 +107,10 @@ def test_vllm_greedy_equals_hf_on_tictoc_prompts(test_model, rows, tmp_path):
         assert list(err.value.errors) == [1] and "max_model_len=2048" in err.value.errors[1]
 
         # Sampling with a seed (e.g. Qwen3 reasoning settings) is reproducible, so cached samples stay valid.
-        sampled = [vb.generate(prompts[:4], max_new_tokens=8, temperature=0.6, top_p=0.95, top_k=20, desc=None)
-                   for _ in range(2)]
+        sampled = [
+            vb.generate(prompts[:4], max_new_tokens=8, temperature=0.6, top_p=0.95, top_k=20, desc=None)
+            for _ in range(2)
+        ]
         assert sampled[0] == sampled[1]
 
 
@@ -131,15 +135,21 @@ def test_openai_backend_against_a_real_vllm_server(test_model, rows, tmp_path):
     _, prompts, expected = hf_outputs(test_model, rows)
     with vllm_server(test_model, "tiny-test", tmp_path / "server.log") as base:
         url = f"{base}/v1"
-        recipe = load_recipe("tiny", {"eval.backend": "openai", "eval.base_url": url, "eval.served_model": "tiny-test",
-                                      "eval.batch_size": "4"})
+        recipe = load_recipe(
+            "tiny",
+            {"eval.backend": "openai", "eval.base_url": url, "eval.served_model": "tiny-test", "eval.batch_size": "4"},
+        )
         backend = make_backend(recipe.eval, str(test_model))
         assert backend.generate(prompts, max_new_tokens=MAX_NEW_TOKENS, desc=None) == expected
 
         # The server tokenized our BOS-less rendered string with add_special_tokens=True: exactly one BOS.
         body = {"model": "tiny-test", "prompt": prompts[0], "max_tokens": 1, "return_token_ids": True}
-        request = urllib.request.Request(f"{url}/completions", method="POST", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{url}/completions",
+            method="POST",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         reply = json.loads(urllib.request.urlopen(request, timeout=60).read())
         ids = reply["choices"][0].get("prompt_token_ids") or reply.get("prompt_token_ids")
         bos_id = backend.tokenizer.bos_token_id
@@ -153,14 +163,32 @@ def test_eval_cli_with_the_vllm_backend(tiny_model_dir, tmp_path):
     """`python eval/run.py ... eval.backend=vllm` end to end on the tiny model (the real engine, in a subprocess)."""
     from conftest import REPO_ROOT
 
-    env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", VLLM_CPU_KVCACHE_SPACE="1",
-               TIMEALIGN_CACHE=str(tmp_path / "cache"))
+    env = dict(
+        os.environ,
+        HF_HUB_OFFLINE="1",
+        WANDB_MODE="offline",
+        VLLM_CPU_KVCACHE_SPACE="1",
+        TIMEALIGN_CACHE=str(tmp_path / "cache"),
+    )
     out = tmp_path / "eval"
     proc = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "eval/run.py"), "recipe=tiny", f"checkpoint={tiny_model_dir}", f"out={out}",
-         f"data.prepared_dir={tmp_path / 'prep'}", "data.synthetic_trajectories=2", "eval.max_new_tokens=8",
-         *[f"{k}={v}" for k, v in VLLM_EVAL.items()]],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(REPO_ROOT / "eval/run.py"),
+            "recipe=tiny",
+            f"checkpoint={tiny_model_dir}",
+            f"out={out}",
+            f"data.prepared_dir={tmp_path / 'prep'}",
+            "data.synthetic_trajectories=2",
+            "eval.max_new_tokens=8",
+            *[f"{k}={v}" for k, v in VLLM_EVAL.items()],
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads((out / "tictoc.json").read_text())
     assert report["backend"]["name"] == "vllm" and report["overall"]["n"] == 6

@@ -26,20 +26,42 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def vllm_server(model, served_name: str, log_path: Path, *extra_args: str, max_model_len: int = 2048,
-                startup_s: float = 300):
+def vllm_server(
+    model, served_name: str, log_path: Path, *extra_args: str, max_model_len: int = 2048, startup_s: float = 300
+):
     """Serve `model` (float32, eager) as `served_name` on a free loopback port; yields "http://127.0.0.1:PORT".
     The server's output goes to `log_path`; a server that exits or is not healthy in `startup_s` fails the test
     with the end of that log."""
     port = free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1",
-               VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))  # GiB; else 92% of RAM
+    env = dict(
+        os.environ, HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")
+    )  # GiB; else 92% of RAM
     with open(log_path, "w") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--dtype", "float32",
-             "--max-model-len", str(max_model_len), "--enforce-eager", "--host", "127.0.0.1", "--port", str(port),
-             "--served-model-name", served_name, *extra_args],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+            [
+                sys.executable,
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                str(model),
+                "--dtype",
+                "float32",
+                "--max-model-len",
+                str(max_model_len),
+                "--enforce-eager",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--served-model-name",
+                served_name,
+                *extra_args,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
         try:
             deadline = time.time() + startup_s
             while True:
@@ -50,8 +72,9 @@ def vllm_server(model, served_name: str, log_path: Path, *extra_args: str, max_m
                     break
                 except OSError:
                     if time.time() > deadline:
-                        pytest.fail(f"vLLM server did not come up in {startup_s:.0f} s:\n"
-                                    f"{Path(log_path).read_text()[-4000:]}")
+                        pytest.fail(
+                            f"vLLM server did not come up in {startup_s:.0f} s:\n{Path(log_path).read_text()[-4000:]}"
+                        )
                     time.sleep(2)
             yield f"http://127.0.0.1:{port}"
         finally:

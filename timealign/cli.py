@@ -33,31 +33,60 @@ SUBCOMMANDS = {
     "dpo": Subcommand("timealign.train.dpo:main", "offset-DPO on TicToc preference pairs", "train/dpo.py"),
     "sft": Subcommand("timealign.train.sft:main", "TIMER-style SFT on dialogs with response delays", "train/sft.py"),
     "eval": Subcommand("timealign.eval.runner:main", "score a checkpoint on the evaluation suites", "eval/run.py"),
-    "compare": Subcommand("timealign.eval.compare:main", "base vs trained evaluation reports: deltas, noise, NAR "
-                          "chart", "eval/compare.py"),
-    "export": Subcommand("timealign.train.export:main", "export a checkpoint as a standalone model folder "
-                         "(LoRA merged)", "train/export.py"),
-    "model-card": Subcommand("timealign.train.model_card:main", "rewrite a trained folder's model card",
-                             "python -m timealign.train.model_card"),
-    "infer": Subcommand("timealign.suites.timelychat.infer:main", "two-step TIMER inference on a trained "
-                        "checkpoint", "python -m timealign.suites.timelychat.infer"),
-    "synthetic": Subcommand("timealign.data.synthetic.cli:main", "write seeded synthetic TicToc trajectories or "
-                            "dialogs", "python -m timealign.data.synthetic"),
-    "cluster": Subcommand("timealign.cluster.cli:main", "launch, plan, submit or evaluate on SLURM",
-                          "python -m timealign.cluster"),
-    "experiment": Subcommand("timealign.experiment.cli:main", "tiny-model experiments with controls and ablations",
-                             "python -m timealign.experiment"),
-    "demo": Subcommand("timealign.experiment.demo:main", "the demo: the method learning on the tiny model (~5 min)",
-                       "python -m timealign.experiment.demo"),
+    "compare": Subcommand(
+        "timealign.eval.compare:main",
+        "base vs trained evaluation reports: deltas, noise, NAR chart",
+        "eval/compare.py",
+    ),
+    "export": Subcommand(
+        "timealign.train.export:main",
+        "export a checkpoint as a standalone model folder (LoRA merged)",
+        "train/export.py",
+    ),
+    "model-card": Subcommand(
+        "timealign.train.model_card:main",
+        "rewrite a trained folder's model card",
+        "python -m timealign.train.model_card",
+    ),
+    "infer": Subcommand(
+        "timealign.suites.timelychat.infer:main",
+        "two-step TIMER inference on a trained checkpoint",
+        "python -m timealign.suites.timelychat.infer",
+    ),
+    "synthetic": Subcommand(
+        "timealign.data.synthetic.cli:main",
+        "write seeded synthetic TicToc trajectories or dialogs",
+        "python -m timealign.data.synthetic",
+    ),
+    "cluster": Subcommand(
+        "timealign.cluster.cli:main", "launch, plan, submit or evaluate on SLURM", "python -m timealign.cluster"
+    ),
+    "experiment": Subcommand(
+        "timealign.experiment.cli:main",
+        "tiny-model experiments with controls and ablations",
+        "python -m timealign.experiment",
+    ),
+    "demo": Subcommand(
+        "timealign.experiment.demo:main",
+        "the demo: the method learning on the tiny model (~5 min)",
+        "python -m timealign.experiment.demo",
+    ),
 }
 # `timealign prep KIND`: the data preparation scripts (data_prep/*.py).
 PREP = {
-    "tictoc": Subcommand("timealign.data.commands:pairs_main", "build and save offset-DPO pairs from TicToc data",
-                         "data_prep/tictoc.py"),
-    "timelychat": Subcommand("timealign.data.commands:dialogs_main", "load, validate and save dialogs for TIMER SFT",
-                             "data_prep/timelychat.py"),
-    "reasoning": Subcommand("timealign.suites.generate_sets:main", "generate a seeded evaluation set of one suite",
-                            "data_prep/reasoning.py"),
+    "tictoc": Subcommand(
+        "timealign.data.commands:pairs_main", "build and save offset-DPO pairs from TicToc data", "data_prep/tictoc.py"
+    ),
+    "timelychat": Subcommand(
+        "timealign.data.commands:dialogs_main",
+        "load, validate and save dialogs for TIMER SFT",
+        "data_prep/timelychat.py",
+    ),
+    "reasoning": Subcommand(
+        "timealign.suites.generate_sets:main",
+        "generate a seeded evaluation set of one suite",
+        "data_prep/reasoning.py",
+    ),
 }
 GROUPS = {"prep": (PREP, "prepare data: tictoc | timelychat | reasoning")}
 
@@ -69,9 +98,11 @@ def listing(table: dict[str, Subcommand], groups: dict | None = None) -> str:
 
 
 def usage(prog: str, table: dict[str, Subcommand], groups: dict | None = None) -> str:
-    return (f"usage: {prog} SUBCOMMAND [recipe=NAME|--config PATH] [key=value ...]\n\n"
-            f"Subcommands (the scripts in brackets run the same; `{prog} SUBCOMMAND --help` lists its options):\n"
-            f"{listing(table, groups)}")
+    return (
+        f"usage: {prog} SUBCOMMAND [recipe=NAME|--config PATH] [key=value ...]\n\n"
+        f"Subcommands (the scripts in brackets run the same; `{prog} SUBCOMMAND --help` lists its options):\n"
+        f"{listing(table, groups)}"
+    )
 
 
 def dispatch(prog: str, table: dict[str, Subcommand], groups: dict, argv: list[str]) -> int:
@@ -84,8 +115,11 @@ def dispatch(prog: str, table: dict[str, Subcommand], groups: dict, argv: list[s
     if name not in table:
         close = difflib.get_close_matches(name, [*table, *groups], n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        print(f"error: unknown subcommand {prog} {name!r}.{hint} Subcommands: {', '.join([*table, *groups])} "
-              f"(see {prog} --help)", file=sys.stderr)
+        print(
+            f"error: unknown subcommand {prog} {name!r}.{hint} Subcommands: {', '.join([*table, *groups])} "
+            f"(see {prog} --help)",
+            file=sys.stderr,
+        )
         return 2
     module, function = table[name].target.split(":")
     main = getattr(importlib.import_module(module), function)

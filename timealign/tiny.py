@@ -178,9 +178,18 @@ def ensure_tiny_model(cache_dir: str | os.PathLike | None = None) -> Path:
     return build_once(base / f"tiny-llama-v{TINY_FORMAT_VERSION}", build_tiny_model)
 
 
-def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *, trajectories: int = 80,
-                     epochs: int = 3, seed: int = 777, final_turns: bool = False, elapsed: bool = False,
-                     max_rounds: int = 2, learning_rate: float = 2e-3) -> Path:
+def build_tiny_agent(
+    out_dir: str | os.PathLike,
+    base_dir: str | os.PathLike,
+    *,
+    trajectories: int = 80,
+    epochs: int = 3,
+    seed: int = 777,
+    final_turns: bool = False,
+    elapsed: bool = False,
+    max_rounds: int = 2,
+    learning_rate: float = 2e-3,
+) -> Path:
     """A tiny *agent*: the random tiny model given a short SFT on the earlier turns of synthetic trajectories.
 
     A random-weight model emits neither tool calls nor answers, so no preference training can change its decisions.
@@ -201,8 +210,8 @@ def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *,
     from trl import SFTConfig, SFTTrainer
 
     from timealign.config import DataSection
-    from timealign.data.synthetic import generate_annotated
     from timealign.data.records import LoadResult
+    from timealign.data.synthetic import generate_annotated
     from timealign.data.tictoc import annotated_records, build_pair
     from timealign.render.chat import PromptRenderer
 
@@ -218,34 +227,69 @@ def build_tiny_agent(out_dir: str | os.PathLike, base_dir: str | os.PathLike, *,
         history, tools = record["history"], record["function"]
         for i, message in enumerate(history):
             if message["role"] == "assistant":
-                rows.append({"prompt": renderers[0].prompt(history[:i], tools),
-                             "completion": renderers[0].completion(history[:i], message, tools)})
+                rows.append(
+                    {
+                        "prompt": renderers[0].prompt(history[:i], tools),
+                        "completion": renderers[0].completion(history[:i], message, tools),
+                    }
+                )
     if final_turns:
         loaded = LoadResult()
-        annotated_records(records, "tiny-agent warm-up", loaded, orientation="tool_high", on_error="raise",
-                          unknown="error")
+        annotated_records(
+            records, "tiny-agent warm-up", loaded, orientation="tool_high", on_error="raise", unknown="error"
+        )
         for sample in loaded.samples:
             pair = build_pair(sample, default_margins={}, direct_answer="latest_tool_result")
             reply = pair["chosen" if rng.random() < 0.5 else "rejected"][0]
             renderer = renderers[rng.random() < 0.5]
-            rows.append({"prompt": renderer.prompt(pair["prompt"], pair["tools"]),
-                         "completion": renderer.completion(pair["prompt"], reply, pair["tools"])})
+            rows.append(
+                {
+                    "prompt": renderer.prompt(pair["prompt"], pair["tools"]),
+                    "completion": renderer.completion(pair["prompt"], reply, pair["tools"]),
+                }
+            )
     args = SFTConfig(
-        output_dir=str(Path(out_dir) / "_trainer"), learning_rate=learning_rate, num_train_epochs=epochs,
-        per_device_train_batch_size=8, lr_scheduler_type="cosine", warmup_steps=0.05, max_length=1024,
-        bf16=False, use_cpu=True, gradient_checkpointing=False, logging_steps=10, save_strategy="no",
-        report_to=[], seed=seed, disable_tqdm=False,
+        output_dir=str(Path(out_dir) / "_trainer"),
+        learning_rate=learning_rate,
+        num_train_epochs=epochs,
+        per_device_train_batch_size=8,
+        lr_scheduler_type="cosine",
+        warmup_steps=0.05,
+        max_length=1024,
+        bf16=False,
+        use_cpu=True,
+        gradient_checkpointing=False,
+        logging_steps=10,
+        save_strategy="no",
+        report_to=[],
+        seed=seed,
+        disable_tqdm=False,
     )
-    trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(base_dir), args=args,
-                         train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    trainer = SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(base_dir),
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
     trainer.train()
     out = Path(out_dir)
     trainer.save_model(str(out))
     tokenizer.save_pretrained(out)
     shutil.rmtree(out / "_trainer", ignore_errors=True)
-    (out / TINY_META).write_text(json.dumps({
-        "format": TINY_FORMAT_VERSION, "seed": seed, "warmup_examples": len(rows), "epochs": epochs,
-        "final_turns": final_turns, "elapsed": elapsed, "max_rounds": max_rounds, "trajectories": trajectories}))
+    (out / TINY_META).write_text(
+        json.dumps(
+            {
+                "format": TINY_FORMAT_VERSION,
+                "seed": seed,
+                "warmup_examples": len(rows),
+                "epochs": epochs,
+                "final_turns": final_turns,
+                "elapsed": elapsed,
+                "max_rounds": max_rounds,
+                "trajectories": trajectories,
+            }
+        )
+    )
     return out
 
 
@@ -258,8 +302,11 @@ def ensure_tiny_agent(cache_dir: str | os.PathLike | None = None, *, blind: bool
     target = base / f"{name}-v{TINY_FORMAT_VERSION}"
 
     def build(staging: Path) -> None:
-        logging.getLogger(__name__).warning("building %s once: a short format warm-up of the tiny model "
-                                            "(a few minutes on CPU; cached in %s)", name, target)
+        logging.getLogger(__name__).warning(
+            "building %s once: a short format warm-up of the tiny model (a few minutes on CPU; cached in %s)",
+            name,
+            target,
+        )
         build_tiny_agent(staging, ensure_tiny_model(base), **(BLIND_AGENT_SETTINGS if blind else {}))
 
     return build_once(target, build)

@@ -15,13 +15,36 @@ from pathlib import Path
 
 # handler -> (template file, extra render variables); every local handler of inference/model_map.py
 HANDLERS = {
-    "llama3_1": ("llama3_1.jinja", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
-                                    "tools_in_user_message": True, "custom_tools": None, "date": True}),
-    "llama3_2": ("llama3_1.jinja", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
-                                    "tools_in_user_message": True, "custom_tools": None, "date": True}),
-    "deepseek_distill_llama": ("deepseek_distill_llama.jinja", {"bos_token": "<|begin_of_text|>",
-                                                                "eos_token": "<|eot_id|>", "tools_in_user_message": True,
-                                                                "custom_tools": None, "date": True}),
+    "llama3_1": (
+        "llama3_1.jinja",
+        {
+            "bos_token": "<|begin_of_text|>",
+            "eos_token": "<|eot_id|>",
+            "tools_in_user_message": True,
+            "custom_tools": None,
+            "date": True,
+        },
+    ),
+    "llama3_2": (
+        "llama3_1.jinja",
+        {
+            "bos_token": "<|begin_of_text|>",
+            "eos_token": "<|eot_id|>",
+            "tools_in_user_message": True,
+            "custom_tools": None,
+            "date": True,
+        },
+    ),
+    "deepseek_distill_llama": (
+        "deepseek_distill_llama.jinja",
+        {
+            "bos_token": "<|begin_of_text|>",
+            "eos_token": "<|eot_id|>",
+            "tools_in_user_message": True,
+            "custom_tools": None,
+            "date": True,
+        },
+    ),
     "deepseek_distill_qwen": ("deepseek_distill_qwen.jinja", {"enable_thinking": False}),
     "qwen2_5": ("qwen3.jinja", {"enable_thinking": False}),
     "qwen3": ("qwen3.jinja", {"enable_thinking": False}),
@@ -46,15 +69,17 @@ def read_constants(repo: Path) -> dict[str, str]:
     return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)}
 
 
-def render(repo: Path, handler: str, history: list[dict], tools, *, level: int, use_time_stamp: bool,
-           mode: str = "none") -> str:
+def render(
+    repo: Path, handler: str, history: list[dict], tools, *, level: int, use_time_stamp: bool, mode: str = "none"
+) -> str:
     """Their prompt for one raw v1 sample (history with the final time list), or raises as their code would."""
     import jinja2
 
     template_file, extra = HANDLERS[handler]
     constants = read_constants(repo)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(repo / "templates")), trim_blocks=True,
-                             lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(repo / "templates")), trim_blocks=True, lstrip_blocks=True
+    )
     messages = []
     for msg in history:
         m = {"role": msg["role"]}
@@ -76,5 +101,6 @@ def render(repo: Path, handler: str, history: list[dict], tools, *, level: int, 
     variables = {k: v for k, v in extra.items() if k not in ("date", "nine_char_ids")}
     if extra.get("date"):
         variables["date_string"] = history[0]["time"].split("T")[0]
-    return env.get_template(template_file).render(messages=messages, tools=tools, add_generation_prompt=True,
-                                                  **variables)
+    return env.get_template(template_file).render(
+        messages=messages, tools=tools, add_generation_prompt=True, **variables
+    )

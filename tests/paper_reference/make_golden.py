@@ -5,8 +5,9 @@
 Every golden prompt is first checked against the authors' own templates (chengez/TicToc at c0b2b56, read from
 ../shared/reference/tictoc or a checkout named by TIMEALIGN_TICTOC_REPO; tests/paper_reference/authors.py); the
 script refuses to write a prompt that differs, and refuses to run without their code. Beside the golden file it
-writes paper_prompts.provenance.json: repository, commit, date and the sha256 of every file of theirs it read. The v1 samples are read through the real data path (load_v1 -> pair rows -> Arrow), as training and
-evaluation read them.
+writes paper_prompts.provenance.json: repository, commit, date and the sha256 of every file of theirs it read.
+The v1 samples are read through the real data path (load_v1 -> pair rows -> Arrow), as training and evaluation
+read them.
 """
 
 from __future__ import annotations
@@ -27,10 +28,22 @@ V1 = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tictoc-v1
 # (file, index) of the samples per model: Python-literal arguments and two tool calls in one message
 # (tide_height_12), markup and non-ASCII text (weatherforecast_012), short ones of other files.
 SAMPLES = {
-    "default": [("preferTool_elapse_1.json", 122), ("preferTool_elapse_2.json", 100), ("preferNoTool_elapse_0.json", 0)],
+    "default": [
+        ("preferTool_elapse_1.json", 122),
+        ("preferTool_elapse_2.json", 100),
+        ("preferNoTool_elapse_0.json", 0),
+    ],
     # Llama's template refuses two calls in one message (tide_height_12): the authors skipped it.
-    "llama3_1": [("preferNoTool_elapse_1.json", 5), ("preferTool_elapse_2.json", 100), ("preferNoTool_elapse_0.json", 0)],
-    "llama3_2": [("preferTool_elapse_0.json", 3), ("preferTool_elapse_2.json", 100), ("preferNoTool_elapse_1.json", 9)],
+    "llama3_1": [
+        ("preferNoTool_elapse_1.json", 5),
+        ("preferTool_elapse_2.json", 100),
+        ("preferNoTool_elapse_0.json", 0),
+    ],
+    "llama3_2": [
+        ("preferTool_elapse_0.json", 3),
+        ("preferTool_elapse_2.json", 100),
+        ("preferNoTool_elapse_1.json", 9),
+    ],
 }
 SETTINGS = [(True, "none"), (False, "none")]
 FIRST_SAMPLE_SETTINGS = [(True, "reminder"), (True, "rules"), (False, "reminder")]
@@ -43,12 +56,15 @@ def sample_rows(v1: Path) -> dict[tuple[str, int], dict]:
     from timealign.data.tictoc import build_pair, load_v1
 
     loaded = load_v1(v1, unknown="bucket")
-    keys = [(f.name, i) for f in sorted(v1.glob("prefer*_elapse_*.json")) for i in range(len(json.loads(f.read_text())))]
+    keys = [
+        (f.name, i) for f in sorted(v1.glob("prefer*_elapse_*.json")) for i in range(len(json.loads(f.read_text())))
+    ]
     if len(keys) != len(loaded.samples):
         raise RuntimeError(f"{v1}: {len(keys)} records but {len(loaded.samples)} samples loaded")
     margins = {"prefer_tool": 1.0, "prefer_no_tool": 1.0}
-    rows = Dataset.from_list([build_pair(s, default_margins=margins, direct_answer="latest_tool_result")
-                              for s in loaded.samples]).to_list()
+    rows = Dataset.from_list(
+        [build_pair(s, default_margins=margins, direct_answer="latest_tool_result") for s in loaded.samples]
+    ).to_list()
     return dict(zip(keys, rows, strict=True))
 
 
@@ -56,8 +72,14 @@ def render(model: str, row: dict, timestamps: bool, prompt_mode: str) -> str:
     from timealign.render.paper import PAPER_MODELS, PaperRenderer
 
     spec = PAPER_MODELS[model]
-    renderer = PaperRenderer(None, timestamps=timestamps, prompt_mode=prompt_mode, family=spec["family"],
-                             thinking=spec.get("thinking", False), bos=spec.get("bos", ""))
+    renderer = PaperRenderer(
+        None,
+        timestamps=timestamps,
+        prompt_mode=prompt_mode,
+        family=spec["family"],
+        thinking=spec.get("thinking", False),
+        bos=spec.get("bos", ""),
+    )
     return renderer.prompt(row["prompt"], row["tools"])
 
 
@@ -67,9 +89,14 @@ def provenance(repo: Path, cases: int) -> dict:
     import hashlib
 
     read = sorted([*(repo / "templates").glob("*.jinja"), repo / "inference" / "sys_pmts.py"])
-    return {"repository": AUTHORS_REPOSITORY, "commit": AUTHORS_COMMIT, "verified": datetime.date.today().isoformat(),
-            "cases": cases, "checked_by": "tests/paper_reference/authors.py render (their templates and prompts)",
-            "files_sha256": {p.relative_to(repo).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in read}}
+    return {
+        "repository": AUTHORS_REPOSITORY,
+        "commit": AUTHORS_COMMIT,
+        "verified": datetime.date.today().isoformat(),
+        "cases": cases,
+        "checked_by": "tests/paper_reference/authors.py render (their templates and prompts)",
+        "files_sha256": {p.relative_to(repo).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in read},
+    }
 
 
 def cases() -> list[dict]:
@@ -77,8 +104,9 @@ def cases() -> list[dict]:
     for model in authors.HANDLERS:
         for k, (file, index) in enumerate(SAMPLES.get(model, SAMPLES["default"])):
             for timestamps, mode in SETTINGS + (FIRST_SAMPLE_SETTINGS if k == 0 else []):
-                out.append({"model": model, "file": file, "index": index, "timestamps": timestamps,
-                            "prompt_mode": mode})
+                out.append(
+                    {"model": model, "file": file, "index": index, "timestamps": timestamps, "prompt_mode": mode}
+                )
     return out
 
 
@@ -86,8 +114,11 @@ def main() -> int:
     rows = sample_rows(V1)
     repo = authors.authors_repo()
     if repo is None:  # a golden file is only ever written as the authors render it
-        print(f"the authors' code is needed to write golden prompts: {authors.SHARED_REFERENCE} or "
-              "TIMEALIGN_TICTOC_REPO=/path/to/chengez/TicToc", file=sys.stderr)
+        print(
+            f"the authors' code is needed to write golden prompts: {authors.SHARED_REFERENCE} or "
+            "TIMEALIGN_TICTOC_REPO=/path/to/chengez/TicToc",
+            file=sys.stderr,
+        )
         return 2
     raw = {f.name: json.loads(f.read_text()) for f in V1.glob("*.json")}
     golden = []
@@ -96,8 +127,15 @@ def main() -> int:
         prompt = render(case["model"], row, case["timestamps"], case["prompt_mode"])
         sample = raw[case["file"]][case["index"]]
         level = int(case["file"].rsplit("_", 1)[1].split(".")[0])
-        theirs = authors.render(repo, case["model"], sample["history"], sample.get("function"), level=level,
-                                use_time_stamp=case["timestamps"], mode=case["prompt_mode"])
+        theirs = authors.render(
+            repo,
+            case["model"],
+            sample["history"],
+            sample.get("function"),
+            level=level,
+            use_time_stamp=case["timestamps"],
+            mode=case["prompt_mode"],
+        )
         if theirs != prompt:
             print(f"differs from the authors' rendering: {case}", file=sys.stderr)
             return 1
@@ -105,8 +143,7 @@ def main() -> int:
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
     PROVENANCE.write_text(json.dumps(provenance(repo, len(golden)), indent=1) + "\n")
-    print(f"wrote {len(golden)} golden prompts to {GOLDEN}"
-          + f" (each equal to the authors' rendering from {repo})")
+    print(f"wrote {len(golden)} golden prompts to {GOLDEN}" + f" (each equal to the authors' rendering from {repo})")
     return 0
 
 

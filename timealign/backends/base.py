@@ -76,9 +76,17 @@ class Backend(Protocol):
     tokenizer: Any
     sampling: dict
 
-    def generate(self, prompts: list[str], *, max_new_tokens: int = 64, temperature: float | None = None,
-                 top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
-                 desc: str | None = "Generating") -> list[str]: ...
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        min_p: float | None = None,
+        desc: str | None = "Generating",
+    ) -> list[str]: ...
 
 
 def sampling_settings(eval_cfg=None, **overrides) -> dict:
@@ -93,10 +101,16 @@ def sampling_settings(eval_cfg=None, **overrides) -> dict:
         if value is not None:
             settings[key] = type(GREEDY[key])(value)
     settings["seed"] = int(overrides.get("seed", getattr(eval_cfg, "seed", 0) or 0))
-    if settings["temperature"] < 0 or not 0 < settings["top_p"] <= 1 or settings["top_k"] < 0 \
-            or not 0 <= settings["min_p"] <= 1:
-        raise BackendError(f"invalid sampling settings {settings}: need temperature >= 0, 0 < top_p <= 1, "
-                           "top_k >= 0 (0: off), 0 <= min_p <= 1")
+    if (
+        settings["temperature"] < 0
+        or not 0 < settings["top_p"] <= 1
+        or settings["top_k"] < 0
+        or not 0 <= settings["min_p"] <= 1
+    ):
+        raise BackendError(
+            f"invalid sampling settings {settings}: need temperature >= 0, 0 < top_p <= 1, "
+            "top_k >= 0 (0: off), 0 <= min_p <= 1"
+        )
     return settings
 
 
@@ -108,8 +122,10 @@ def model_fingerprint(path: str | os.PathLike) -> str:
         return str(path)
     h = hashlib.sha256(str(folder.resolve()).encode())
     for f in sorted(folder.iterdir()):
-        if f.is_file() and (f.suffix in (".safetensors", ".bin", ".pt") or f.name in (
-                "config.json", "adapter_config.json", "tokenizer.json", "tokenizer_config.json")):
+        if f.is_file() and (
+            f.suffix in (".safetensors", ".bin", ".pt")
+            or f.name in ("config.json", "adapter_config.json", "tokenizer.json", "tokenizer_config.json")
+        ):
             st = f.stat()
             h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     return f"{folder.name}@{h.hexdigest()[:16]}"

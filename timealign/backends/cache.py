@@ -51,8 +51,12 @@ class Generations:
     cache_file: str | None = None
 
     def summary(self) -> dict:
-        return {"cached": self.cached, "generated": self.generated, "failed": len(self.errors),
-                "cache_file": self.cache_file}
+        return {
+            "cached": self.cached,
+            "generated": self.generated,
+            "failed": len(self.errors),
+            "cache_file": self.cache_file,
+        }
 
 
 @dataclass
@@ -155,8 +159,13 @@ def repair_torn_tail(path: Path) -> None:
         fh.truncate(start)
         fh.flush()
         os.fsync(fh.fileno())
-    logger.warning("%s: its last line was torn (%d bytes, a run killed while writing it); moved to %s, and its "
-                   "sample is generated again", path, len(tail), aside)
+    logger.warning(
+        "%s: its last line was torn (%d bytes, a run killed while writing it); moved to %s, and its "
+        "sample is generated again",
+        path,
+        len(tail),
+        aside,
+    )
 
 
 def read_cache(path: Path) -> dict[str, str]:
@@ -181,11 +190,18 @@ def read_cache(path: Path) -> dict[str, str]:
         return ", ".join(map(str, numbers[:10])) + (", ..." if len(numbers) > 10 else "")
 
     if glued:
-        logger.warning("%s: line(s) %s hold a record glued after a torn one; the record is read, the torn text "
-                       "ignored", path, lines(glued))
+        logger.warning(
+            "%s: line(s) %s hold a record glued after a torn one; the record is read, the torn text ignored",
+            path,
+            lines(glued),
+        )
     if bad:
-        logger.warning("%s: %d line(s) are not whole cache records (line %s); skipped, their samples are generated "
-                       "again", path, len(bad), lines(bad))
+        logger.warning(
+            "%s: %d line(s) are not whole cache records (line %s); skipped, their samples are generated again",
+            path,
+            len(bad),
+            lines(bad),
+        )
     return found
 
 
@@ -194,11 +210,21 @@ def _short(err: BaseException) -> str:
     return text if len(text) <= 2000 else text[:2000] + " ..."
 
 
-def cached_generate(backend, prompts: list[str], *, suite: str, max_new_tokens: int,
-                    cache_dir: str | Path | None = None, temperature: float | None = None,
-                    top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
-                    desc: str | None = "Generating", chunk_size: int | None = None,
-                    abort_after: int | None = None) -> Generations:
+def cached_generate(
+    backend,
+    prompts: list[str],
+    *,
+    suite: str,
+    max_new_tokens: int,
+    cache_dir: str | Path | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    min_p: float | None = None,
+    desc: str | None = "Generating",
+    chunk_size: int | None = None,
+    abort_after: int | None = None,
+) -> Generations:
     """Generate with `backend`, reusing and extending the cache, isolating per-sample failures (module docstring).
 
     chunk_size: prompts per `backend.generate` call (each chunk is cached once it returns); default: the backend's
@@ -206,10 +232,16 @@ def cached_generate(backend, prompts: list[str], *, suite: str, max_new_tokens: 
     max(16, chunk_size)).
     """
     resolve = getattr(backend, "resolve_sampling", None)
-    sampling = resolve(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p) if resolve else {
-        k: v for k, v in zip(SAMPLING_KEYS, (temperature, top_p, top_k, min_p)) if v is not None}
-    settings = {"backend": getattr(backend, "fingerprint", getattr(backend, "name", type(backend).__name__)),
-                "max_new_tokens": max_new_tokens, **sampling}
+    sampling = (
+        resolve(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
+        if resolve
+        else {k: v for k, v in zip(SAMPLING_KEYS, (temperature, top_p, top_k, min_p)) if v is not None}
+    )
+    settings = {
+        "backend": getattr(backend, "fingerprint", getattr(backend, "name", type(backend).__name__)),
+        "max_new_tokens": max_new_tokens,
+        **sampling,
+    }
     keys = [cache_key(suite, p, settings) for p in prompts]
     path = Path(cache_dir) / f"{suite}.jsonl" if cache_dir is not None else None
     if path is not None:
@@ -251,14 +283,30 @@ def cached_generate(backend, prompts: list[str], *, suite: str, max_new_tokens: 
                 _count(len(prompts), result.errors)
                 raise BackendError(
                     f"{suite}: {in_a_row} samples failed in a row (last: {error.splitlines()[0][:500]}); stopping. "
-                    + (f"The {result.generated + result.cached} finished samples are cached in {path}; rerun with "
-                       "the same out= to resume." if path else "Nothing was cached (no cache dir)."))
+                    + (
+                        f"The {result.generated + result.cached} finished samples are cached in {path}; rerun with "
+                        "the same out= to resume."
+                        if path
+                        else "Nothing was cached (no cache dir)."
+                    )
+                )
             return
         in_a_row = 0
         result.generated += 1
         if fh is not None:
-            fh.write(json.dumps({"key": key, "suite": suite, "prompt_sha256": prompt_hash(prompts[todo[key][0]]),
-                                 "settings": settings, "output": output, "time": round(time.time(), 3)}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "key": key,
+                        "suite": suite,
+                        "prompt_sha256": prompt_hash(prompts[todo[key][0]]),
+                        "settings": settings,
+                        "output": output,
+                        "time": round(time.time(), 3),
+                    }
+                )
+                + "\n"
+            )
 
     def run_chunk(chunk: list[str]) -> None:
         texts = [prompts[todo[k][0]] for k in chunk]
@@ -288,7 +336,7 @@ def cached_generate(backend, prompts: list[str], *, suite: str, max_new_tokens: 
     try:
         with tqdm(total=len(pending), desc=desc, unit="sample", disable=desc is None) as bar:
             for start in range(0, len(pending), chunk_size):
-                chunk = pending[start:start + chunk_size]
+                chunk = pending[start : start + chunk_size]
                 run_chunk(chunk)
                 if fh is not None:
                     fh.flush()
@@ -298,20 +346,26 @@ def cached_generate(backend, prompts: list[str], *, suite: str, max_new_tokens: 
         if fh is not None:
             fh.close()
     if result.errors:
-        logger.warning("%s: %d of %d samples failed; they are recorded in the report and retried on a rerun",
-                       suite, len(result.errors), len(prompts))
+        logger.warning(
+            "%s: %d of %d samples failed; they are recorded in the report and retried on a rerun",
+            suite,
+            len(result.errors),
+            len(prompts),
+        )
     _count(len(prompts), result.errors)
     return result
 
 
-def generate_texts(backend, prompts: list[str], *, suite: str, max_new_tokens: int, cache_dir=None,
-                   desc: str | None = "Generating") -> tuple[list[str], dict]:
+def generate_texts(
+    backend, prompts: list[str], *, suite: str, max_new_tokens: int, cache_dir=None, desc: str | None = "Generating"
+) -> tuple[list[str], dict]:
     """`cached_generate` for suites whose scorers take plain strings: a failed sample becomes "" (scored as an
     unparseable answer) and is listed in the returned info's `errors`; the info also has the cache summary."""
     if not prompts:
         return [], {"errors": [], "generation": None}
-    gens = cached_generate(backend, prompts, suite=suite, cache_dir=cache_dir, max_new_tokens=max_new_tokens,
-                           desc=desc)
+    gens = cached_generate(
+        backend, prompts, suite=suite, cache_dir=cache_dir, max_new_tokens=max_new_tokens, desc=desc
+    )
     outputs = [text if text is not None else "" for text in gens.outputs]
     errors = [{"index": i, "error": err} for i, err in sorted(gens.errors.items())]
     return outputs, {"errors": errors, "generation": gens.summary()}

@@ -64,9 +64,10 @@ def parse_request(text: str) -> tuple[list[dict], list]:
         messages, tools = request["messages"], request["tools"]
     except (json.JSONDecodeError, KeyError, TypeError):
         raise BackendError(
-            "eval.backend=chat sends chat requests ({\"messages\": [...], \"tools\": [...]}, rendered by "
+            'eval.backend=chat sends chat requests ({"messages": [...], "tools": [...]}, rendered by '
             "timealign.suites.tictoc.requests.ChatRequestRenderer), not rendered prompt strings; got "
-            f"{text[:80]!r}. Suites that render prompt strings need eval.backend=openai (or hf, vllm)") from None
+            f"{text[:80]!r}. Suites that render prompt strings need eval.backend=openai (or hf, vllm)"
+        ) from None
     if not isinstance(messages, list) or not messages or not isinstance(tools, list):
         raise BackendError(f"a chat request needs a non-empty messages list and a tools list; got {text[:200]!r}")
     return messages, tools
@@ -108,13 +109,19 @@ def reply_from_response(response: dict, where: str = "chat reply") -> ChatReply:
     except (KeyError, IndexError, TypeError):
         raise RequestError(f"unexpected {where}: {str(response)[:500]}", status=200) from None
     if not isinstance(message, dict) or not isinstance(message.get("content"), (str, type(None))):
-        raise RequestError(f"unexpected {where}: the message content is not a string: {str(message)[:300]}", status=200)
+        raise RequestError(
+            f"unexpected {where}: the message content is not a string: {str(message)[:300]}", status=200
+        )
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise RequestError(f"unexpected {where}: tool_calls is not a list: {str(calls)[:300]}", status=200)
     reasoning = message.get("reasoning") or message.get("reasoning_content")  # vLLM / DeepSeek field names
-    return ChatReply(content=message.get("content"), tool_calls=[_call(c, where) for c in calls],
-                     finish_reason=choice.get("finish_reason"), reasoning=reasoning or None)
+    return ChatReply(
+        content=message.get("content"),
+        tool_calls=[_call(c, where) for c in calls],
+        finish_reason=choice.get("finish_reason"),
+        reasoning=reasoning or None,
+    )
 
 
 def reply_text(reply: ChatReply) -> str:
@@ -126,8 +133,11 @@ def reply_text(reply: ChatReply) -> str:
 
 
 def reply_string(reply: ChatReply) -> str:
-    out: dict[str, Any] = {"content": reply.content, "tool_calls": reply.tool_calls,
-                           "finish_reason": reply.finish_reason}
+    out: dict[str, Any] = {
+        "content": reply.content,
+        "tool_calls": reply.tool_calls,
+        "finish_reason": reply.finish_reason,
+    }
     if reply.reasoning:
         out["reasoning"] = reply.reasoning
     return json.dumps(out, ensure_ascii=False)
@@ -137,11 +147,16 @@ def parse_reply(text: str) -> ChatReply:
     """A reply string back as a ChatReply; anything else is a ValueError naming it."""
     try:
         data = json.loads(text)
-        reply = ChatReply(content=data["content"], tool_calls=list(data["tool_calls"]),
-                          finish_reason=data.get("finish_reason"), reasoning=data.get("reasoning"))
+        reply = ChatReply(
+            content=data["content"],
+            tool_calls=list(data["tool_calls"]),
+            finish_reason=data.get("finish_reason"),
+            reasoning=data.get("reasoning"),
+        )
     except (json.JSONDecodeError, KeyError, TypeError):
-        raise ValueError(f"not a chat reply of eval.backend=chat ({{\"content\": ..., \"tool_calls\": [...]}}): "
-                         f"{text[:120]!r}") from None
+        raise ValueError(
+            f'not a chat reply of eval.backend=chat ({{"content": ..., "tool_calls": [...]}}): {text[:120]!r}'
+        ) from None
     if reply.content is not None and not isinstance(reply.content, str):
         raise ValueError(f"a chat reply's content must be a string or null: {text[:120]!r}")
     return reply
@@ -163,14 +178,24 @@ class ChatBackend(OpenAIBackend):
 
     name = "chat"
 
-    def __init__(self, base_url: str, *, model: str, tool_choice: str = "auto", send_sampling: bool = True,
-                 reasoning: bool | None = None, **kwargs):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        tool_choice: str = "auto",
+        send_sampling: bool = True,
+        reasoning: bool | None = None,
+        **kwargs,
+    ):
         super().__init__(base_url, model=model, tokenizer=None, reasoning=reasoning, **kwargs)
         self.tool_choice = tool_choice_field(tool_choice)
         self.send_sampling, self.reasoning = send_sampling, reasoning
         # the cache key's engine identity: everything sent besides the request and the sampling settings
-        self.model_id = (f"{self.url}|{model}|tool_choice={json.dumps(self.tool_choice, sort_keys=True)}"
-                         f"|sampling={'recipe' if send_sampling else 'server'}|enable_thinking={reasoning}")
+        self.model_id = (
+            f"{self.url}|{model}|tool_choice={json.dumps(self.tool_choice, sort_keys=True)}"
+            f"|sampling={'recipe' if send_sampling else 'server'}|enable_thinking={reasoning}"
+        )
 
     def resolve_sampling(self, **given) -> dict:
         """The settings sent; with `send_sampling` off none is sent (None: the server's default)."""
@@ -206,9 +231,17 @@ class ChatBackend(OpenAIBackend):
         check_output_length(reply_text(reply), max_new_tokens, where=f"{self.url}/chat/completions")
         return reply
 
-    def generate(self, prompts: list[str], *, max_new_tokens: int = 64, temperature: float | None = None,
-                 top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
-                 desc: str | None = "Generating") -> list[str]:
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        min_p: float | None = None,
+        desc: str | None = "Generating",
+    ) -> list[str]:
         """Each prompt is a request string; each output the reply string. Failed requests: `GenerationError`."""
         sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p}
         if not self.send_sampling:
@@ -227,14 +260,21 @@ class ChatBackend(OpenAIBackend):
                 cut.append(i)
             outputs[i] = reply_string(reply)
 
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(prompts)))) as pool, \
-                tqdm(total=len(prompts), desc=desc, unit="sample", disable=desc is None) as bar:
+        with (
+            ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(prompts)))) as pool,
+            tqdm(total=len(prompts), desc=desc, unit="sample", disable=desc is None) as bar,
+        ):
             for _ in pool.map(one, range(len(prompts))):
                 bar.update(1)
         if cut:
-            logger.warning("%d of %d replies reached max_completion_tokens=%s before any content or tool call "
-                           "(reasoning models spend it on hidden reasoning): raise eval.max_new_tokens (0: no "
-                           "limit)", len(cut), len(prompts), max_new_tokens)
+            logger.warning(
+                "%d of %d replies reached max_completion_tokens=%s before any content or tool call "
+                "(reasoning models spend it on hidden reasoning): raise eval.max_new_tokens (0: no "
+                "limit)",
+                len(cut),
+                len(prompts),
+                max_new_tokens,
+            )
         if errors:
             raise GenerationError(outputs, errors)
         return outputs  # type: ignore[return-value]

@@ -1,4 +1,5 @@
-"""`make_backend`: the recipe's `eval.backend` (hf | vllm | openai | chat) for a checkpoint; engines are imported lazily,
+"""`make_backend`: the recipe's `eval.backend` (hf | vllm | openai | chat) for a checkpoint; engines are imported
+lazily,
 so choosing `hf` never imports vLLM and the base module never imports an engine."""
 
 from __future__ import annotations
@@ -25,40 +26,68 @@ def make_backend(eval_cfg, checkpoint: str, *, dtype: str | None = None, trust_r
     if kind == "hf":
         from timealign.backends.hf import HFBackend
 
-        backend = HFBackend(resolve_model_path(checkpoint), batch_size=eval_cfg.batch_size, dtype=dtype,
-                            trust_remote_code=trust_remote_code, sampling=sampling)
+        backend = HFBackend(
+            resolve_model_path(checkpoint),
+            batch_size=eval_cfg.batch_size,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            sampling=sampling,
+        )
     elif kind == "vllm":
         from timealign.backends.vllm import VLLMBackend
 
-        backend = VLLMBackend(resolve_model_path(checkpoint), dtype=dtype,
-                              tensor_parallel_size=eval_cfg.tensor_parallel_size,
-                              max_model_len=eval_cfg.max_model_len, enforce_eager=eval_cfg.enforce_eager,
-                              gpu_memory_utilization=eval_cfg.gpu_memory_utilization,
-                              max_lora_rank=eval_cfg.max_lora_rank, kv_cache_gib=eval_cfg.kv_cache_gib,
-                              trust_remote_code=trust_remote_code,
-                              sampling=sampling, enable_prefix_caching=getattr(eval_cfg, "prefix_caching", None))
+        backend = VLLMBackend(
+            resolve_model_path(checkpoint),
+            dtype=dtype,
+            tensor_parallel_size=eval_cfg.tensor_parallel_size,
+            max_model_len=eval_cfg.max_model_len,
+            enforce_eager=eval_cfg.enforce_eager,
+            gpu_memory_utilization=eval_cfg.gpu_memory_utilization,
+            max_lora_rank=eval_cfg.max_lora_rank,
+            kv_cache_gib=eval_cfg.kv_cache_gib,
+            trust_remote_code=trust_remote_code,
+            sampling=sampling,
+            enable_prefix_caching=getattr(eval_cfg, "prefix_caching", None),
+        )
     elif kind == "chat":
         from timealign.backends.chat import ChatBackend
 
         if not getattr(eval_cfg, "base_url", None):
-            raise RecipeError("eval.backend=chat needs eval.base_url (e.g. eval.base_url=https://api.openai.com/v1 or "
-                              "http://HOST:8000/v1)")
-        return ChatBackend(eval_cfg.base_url, model=eval_cfg.served_model or checkpoint,
-                           api_key_env=eval_cfg.api_key_env, concurrency=eval_cfg.batch_size,
-                           timeout=eval_cfg.request_timeout, max_retries=eval_cfg.max_retries, sampling=sampling,
-                           reasoning=reasoning, tool_choice=eval_cfg.tool_choice,
-                           send_sampling=eval_cfg.chat_sampling, allow_insecure_key=eval_cfg.allow_insecure_key)
+            raise RecipeError(
+                "eval.backend=chat needs eval.base_url (e.g. eval.base_url=https://api.openai.com/v1 or "
+                "http://HOST:8000/v1)"
+            )
+        return ChatBackend(
+            eval_cfg.base_url,
+            model=eval_cfg.served_model or checkpoint,
+            api_key_env=eval_cfg.api_key_env,
+            concurrency=eval_cfg.batch_size,
+            timeout=eval_cfg.request_timeout,
+            max_retries=eval_cfg.max_retries,
+            sampling=sampling,
+            reasoning=reasoning,
+            tool_choice=eval_cfg.tool_choice,
+            send_sampling=eval_cfg.chat_sampling,
+            allow_insecure_key=eval_cfg.allow_insecure_key,
+        )
     else:
         from timealign.backends.openai import OpenAIBackend
 
         if not getattr(eval_cfg, "base_url", None):
             raise RecipeError("eval.backend=openai needs eval.base_url (e.g. eval.base_url=http://HOST:8000/v1)")
-        backend = OpenAIBackend(eval_cfg.base_url, model=eval_cfg.served_model or checkpoint,
-                                tokenizer=resolve_model_path(checkpoint), api_key_env=eval_cfg.api_key_env,
-                                concurrency=eval_cfg.batch_size, timeout=eval_cfg.request_timeout,
-                                max_retries=eval_cfg.max_retries, trust_remote_code=trust_remote_code,
-                                sampling=sampling, reasoning=reasoning,
-                                allow_insecure_key=eval_cfg.allow_insecure_key)
+        backend = OpenAIBackend(
+            eval_cfg.base_url,
+            model=eval_cfg.served_model or checkpoint,
+            tokenizer=resolve_model_path(checkpoint),
+            api_key_env=eval_cfg.api_key_env,
+            concurrency=eval_cfg.batch_size,
+            timeout=eval_cfg.request_timeout,
+            max_retries=eval_cfg.max_retries,
+            trust_remote_code=trust_remote_code,
+            sampling=sampling,
+            reasoning=reasoning,
+            allow_insecure_key=eval_cfg.allow_insecure_key,
+        )
     if kind != "openai":  # the openai backend loads its tokenizer lazily and applies this itself
         set_reasoning(backend.tokenizer, reasoning)
     return backend

@@ -16,8 +16,16 @@ class HFBackend(BaseBackend):
     name = "hf"
     group_by_length = True  # batch each call's prompts longest first (outputs in the caller's order)
 
-    def __init__(self, model_path: str, *, dtype: str = "auto", device: str | None = None, batch_size: int = 16,
-                 trust_remote_code: bool = False, sampling: dict | None = None):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        dtype: str = "auto",
+        device: str | None = None,
+        batch_size: int = 16,
+        trust_remote_code: bool = False,
+        sampling: dict | None = None,
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -30,15 +38,20 @@ class HFBackend(BaseBackend):
 
             self.model = AutoPeftModelForCausalLM.from_pretrained(model_path, dtype=weights_dtype)
         else:
-            self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=weights_dtype,
-                                                              trust_remote_code=trust_remote_code)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                model_path, dtype=weights_dtype, trust_remote_code=trust_remote_code
+            )
         self.model.to(self.device).eval()
-        self._attach(AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code), batch_size,
-                     model_fingerprint(model_path))
+        self._attach(
+            AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code),
+            batch_size,
+            model_fingerprint(model_path),
+        )
 
     @classmethod
-    def from_model(cls, model, tokenizer, *, batch_size: int = 16, sampling: dict | None = None,
-                   model_id: str = "in-memory") -> HFBackend:
+    def from_model(
+        cls, model, tokenizer, *, batch_size: int = 16, sampling: dict | None = None, model_id: str = "in-memory"
+    ) -> HFBackend:
         """A backend on a model already in memory (evaluation while training, `timealign.train.live_eval`): used as
         it is, on its device, in its dtype and train/eval mode (the caller's business); `tokenizer` gets left padding
         and a pad token, so pass a copy of one that something else uses."""
@@ -60,15 +73,32 @@ class HFBackend(BaseBackend):
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self.eos_ids = set(eos) | ({self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set())
 
-    def generate(self, prompts: list[str], *, max_new_tokens: int = 64, temperature: float | None = None,
-                 top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
-                 desc: str | None = "Generating") -> list[str]:
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        min_p: float | None = None,
+        desc: str | None = "Generating",
+    ) -> list[str]:
         import torch
 
         s = self.resolve_sampling(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
         sampling = s["temperature"] > 0
-        knobs = ({"do_sample": True, "temperature": s["temperature"], "top_p": s["top_p"], "top_k": s["top_k"],
-                  "min_p": s["min_p"]} if sampling else {"do_sample": False})
+        knobs = (
+            {
+                "do_sample": True,
+                "temperature": s["temperature"],
+                "top_p": s["top_p"],
+                "top_k": s["top_k"],
+                "min_p": s["min_p"],
+            }
+            if sampling
+            else {"do_sample": False}
+        )
         if sampling:
             torch.manual_seed(s["seed"])
         order = list(range(len(prompts)))
@@ -79,13 +109,14 @@ class HFBackend(BaseBackend):
             order.sort(key=lambda i: -lengths[i])
         outputs: list[str] = [""] * len(prompts)
         for start in tqdm(range(0, len(prompts), self.batch_size), desc=desc, unit="batch", disable=desc is None):
-            index = order[start:start + self.batch_size]
+            index = order[start : start + self.batch_size]
             batch = [prompts[i] for i in index]
             enc = self.tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=True).to(self.device)
             with torch.no_grad():
-                out = self.model.generate(**enc, max_new_tokens=max_new_tokens,
-                                          pad_token_id=self.tokenizer.pad_token_id, **knobs)
-            for i, row in zip(index, out[:, enc["input_ids"].shape[1]:].tolist()):
+                out = self.model.generate(
+                    **enc, max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id, **knobs
+                )
+            for i, row in zip(index, out[:, enc["input_ids"].shape[1] :].tolist()):
                 # End at the first EOS (kept): later positions are padding of rows that finished early.
                 end = next((j + 1 for j, t in enumerate(row) if t in self.eos_ids), len(row))
                 # Keep special tokens: tool-call markers such as <tool_call> are special in several tokenizers.

@@ -42,29 +42,38 @@ def redact_url(url: str) -> str:
         netloc = parts.netloc
         if "@" in netloc:
             netloc = "***@" + netloc.rpartition("@")[2]
-        query = "&".join(f"{name}=***" if sep else name for name, sep, _ in
-                         (item.partition("=") for item in parts.query.split("&") if item))
+        query = "&".join(
+            f"{name}=***" if sep else name
+            for name, sep, _ in (item.partition("=") for item in parts.query.split("&") if item)
+        )
         return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, "***" if parts.fragment else ""))
     except ValueError:  # not parseable as a URL: hide everything that could hold a secret
         return re.sub(r"[?#].*$", "?***", re.sub(r"//[^/]*@", "//***@", url))
 
 
-async def _post(url: str, payload: bytes, headers: dict[str, str], max_bytes: int,
-                where: str) -> tuple[int, bytes, str]:
+async def _post(
+    url: str, payload: bytes, headers: dict[str, str], max_bytes: int, where: str
+) -> tuple[int, bytes, str]:
     async with httpx.AsyncClient(follow_redirects=False, timeout=None) as client:
         async with client.stream("POST", url, content=payload, headers=headers) as response:
             ok = response.status_code < 300
             declared = response.headers.get("content-length", "")
             if ok and declared.isdigit() and int(declared) > max_bytes:
-                raise RequestError(f"{where} announced a {int(declared)}-byte reply, more than the {max_bytes} "
-                                   "bytes a reply may have; not read", status=200)
+                raise RequestError(
+                    f"{where} announced a {int(declared)}-byte reply, more than the {max_bytes} "
+                    "bytes a reply may have; not read",
+                    status=200,
+                )
             chunks, size = [], 0
             async for chunk in response.aiter_bytes():
                 chunks.append(chunk)
                 size += len(chunk)
                 if ok and size > max_bytes:
-                    raise RequestError(f"{where} sent more than the {max_bytes} bytes a reply may have (stopped "
-                                       f"reading at {size}); not stored", status=200)
+                    raise RequestError(
+                        f"{where} sent more than the {max_bytes} bytes a reply may have (stopped "
+                        f"reading at {size}); not stored",
+                        status=200,
+                    )
                 if not ok and size >= ERROR_BYTES:
                     break  # enough for the message
             return response.status_code, b"".join(chunks), response.headers.get("location", "")
@@ -75,8 +84,15 @@ async def _post_within(deadline: float, *args) -> tuple[int, bytes, str]:
         return await _post(*args)
 
 
-def post_json(url: str, body: dict, headers: dict[str, str], *, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES,
-              shown: str | None = None) -> dict:
+def post_json(
+    url: str,
+    body: dict,
+    headers: dict[str, str],
+    *,
+    timeout: float,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+    shown: str | None = None,
+) -> dict:
     """POST `body` as JSON to `url` and return the JSON reply, all within `timeout` seconds and `max_bytes` bytes.
 
     Every failure is a `RequestError` naming `shown` (the URL as it may be logged): no answer in time or no
@@ -87,13 +103,18 @@ def post_json(url: str, body: dict, headers: dict[str, str], *, timeout: float, 
     try:
         status, data, location = anyio.run(_post_within, timeout, url, payload, headers, max_bytes, where)
     except TimeoutError:
-        raise RequestError(f"{where} gave no complete answer within {timeout:g} s (eval.request_timeout, the limit "
-                           "for the whole request)") from None
+        raise RequestError(
+            f"{where} gave no complete answer within {timeout:g} s (eval.request_timeout, the limit "
+            "for the whole request)"
+        ) from None
     except httpx.HTTPError as err:
         raise RequestError(f"cannot reach {where}: {type(err).__name__}: {err}") from None
     if 300 <= status < 400:
-        raise RequestError(f"{where} answered HTTP {status}, a redirect to {redact_url(location)}: not followed "
-                           "(the API key would go along); set the base URL to the final address", status=status)
+        raise RequestError(
+            f"{where} answered HTTP {status}, a redirect to {redact_url(location)}: not followed "
+            "(the API key would go along); set the base URL to the final address",
+            status=status,
+        )
     if status >= 400:
         detail = data[:1000].decode("utf-8", "replace")
         raise RequestError(f"HTTP {status} from {where}: {detail}", status=status)

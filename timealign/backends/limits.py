@@ -30,8 +30,9 @@ def token_bound(max_new_tokens: int | None) -> int:
     return 2 * int(budget) + 16
 
 
-def check_output_length(text: str, max_new_tokens: int | None, *, tokenizer=None, token_ids=None,
-                        where: str = "the server") -> None:
+def check_output_length(
+    text: str, max_new_tokens: int | None, *, tokenizer=None, token_ids=None, where: str = "the server"
+) -> None:
     """Raise `OverlongOutput` when `text` (token ids `token_ids`, if known) is longer than the bound."""
     bound = token_bound(max_new_tokens)
     if token_ids is not None:
@@ -45,8 +46,13 @@ def check_output_length(text: str, max_new_tokens: int | None, *, tokenizer=None
         else:
             count, unit = -(-size // BYTES_PER_TOKEN), f"tokens at most {BYTES_PER_TOKEN} bytes each ({size} bytes)"
     if count > bound:
-        limit = f"max_new_tokens={max_new_tokens}" if max_new_tokens and max_new_tokens > 0 else \
-            f"no max_new_tokens, bounded as {NO_LIMIT_TOKENS}"
-        raise OverlongOutput(f"{where} returned a completion of {count} {unit}, more than the bound 2 x "
-                             f"max_new_tokens + 16 = {bound} ({limit}): the server ignored the token limit; the "
-                             "sample counts as failed and its text is not stored")
+        limit = (
+            f"max_new_tokens={max_new_tokens}"
+            if max_new_tokens and max_new_tokens > 0
+            else f"no max_new_tokens, bounded as {NO_LIMIT_TOKENS}"
+        )
+        raise OverlongOutput(
+            f"{where} returned a completion of {count} {unit}, more than the bound 2 x "
+            f"max_new_tokens + 16 = {bound} ({limit}): the server ignored the token limit; the "
+            "sample counts as failed and its text is not stored"
+        )

@@ -75,30 +75,51 @@ def check_base_url(base_url: str) -> urllib.parse.SplitResult:
     except ValueError as err:
         raise BackendError(f"base_url {shown!r} is not a URL ({err}); e.g. http://127.0.0.1:8000/v1") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BackendError(f"base_url {shown!r} must be an http:// or https:// URL with a host, e.g. "
-                           "https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
+        raise BackendError(
+            f"base_url {shown!r} must be an http:// or https:// URL with a host, e.g. "
+            "https://api.openai.com/v1 or http://127.0.0.1:8000/v1"
+        )
     if "@" in parts.netloc:
-        raise BackendError(f"base_url {shown} carries user info (user:key@host): a key in the URL ends up in logs "
-                           "and saved reports. Remove it and put the key in the environment variable that "
-                           "eval.api_key_env names (sent as Authorization: Bearer)")
+        raise BackendError(
+            f"base_url {shown} carries user info (user:key@host): a key in the URL ends up in logs "
+            "and saved reports. Remove it and put the key in the environment variable that "
+            "eval.api_key_env names (sent as Authorization: Bearer)"
+        )
     if parts.query or parts.fragment:
-        raise BackendError(f"base_url {shown} carries a query string or fragment: requests go to "
-                           "<base_url>/completions, and a key in the URL ends up in logs and saved reports. Remove "
-                           "it; an API key goes in the environment variable that eval.api_key_env names")
+        raise BackendError(
+            f"base_url {shown} carries a query string or fragment: requests go to "
+            "<base_url>/completions, and a key in the URL ends up in logs and saved reports. Remove "
+            "it; an API key goes in the environment variable that eval.api_key_env names"
+        )
     return parts
 
 
 class OpenAIBackend(BaseBackend):
     name = "openai"
 
-    def __init__(self, base_url: str, *, model: str, tokenizer: Any = None, api_key_env: str = "OPENAI_API_KEY",
-                 concurrency: int = 16, timeout: float = 600.0, max_retries: int = 5, backoff: float = 1.0,
-                 max_backoff: float = 30.0, trust_remote_code: bool = False, sampling: dict | None = None,
-                 reasoning: bool | None = None, vllm_extras: bool = True, allow_insecure_key: bool = False,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        tokenizer: Any = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 16,
+        timeout: float = 600.0,
+        max_retries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        trust_remote_code: bool = False,
+        sampling: dict | None = None,
+        reasoning: bool | None = None,
+        vllm_extras: bool = True,
+        allow_insecure_key: bool = False,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ):
         """tokenizer: a tokenizer object, or a path/hub id loaded on first use (None: chat() only).
         allow_insecure_key: send the API key over plain http to a non-loopback host (module docstring).
-        timeout: seconds for a whole request; max_response_bytes: the largest reply read (`timealign.backends.http`)."""
+        timeout: seconds for a whole request; max_response_bytes: the largest reply
+        read (`timealign.backends.http`)."""
         super().__init__(sampling)
         self.base_url = base_url.rstrip("/")
         self._url_parts = check_base_url(self.base_url)
@@ -114,8 +135,9 @@ class OpenAIBackend(BaseBackend):
         self.backoff, self.max_backoff = backoff, max_backoff
         self.vllm_extras = vllm_extras
         self.cache_chunk = max(64, 4 * self.concurrency)
-        self._tokenizer_source, self._tokenizer = (None, tokenizer) if not isinstance(tokenizer, str) else (
-            tokenizer, None)
+        self._tokenizer_source, self._tokenizer = (
+            (None, tokenizer) if not isinstance(tokenizer, str) else (tokenizer, None)
+        )
         self._trust_remote_code, self._reasoning = trust_remote_code, reasoning
         self._warned_bos = False
         if self._tokenizer is not None:
@@ -127,8 +149,9 @@ class OpenAIBackend(BaseBackend):
         if self._tokenizer is None and self._tokenizer_source is not None:
             from transformers import AutoTokenizer
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self._tokenizer_source,
-                                                            trust_remote_code=self._trust_remote_code)
+            self._tokenizer = AutoTokenizer.from_pretrained(
+                self._tokenizer_source, trust_remote_code=self._trust_remote_code
+            )
             set_reasoning(self._tokenizer, self._reasoning)
         return self._tokenizer
 
@@ -136,14 +159,19 @@ class OpenAIBackend(BaseBackend):
     def _api_key(self) -> str | None:
         """The key to send, if any; one that would cross the network unencrypted is a BackendError."""
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if key and self._url_parts.scheme != "https" and not is_loopback(self._url_parts.hostname) \
-                and not self.allow_insecure_key:
+        if (
+            key
+            and self._url_parts.scheme != "https"
+            and not is_loopback(self._url_parts.hostname)
+            and not self.allow_insecure_key
+        ):
             raise BackendError(
                 f"refusing to send the API key from ${self.api_key_env} over plain http to {self.url}: it is not "
                 "a loopback address (127.0.0.0/8, ::1, localhost), so anyone on the network path could read the "
                 "key. Use https://, reach the server through a loopback address (e.g. an ssh tunnel to "
                 f"127.0.0.1), send no key (unset ${self.api_key_env} or set eval.api_key_env= empty), or set "
-                "eval.allow_insecure_key=true to send it anyway")
+                "eval.allow_insecure_key=true to send it anyway"
+            )
         return key
 
     def _headers(self) -> dict[str, str]:
@@ -154,8 +182,14 @@ class OpenAIBackend(BaseBackend):
         return headers
 
     def _post_once(self, path: str, body: dict) -> dict:
-        return post_json(f"{self.base_url}{path}", body, self._headers(), timeout=self.timeout,
-                         max_bytes=self.max_response_bytes, shown=f"{self.url}{path}")
+        return post_json(
+            f"{self.base_url}{path}",
+            body,
+            self._headers(),
+            timeout=self.timeout,
+            max_bytes=self.max_response_bytes,
+            shown=f"{self.url}{path}",
+        )
 
     def post(self, path: str, body: dict) -> dict:
         """POST with retries: connection errors, timeouts and 408/409/429/5xx back off exponentially."""
@@ -166,9 +200,10 @@ class OpenAIBackend(BaseBackend):
                 retriable = err.status is None or err.status in RETRY_STATUS
                 if not retriable or attempt == self.max_retries:
                     raise
-                delay = min(self.max_backoff, self.backoff * 2 ** attempt) * (0.5 + random.random() / 2)
-                logger.warning("%s (attempt %d of %d); retrying in %.1f s", err, attempt + 1,
-                               self.max_retries + 1, delay)
+                delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random() / 2)
+                logger.warning(
+                    "%s (attempt %d of %d); retrying in %.1f s", err, attempt + 1, self.max_retries + 1, delay
+                )
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -201,8 +236,13 @@ class OpenAIBackend(BaseBackend):
         ids, tokenizer = choice.get("token_ids"), self._tokenizer
         if not isinstance(text, str):
             raise RequestError(f"unexpected completions reply: the text is {type(text).__name__}", status=200)
-        check_output_length(text, max_new_tokens, tokenizer=tokenizer, where=f"{self.url}/completions",
-                            token_ids=ids if isinstance(ids, list) else None)
+        check_output_length(
+            text,
+            max_new_tokens,
+            tokenizer=tokenizer,
+            where=f"{self.url}/completions",
+            token_ids=ids if isinstance(ids, list) else None,
+        )
         if ids is not None and tokenizer is not None:
             self._check_bos(choice.get("prompt_token_ids") or reply.get("prompt_token_ids"))
             return tokenizer.decode(list(ids), skip_special_tokens=False)
@@ -212,12 +252,22 @@ class OpenAIBackend(BaseBackend):
         bos = getattr(self._tokenizer, "bos_token_id", None)
         if bos is not None and prompt_ids and list(prompt_ids[:2]) == [bos, bos] and not self._warned_bos:
             self._warned_bos = True
-            logger.warning("the server's prompt ids start with two BOS tokens: the prompt string carried a BOS "
-                           "and the server added another (render prompts with the shared PromptRenderer)")
+            logger.warning(
+                "the server's prompt ids start with two BOS tokens: the prompt string carried a BOS "
+                "and the server added another (render prompts with the shared PromptRenderer)"
+            )
 
-    def generate(self, prompts: list[str], *, max_new_tokens: int = 64, temperature: float | None = None,
-                 top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
-                 desc: str | None = "Generating") -> list[str]:
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        min_p: float | None = None,
+        desc: str | None = "Generating",
+    ) -> list[str]:
         sampling = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p}
         _ = self.tokenizer  # load it (if it is to be loaded) before the worker threads decode with it
         outputs: list[str | None] = [None] * len(prompts)
@@ -229,17 +279,27 @@ class OpenAIBackend(BaseBackend):
             except Exception as err:  # noqa: BLE001 - reported per prompt
                 errors[i] = f"{type(err).__name__}: {err}"
 
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(prompts)))) as pool, \
-                tqdm(total=len(prompts), desc=desc, unit="sample", disable=desc is None) as bar:
+        with (
+            ThreadPoolExecutor(max_workers=min(self.concurrency, max(1, len(prompts)))) as pool,
+            tqdm(total=len(prompts), desc=desc, unit="sample", disable=desc is None) as bar,
+        ):
             for _ in pool.map(one, range(len(prompts))):
                 bar.update(1)
         if errors:
             raise GenerationError(outputs, errors)
         return outputs  # type: ignore[return-value]
 
-    def chat(self, messages: list[dict], *, max_new_tokens: int = 512, temperature: float | None = None,
-             top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
-             **extra) -> str:
+    def chat(
+        self,
+        messages: list[dict],
+        *,
+        max_new_tokens: int = 512,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        min_p: float | None = None,
+        **extra,
+    ) -> str:
         """The chat endpoint (the server applies its own template), e.g. for an LLM judge; returns the reply text."""
         s = self.resolve_sampling(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
         body = {**self._sampling_body(max_new_tokens, s), "messages": messages, **extra}

@@ -53,10 +53,22 @@ class VLLMBackend(BaseBackend):
     name = "vllm"
     cache_chunk = 512  # prompts per engine call when the resume cache drives generation
 
-    def __init__(self, model_path: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
-                 max_model_len: int | None = None, enforce_eager: bool = False, gpu_memory_utilization: float = 0.9,
-                 max_lora_rank: int | None = None, kv_cache_gib: float | None = None, trust_remote_code: bool = False,
-                 sampling: dict | None = None, enable_prefix_caching: bool | None = None, **engine_kwargs):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        dtype: str = "auto",
+        tensor_parallel_size: int = 1,
+        max_model_len: int | None = None,
+        enforce_eager: bool = False,
+        gpu_memory_utilization: float = 0.9,
+        max_lora_rank: int | None = None,
+        kv_cache_gib: float | None = None,
+        trust_remote_code: bool = False,
+        sampling: dict | None = None,
+        enable_prefix_caching: bool | None = None,
+        **engine_kwargs,
+    ):
         super().__init__(sampling)
         try:
             from vllm import LLM
@@ -91,18 +103,27 @@ class VLLMBackend(BaseBackend):
         if current_platform.is_cpu() and "kv_cache_memory_bytes" not in engine_kwargs:
             if kv_cache_gib is None and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
                 kv_cache_gib = DEFAULT_CPU_KV_CACHE_GIB
-                logger.info("vLLM on CPU: KV cache %s GiB (set VLLM_CPU_KVCACHE_SPACE or eval.kv_cache_gib)",
-                            kv_cache_gib)
+                logger.info(
+                    "vLLM on CPU: KV cache %s GiB (set VLLM_CPU_KVCACHE_SPACE or eval.kv_cache_gib)", kv_cache_gib
+                )
         if kv_cache_gib is not None:
             engine_kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
         if enable_prefix_caching is not None:  # None: vLLM's default (on for generative models)
             engine_kwargs["enable_prefix_caching"] = bool(enable_prefix_caching)
         # The engine gets the base model's tokenizer (an adapter folder has no config.json for vLLM to read); it only
         # supplies EOS ids, since prompts arrive as ids and outputs are decoded here with `tokenizer_source`.
-        self.llm = LLM(model=engine_model, tokenizer=engine_model, dtype=dtype,
-                       tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
-                       enforce_eager=enforce_eager, gpu_memory_utilization=gpu_memory_utilization,
-                       trust_remote_code=trust_remote_code, seed=self.sampling.get("seed", 0), **engine_kwargs)
+        self.llm = LLM(
+            model=engine_model,
+            tokenizer=engine_model,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,
+            enforce_eager=enforce_eager,
+            gpu_memory_utilization=gpu_memory_utilization,
+            trust_remote_code=trust_remote_code,
+            seed=self.sampling.get("seed", 0),
+            **engine_kwargs,
+        )
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=trust_remote_code)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.prefix_caching = bool(self.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching)
@@ -111,18 +132,30 @@ class VLLMBackend(BaseBackend):
         logger.info("vLLM: prefix caching %s", "on" if self.prefix_caching else "off")
         self.model_id = model_fingerprint(model_path)
 
-    def generate(self, prompts: list[str], *, max_new_tokens: int = 64, temperature: float | None = None,
-                 top_p: float | None = None, top_k: int | None = None, min_p: float | None = None,
-                 desc: str | None = "Generating") -> list[str]:
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 64,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        min_p: float | None = None,
+        desc: str | None = "Generating",
+    ) -> list[str]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         s = self.resolve_sampling(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p)
         greedy = s["temperature"] == 0
         params = SamplingParams(
-            n=1, max_tokens=max_new_tokens, temperature=s["temperature"],
-            top_p=1.0 if greedy else s["top_p"], top_k=0 if greedy else s["top_k"],
-            min_p=0.0 if greedy else s["min_p"], seed=None if greedy else s["seed"],
+            n=1,
+            max_tokens=max_new_tokens,
+            temperature=s["temperature"],
+            top_p=1.0 if greedy else s["top_p"],
+            top_k=0 if greedy else s["top_k"],
+            min_p=0.0 if greedy else s["min_p"],
+            seed=None if greedy else s["seed"],
             detokenize=False,  # decoded below with the same tokenizer call as the hf backend
         )
         ids = self.tokenizer(list(prompts), add_special_tokens=True)["input_ids"] if prompts else []
@@ -130,14 +163,20 @@ class VLLMBackend(BaseBackend):
         runnable = []
         for i, row in enumerate(ids):
             if len(row) >= self.max_model_len:  # vLLM would reject the whole call; fail this prompt only
-                errors[i] = (f"prompt has {len(row)} tokens, at or above max_model_len={self.max_model_len} "
-                             "(raise eval.max_model_len)")
+                errors[i] = (
+                    f"prompt has {len(row)} tokens, at or above max_model_len={self.max_model_len} "
+                    "(raise eval.max_model_len)"
+                )
             else:
                 runnable.append(i)
         outputs: list[str | None] = [None] * len(prompts)
         if runnable:
-            results = self.llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in runnable], params,
-                                        use_tqdm=desc is not None, lora_request=self.lora_request)
+            results = self.llm.generate(
+                [TokensPrompt(prompt_token_ids=ids[i]) for i in runnable],
+                params,
+                use_tqdm=desc is not None,
+                lora_request=self.lora_request,
+            )
             for i, result in zip(runnable, results):
                 outputs[i] = self.tokenizer.decode(list(result.outputs[0].token_ids), skip_special_tokens=False)
                 self.prompt_tokens += len(ids[i])

@@ -8,6 +8,18 @@ from timealign.cluster.cli import main
 from timealign.cluster.jobs import eval_commands, sbatch_command, training_commands
 from timealign.cluster.slurm import Placement, default_port, expand_hostlist, gpus_on_node, hostnames, placement
 
-__all__ = ["Placement", "accelerate_command", "accelerate_config_path", "accelerate_configs", "default_port",
-           "eval_commands", "expand_hostlist", "gpus_on_node", "hostnames", "main", "placement", "sbatch_command",
-           "training_commands"]
+__all__ = [
+    "Placement",
+    "accelerate_command",
+    "accelerate_config_path",
+    "accelerate_configs",
+    "default_port",
+    "eval_commands",
+    "expand_hostlist",
+    "gpus_on_node",
+    "hostnames",
+    "main",
+    "placement",
+    "sbatch_command",
+    "training_commands",
+]

@@ -15,8 +15,16 @@ from timealign.config.accelerate import ACCELERATE_DIR, accelerate_config_path, 
 if TYPE_CHECKING:
     from timealign.cluster.slurm import Placement
 
-__all__ = ["ACCELERATE_DIR", "accelerate_command", "accelerate_config_path", "accelerate_configs", "run_accelerate",
-           "venv_tool", "with_accelerate_config", "with_auto_resume"]
+__all__ = [
+    "ACCELERATE_DIR",
+    "accelerate_command",
+    "accelerate_config_path",
+    "accelerate_configs",
+    "run_accelerate",
+    "venv_tool",
+    "with_accelerate_config",
+    "with_auto_resume",
+]
 
 
 def venv_tool(name: str) -> str:
@@ -47,17 +55,28 @@ def with_accelerate_config(args: list[str], config: str | None) -> list[str]:
     return [*kept[:at], f"launch.accelerate_config={config}", *kept[at:]]
 
 
-def accelerate_command(script: str | Path, script_args: list[str], *, config: str | Path, where: Placement,
-                       accelerate: str | None = None) -> list[str]:
+def accelerate_command(
+    script: str | Path, script_args: list[str], *, config: str | Path, where: Placement, accelerate: str | None = None
+) -> list[str]:
     """The exact `accelerate launch` command for one node."""
-    return [accelerate or venv_tool("accelerate"), "launch",
-            "--config_file", str(config),
-            "--num_machines", str(where.num_machines),
-            "--num_processes", str(where.num_processes),
-            "--machine_rank", str(where.machine_rank),
-            "--main_process_ip", where.main_process_ip,
-            "--main_process_port", str(where.port),
-            str(script), *script_args]
+    return [
+        accelerate or venv_tool("accelerate"),
+        "launch",
+        "--config_file",
+        str(config),
+        "--num_machines",
+        str(where.num_machines),
+        "--num_processes",
+        str(where.num_processes),
+        "--machine_rank",
+        str(where.machine_rank),
+        "--main_process_ip",
+        where.main_process_ip,
+        "--main_process_port",
+        str(where.port),
+        str(script),
+        *script_args,
+    ]
 
 
 def run_accelerate(cmd: list[str], env: Mapping[str, str]) -> int:
@@ -88,8 +107,12 @@ def run_accelerate(cmd: list[str], env: Mapping[str, str]) -> int:
 
 
 def _term_in_job(signum, frame) -> None:
-    print(f"[timealign launcher] {signal.Signals(signum).name}: Slurm signals every process of the job; the "
-          "trainers checkpoint and stop, this launcher waits for them", file=sys.stderr, flush=True)
+    print(
+        f"[timealign launcher] {signal.Signals(signum).name}: Slurm signals every process of the job; the "
+        "trainers checkpoint and stop, this launcher waits for them",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def outlive_job_signals() -> None:
@@ -115,6 +138,5 @@ def _exit_code(code: int, who: str) -> int:
         name = signal.Signals(-code).name
     except ValueError:
         name = f"signal {-code}"
-    print(f"error: {who} was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else ""),
-          file=sys.stderr)
+    print(f"error: {who} was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else ""), file=sys.stderr)
     return 128 - code

@@ -13,7 +13,8 @@ per GPU that Slurm allocated on the node (SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS, CU
 processes_per_node=; A is the first node's address as slurm/launch.sh resolved it there (TIMEALIGN_MAIN_ADDR), never
 a bare node name that may not resolve; PORT is port=, MASTER_PORT, `launch.main_process_port`, or
 the first port free on the first node from 20000 + job id % 12000 up (slurm/launch.sh asks `port` there).
-A job without GPUs is refused unless the recipe asks for none (launch.gpus_per_node=0): then it is a CPU launch (DDP over gloo) with processes_per_node processes per node (default 1).
+A job without GPUs is refused unless the recipe asks for none (launch.gpus_per_node=0): then it is a CPU launch
+(DDP over gloo) with processes_per_node processes per node (default 1).
 
     python -m timealign.cluster plan task=dpo nodes=2 gpus_per_node=4 recipe=llama8b   # every node's command
     python -m timealign.cluster plan recipe=llama8b gpu=l40s   # + memory per GPU / node: fits, or what would fit
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from timealign.cluster.accelerate import run_accelerate
 from timealign.cluster.jobs import (
     eval_commands,
     log_dir,
@@ -51,7 +53,6 @@ from timealign.cluster.jobs import (
     training_commands,
     vllm_missing,
 )
-from timealign.cluster.accelerate import run_accelerate
 from timealign.cluster.slurm import (
     DEFAULT_SERVE_PORT,
     check_devices,
@@ -73,29 +74,48 @@ logger = logging.getLogger("timealign.cluster")
 class ClusterOptions:
     task: str = opt("dpo", "launch/plan: dpo | sft; submit: dpo | sft | eval")
     dry_run: bool = opt(False, "print the commands, run nothing")
-    accelerate_config: str | None = opt(None, "launch/plan: accelerate config name (recipes/accelerate/) or path; "
-                                              "default: the recipe's launch.accelerate_config")
-    gpus_per_node: int | None = opt(None, "GPUs per node (launch: default what Slurm allocated; plan/submit: default "
-                                          "launch.gpus_per_node); 0: a CPU-only job (submit: --gres=none)")
-    processes_per_node: int | None = opt(None, "launch/plan/submit: processes per node (default: one per GPU; "
-                                               "on a CPU-only job 1)")
-    mem: str | None = opt(None, "submit: --mem per node, e.g. 200G (default: processes per node x the recipe's "
-                                "launch.mem_per_gpu), checked against the partition's nodes")
+    accelerate_config: str | None = opt(
+        None,
+        "launch/plan: accelerate config name (recipes/accelerate/) or path; "
+        "default: the recipe's launch.accelerate_config",
+    )
+    gpus_per_node: int | None = opt(
+        None,
+        "GPUs per node (launch: default what Slurm allocated; plan/submit: default "
+        "launch.gpus_per_node); 0: a CPU-only job (submit: --gres=none)",
+    )
+    processes_per_node: int | None = opt(
+        None, "launch/plan/submit: processes per node (default: one per GPU; on a CPU-only job 1)"
+    )
+    mem: str | None = opt(
+        None,
+        "submit: --mem per node, e.g. 200G (default: processes per node x the recipe's "
+        "launch.mem_per_gpu), checked against the partition's nodes",
+    )
     nodes: int | None = opt(None, "plan/submit: node count (default: the job's, else launch.nodes)")
-    nodelist: str | None = opt(None, "plan: hostlist for the printout, e.g. gpu[01-02] (default: the job's, "
-                                     "else node0..nodeN-1)")
-    port: int | None = opt(None, "launch/plan: rendezvous port (default: MASTER_PORT, launch.main_process_port, "
-                                 "the first free from 20000 + job id % 12000); eval with serve=true: the "
-                                 f"server's port (default: the first free from 10000 + job id % 10000, {DEFAULT_SERVE_PORT} "
-                                 "outside a job)")
+    nodelist: str | None = opt(
+        None, "plan: hostlist for the printout, e.g. gpu[01-02] (default: the job's, else node0..nodeN-1)"
+    )
+    port: int | None = opt(
+        None,
+        "launch/plan: rendezvous port (default: MASTER_PORT, launch.main_process_port, "
+        "the first free from 20000 + job id % 12000); eval with serve=true: the "
+        f"server's port (default: the first free from 10000 + job id % 10000, {DEFAULT_SERVE_PORT} "
+        "outside a job)",
+    )
     serve: bool = opt(False, "eval: start `vllm serve` and evaluate through the OpenAI-compatible backend")
     gpus: int | None = opt(None, "eval: tensor parallel size (default: the node's GPUs)")
     ready_timeout: float = opt(1800.0, "eval with serve=true: seconds to wait for the server")
-    gpu: str | None = opt(None, "plan/submit/launch: the memory planner on this GPU (l40s | a100-40 | a100-80 | "
-                                "h100 | h200): per GPU and per node memory, fits or the change that fits; submit/launch "
-                                "stop (exit 2) when it does not fit")
-    memory_json: str | None = opt(None, "plan with gpu=: also write the estimate as JSON (per_gpu_bytes, host_bytes, "
-                                        "fits, the parts) to this file")
+    gpu: str | None = opt(
+        None,
+        "plan/submit/launch: the memory planner on this GPU (l40s | a100-40 | a100-80 | "
+        "h100 | h200): per GPU and per node memory, fits or the change that fits; submit/launch "
+        "stop (exit 2) when it does not fit",
+    )
+    memory_json: str | None = opt(
+        None,
+        "plan with gpu=: also write the estimate as JSON (per_gpu_bytes, host_bytes, fits, the parts) to this file",
+    )
 
 
 COMMAND = Command(
@@ -125,18 +145,28 @@ def _memory_plan(opts: ClusterOptions, args: list[str], *, nodes: int | None, gp
         return
     from timealign.cluster.memory import plan_recipe, report
 
-    est, fix = plan_recipe(recipe_for(args, opts.task), gpu=opts.gpu, nodes=nodes, gpus_per_node=gpus,
-                           accelerate_config=opts.accelerate_config, mem=opts.mem)
+    est, fix = plan_recipe(
+        recipe_for(args, opts.task),
+        gpu=opts.gpu,
+        nodes=nodes,
+        gpus_per_node=gpus,
+        accelerate_config=opts.accelerate_config,
+        mem=opts.mem,
+    )
     print(report(est, fix))
     if opts.memory_json:
         Path(opts.memory_json).parent.mkdir(parents=True, exist_ok=True)
         Path(opts.memory_json).write_text(json.dumps(est.to_dict(), indent=2) + "\n")
     sys.stdout.flush()
     if check and not est.fits:
-        raise RecipeError(f"gpu={opts.gpu}: the memory planner says this does not fit "
-                          f"({est.per_gpu_bytes / 2**30:.1f} GiB per GPU of {est.gpu_capacity / 2**30:.1f}, host {est.host_bytes / 2**30:.0f} GiB): "
-                          + (f"add {fix}" if fix else "use more GPUs or a smaller max_length")
-                          + ", or leave gpu= out to submit anyway")
+        raise RecipeError(
+            f"gpu={opts.gpu}: the memory planner says this does not fit "
+            f"({est.per_gpu_bytes / 2**30:.1f} GiB per GPU of {est.gpu_capacity / 2**30:.1f}, "
+            f"host {est.host_bytes / 2**30:.0f} "
+            f"GiB): "
+            + (f"add {fix}" if fix else "use more GPUs or a smaller max_length")
+            + ", or leave gpu= out to submit anyway"
+        )
 
 
 def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str], plan: bool) -> int:
@@ -150,15 +180,30 @@ def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str
             gpus = launch.gpus_per_node if gpus is None else gpus
         env = plan_placement_env(nodes, gpus, opts.nodelist, env)
     if opts.gpu:
-        _memory_plan(opts, args, nodes=int(env.get("SLURM_NNODES") or 0) or None,
-                     gpus=gpus if gpus is not None else gpus_on_node(env), check=not plan)
-    commands = training_commands(opts.task, args, env, config=opts.accelerate_config, gpus_per_node=gpus,
-                                 processes_per_node=opts.processes_per_node, port=opts.port, all_nodes=plan)
+        _memory_plan(
+            opts,
+            args,
+            nodes=int(env.get("SLURM_NNODES") or 0) or None,
+            gpus=gpus if gpus is not None else gpus_on_node(env),
+            check=not plan,
+        )
+    commands = training_commands(
+        opts.task,
+        args,
+        env,
+        config=opts.accelerate_config,
+        gpus_per_node=gpus,
+        processes_per_node=opts.processes_per_node,
+        port=opts.port,
+        all_nodes=plan,
+    )
     if plan or opts.dry_run:
         first, _, extra = commands[0]
         kind = f"{first.gpus_per_node} GPU(s)" if first.gpus_per_node else "CPU only"
-        print(f"# {first.num_machines} node(s) x {first.processes_per_node} process(es) ({kind}) = "
-              f"{first.num_processes} processes; main process {first.main_process_ip}:{first.port}")
+        print(
+            f"# {first.num_machines} node(s) x {first.processes_per_node} process(es) ({kind}) = "
+            f"{first.num_processes} processes; main process {first.main_process_ip}:{first.port}"
+        )
         for where, cmd, extra in commands:
             print(f"# node {where.machine_rank} ({where.hosts[where.machine_rank]})")
             print(" ".join([*(f"{k}={shlex.quote(v)}" for k, v in extra.items()), shlex.join(cmd)]))
@@ -167,9 +212,17 @@ def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str
     where, cmd, extra = commands[0]
     check_devices(where)  # before spawning: accelerate would start them all, each failing on its own
     kind = f"{where.gpus_per_node} GPU(s)" if where.gpus_per_node else "CPU only"
-    logger.info("node %d/%d (%s, %d process(es), main %s:%d): %s%s", where.machine_rank, where.num_machines, kind,
-                where.processes_per_node, where.main_process_ip, where.port, _print_env(extra) + " " if extra else "",
-                shlex.join(cmd))
+    logger.info(
+        "node %d/%d (%s, %d process(es), main %s:%d): %s%s",
+        where.machine_rank,
+        where.num_machines,
+        kind,
+        where.processes_per_node,
+        where.main_process_ip,
+        where.port,
+        _print_env(extra) + " " if extra else "",
+        shlex.join(cmd),
+    )
     sys.stdout.flush()
     sys.stderr.flush()
     return run_accelerate(cmd, {**env, **extra})  # a failed child ends with its own error line, no traceback
@@ -177,8 +230,14 @@ def _launch_or_plan(opts: ClusterOptions, args: list[str], env: Mapping[str, str
 
 def _submit(opts: ClusterOptions, args: list[str]) -> int:
     _memory_plan(opts, args, nodes=opts.nodes, gpus=opts.gpus_per_node, check=True)
-    extra, cmd = sbatch_command(opts.task, args, gpus=opts.gpus_per_node if opts.gpus is None else opts.gpus,
-                                nodes=opts.nodes, processes_per_node=opts.processes_per_node, mem=opts.mem)
+    extra, cmd = sbatch_command(
+        opts.task,
+        args,
+        gpus=opts.gpus_per_node if opts.gpus is None else opts.gpus,
+        nodes=opts.nodes,
+        processes_per_node=opts.processes_per_node,
+        mem=opts.mem,
+    )
     print(f"{_print_env(extra)} {shlex.join(cmd)}")
     sys.stdout.flush()
     if opts.dry_run:

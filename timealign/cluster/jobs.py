@@ -61,27 +61,48 @@ def eval_recipe(argv: list[str]) -> Recipe:
     """The recipe of an eval command line (eval/run.py's own keys and SUITE.KEY options left out)."""
     name, config, overrides = split_argv(argv)
     sections = {f.name for f in fields(Recipe)}
-    return load_recipe(name, {k: v for k, v in overrides.items() if k.split(".", 1)[0] in sections},
-                       config=config)
+    return load_recipe(name, {k: v for k, v in overrides.items() if k.split(".", 1)[0] in sections}, config=config)
 
 
-def training_commands(task: str, argv: list[str], env: Mapping[str, str], *, config: str | None = None,
-                      gpus_per_node: int | None = None, processes_per_node: int | None = None,
-                      port: int | None = None, all_nodes: bool = False
-                      ) -> list[tuple[Placement, list[str], dict[str, str]]]:
+def training_commands(
+    task: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    *,
+    config: str | None = None,
+    gpus_per_node: int | None = None,
+    processes_per_node: int | None = None,
+    port: int | None = None,
+    all_nodes: bool = False,
+) -> list[tuple[Placement, list[str], dict[str, str]]]:
     """[(placement, command, extra environment)] for this node, or for every node of the job with all_nodes."""
     if task not in TASK_SCRIPTS:
         raise RecipeError(f"unknown task {task!r}; known: {', '.join(TASK_SCRIPTS)}")
     recipe = recipe_for(argv, task)  # fail here, once, not in N x G processes
     config_path = accelerate_config_path(config or recipe.launch.accelerate_config)
-    where = placement(env, gpus_per_node=gpus_per_node, processes_per_node=processes_per_node, port=port,
-                      recipe_gpus=recipe.launch.gpus_per_node, recipe_port=recipe.launch.main_process_port)
+    where = placement(
+        env,
+        gpus_per_node=gpus_per_node,
+        processes_per_node=processes_per_node,
+        port=port,
+        recipe_gpus=recipe.launch.gpus_per_node,
+        recipe_port=recipe.launch.main_process_port,
+    )
     extra = launch_env(where, config_path)
     ranks = range(where.num_machines) if all_nodes else [where.machine_rank]
-    return [(where.node(rank), accelerate_command(REPO_ROOT / TASK_SCRIPTS[task],
-                                                 with_accelerate_config(with_auto_resume(argv), config),
-                                                 config=config_path, where=where.node(rank)), extra)
-            for rank in ranks]
+    return [
+        (
+            where.node(rank),
+            accelerate_command(
+                REPO_ROOT / TASK_SCRIPTS[task],
+                with_accelerate_config(with_auto_resume(argv), config),
+                config=config_path,
+                where=where.node(rank),
+            ),
+            extra,
+        )
+        for rank in ranks
+    ]
 
 
 def launch_env(where: Placement, config_path: Path) -> dict[str, str]:
@@ -91,14 +112,23 @@ def launch_env(where: Placement, config_path: Path) -> dict[str, str]:
         return {}
     kind = str((yaml.safe_load(Path(config_path).read_text()) or {}).get("distributed_type", ""))
     if kind == "FSDP":
-        raise RuntimeError(f"{config_path.name} is FSDP, which needs GPUs, and this job has none (CPU launch): use "
-                           "accelerate_config=ddp or zero2/zero3, or request GPUs")
+        raise RuntimeError(
+            f"{config_path.name} is FSDP, which needs GPUs, and this job has none (CPU launch): use "
+            "accelerate_config=ddp or zero2/zero3, or request GPUs"
+        )
     return {} if kind == "DEEPSPEED" else {"ACCELERATE_USE_CPU": "true"}
 
 
-def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes: int | None = None,
-                   processes_per_node: int | None = None, mem: str | None = None, check: bool = True
-                   ) -> tuple[dict[str, str], list[str]]:
+def sbatch_command(
+    task: str,
+    argv: list[str],
+    *,
+    gpus: int | None = None,
+    nodes: int | None = None,
+    processes_per_node: int | None = None,
+    mem: str | None = None,
+    check: bool = True,
+) -> tuple[dict[str, str], list[str]]:
     """(extra environment, sbatch argv) for slurm/<task>.sbatch from the recipe's launch section.
 
     GPUs per node: `gpus`, else launch.gpus_per_node (eval: eval.tensor_parallel_size), as `--gres=gpu[:TYPE]:N`;
@@ -117,8 +147,9 @@ def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes
     nodes = nodes or launch.nodes
     gpus = launch.gpus_per_node if gpus is None else gpus
     if gpus < 0 or nodes < 1 or (processes_per_node is not None and processes_per_node < 1):
-        raise RecipeError(f"nodes={nodes}, gpus per node={gpus}, processes_per_node={processes_per_node}: "
-                          "need >= 1, >= 0 and >= 1")
+        raise RecipeError(
+            f"nodes={nodes}, gpus per node={gpus}, processes_per_node={processes_per_node}: need >= 1, >= 0 and >= 1"
+        )
     if gpus:
         gres = f"gpu:{launch.gpu_type}:{gpus}" if launch.gpu_type else f"gpu:{gpus}"
     else:
@@ -133,11 +164,26 @@ def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes
         except SlurmQueryError as error:  # no controller reachable from here: sbatch will say more
             logger.warning("could not check the request against the partition's nodes: %s", error)
         else:
-            check_request(info, nodes=nodes, gpus_per_node=gpus, gpu_type=launch.gpu_type, cpus_per_task=cpus,
-                          time=launch.time, mem=mem)
-    cmd = ["sbatch", f"--job-name=timealign-{task}-{recipe.name}", f"--nodes={nodes}", "--ntasks-per-node=1",
-           f"--gres={gres}", f"--cpus-per-task={cpus}", f"--time={launch.time}",
-           f"--output={log_dir()}/%x-%j.out", "--open-mode=append"]
+            check_request(
+                info,
+                nodes=nodes,
+                gpus_per_node=gpus,
+                gpu_type=launch.gpu_type,
+                cpus_per_task=cpus,
+                time=launch.time,
+                mem=mem,
+            )
+    cmd = [
+        "sbatch",
+        f"--job-name=timealign-{task}-{recipe.name}",
+        f"--nodes={nodes}",
+        "--ntasks-per-node=1",
+        f"--gres={gres}",
+        f"--cpus-per-task={cpus}",
+        f"--time={launch.time}",
+        f"--output={log_dir()}/%x-%j.out",
+        "--open-mode=append",
+    ]
     if mem:
         cmd.append(f"--mem={mem}")
     if launch.partition:
@@ -154,8 +200,11 @@ def sbatch_command(task: str, argv: list[str], *, gpus: int | None = None, nodes
     if gpus == 0 and task == "eval":
         script_args.append("gpus=0")
     cmd += [str(REPO_ROOT / SBATCH_SCRIPTS[task]), *script_args]
-    extra = {"TIMEALIGN_ROOT": str(REPO_ROOT), "TIMEALIGN_REQUEUE": "1" if launch.requeue else "0",
-             "TIMEALIGN_MAX_REQUEUES": str(launch.max_requeues)}
+    extra = {
+        "TIMEALIGN_ROOT": str(REPO_ROOT),
+        "TIMEALIGN_REQUEUE": "1" if launch.requeue else "0",
+        "TIMEALIGN_MAX_REQUEUES": str(launch.max_requeues),
+    }
     if launch.setup:
         extra["TIMEALIGN_SETUP"] = launch.setup
     return extra, cmd
@@ -174,9 +223,11 @@ def arg_value(argv: list[str], key: str) -> str | None:
     return None
 
 
-VLLM_MISSING = ("vLLM is not installed for {python}: install it as docs/cluster.md says (`pip install -e '.[vllm]'`, "
-                "or its own environment and TIMEALIGN_PYTHON=that/bin/python), or evaluate without it: "
-                "eval.backend=hf")
+VLLM_MISSING = (
+    "vLLM is not installed for {python}: install it as docs/cluster.md says (`pip install -e '.[vllm]'`, "
+    "or its own environment and TIMEALIGN_PYTHON=that/bin/python), or evaluate without it: "
+    "eval.backend=hf"
+)
 
 
 def vllm_missing(serve: bool) -> str | None:
@@ -188,8 +239,15 @@ def vllm_missing(serve: bool) -> str | None:
     return None if importlib.util.find_spec("vllm") else VLLM_MISSING.format(python=sys.executable)
 
 
-def eval_commands(argv: list[str], *, gpus: int, serve: bool = False, port: int = 8000,
-                  served_name: str = "timealign", require_vllm: bool = True) -> tuple[list[str] | None, list[str]]:
+def eval_commands(
+    argv: list[str],
+    *,
+    gpus: int,
+    serve: bool = False,
+    port: int = 8000,
+    served_name: str = "timealign",
+    require_vllm: bool = True,
+) -> tuple[list[str] | None, list[str]]:
     """(vllm serve command or None, eval/run.py command) for a vLLM evaluation with tensor parallelism `gpus`.
 
     gpus 0 (a CPU-only job): the recipe's eval.backend as it is (tiny: hf), nothing forced. Fails early, with the
@@ -214,12 +272,26 @@ def eval_commands(argv: list[str], *, gpus: int, serve: bool = False, port: int 
         raise RuntimeError(vllm_missing(serve=True))
     if adapter.is_file():  # LoRA: serve the base with the adapter under `served_name`
         info = json.loads(adapter.read_text())
-        server += [info["base_model_name_or_path"], "--enable-lora", "--lora-modules", f"{served_name}={checkpoint}",
-                   "--max-lora-rank", str(info.get("r", 16))]
+        server += [
+            info["base_model_name_or_path"],
+            "--enable-lora",
+            "--lora-modules",
+            f"{served_name}={checkpoint}",
+            "--max-lora-rank",
+            str(info.get("r", 16)),
+        ]
     else:
         server += [checkpoint, "--served-model-name", served_name]
-    server += ["--host", "127.0.0.1", "--port", str(port), "--tensor-parallel-size", tp,
-               "--gpu-memory-utilization", str(recipe.eval.gpu_memory_utilization)]
+    server += [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--tensor-parallel-size",
+        tp,
+        "--gpu-memory-utilization",
+        str(recipe.eval.gpu_memory_utilization),
+    ]
     if recipe.eval.max_model_len:
         server += ["--max-model-len", str(recipe.eval.max_model_len)]
     if recipe.eval.enforce_eager:

@@ -33,12 +33,11 @@ from pathlib import Path
 from timealign.config import RecipeError
 
 SHAPES_DIR = Path(__file__).with_name("model_shapes")
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 # Usable memory as nvidia-smi reports it.
-GPUS = {"l40s": 46068 * MIB, "a100-40": 40960 * MIB, "a100-80": 81920 * MIB, "h100": 81559 * MIB,
-        "h200": 143771 * MIB}
-GPU_RESERVE = int(2.0 * GIB)       # CUDA context + NCCL + cuBLAS workspace + allocator fragmentation
+GPUS = {"l40s": 46068 * MIB, "a100-40": 40960 * MIB, "a100-80": 81920 * MIB, "h100": 81559 * MIB, "h200": 143771 * MIB}
+GPU_RESERVE = int(2.0 * GIB)  # CUDA context + NCCL + cuBLAS workspace + allocator fragmentation
 HOST_PER_PROCESS = int(3.0 * GIB)  # torch, CUDA libraries, tokenizer, dataset in each process
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "auto": 2}
 STRATEGIES = ("ddp", "fsdp", "fsdp_offload", "zero2", "zero2_offload", "zero3", "zero3_offload")
@@ -69,8 +68,12 @@ class ModelShape:
 
     def lora_params(self, r: int) -> int:
         """all-linear LoRA: r x (in + out) for q, k, v, o, gate, up and down in every layer."""
-        h, q, kv, i = (self.hidden_size, self.num_attention_heads * self.head_dim,
-                       self.num_key_value_heads * self.head_dim, self.intermediate_size)
+        h, q, kv, i = (
+            self.hidden_size,
+            self.num_attention_heads * self.head_dim,
+            self.num_key_value_heads * self.head_dim,
+            self.intermediate_size,
+        )
         return self.num_hidden_layers * r * ((h + q) + 2 * (h + kv) + (q + h) + 2 * (h + i) + (i + h))
 
 
@@ -87,9 +90,11 @@ def shape_for(name_or_path: str) -> ModelShape:
         path = SHAPES_DIR / f"{key}.json"
         if not path.is_file():
             known = ", ".join(sorted(p.stem.replace("--", "/") for p in SHAPES_DIR.glob("*.json")))
-            raise RecipeError(f"model.name_or_path={name_or_path}: no shape for the memory planner; known: {known}; "
-                              f"add {path.relative_to(SHAPES_DIR.parents[2])} (the model's config.json values) or "
-                              "point model.name_or_path at a local folder with config.json")
+            raise RecipeError(
+                f"model.name_or_path={name_or_path}: no shape for the memory planner; known: {known}; "
+                f"add {path.relative_to(SHAPES_DIR.parents[2])} (the model's config.json values) or "
+                "point model.name_or_path at a local folder with config.json"
+            )
         config = json.loads(path.read_text())
     fields_ = ModelShape.__dataclass_fields__
     return ModelShape(**{k: config[k] for k in fields_ if k in config})
@@ -114,18 +119,31 @@ def strategy_from_config(config: dict) -> Strategy:
         fsdp = config.get("fsdp_config") or {}
         offload = bool(fsdp.get("fsdp_offload_params"))
         full = str(fsdp.get("fsdp_reshard_after_forward", True)).lower() in ("true", "full_shard", "1")
-        return Strategy("fsdp_offload" if offload else "fsdp", shard_params=full, shard_grads=True,
-                        shard_optimizer=True, offload_params=offload, offload_optimizer=offload, fsdp=True,
-                        one_copy_per_node_at_load=bool(fsdp.get("fsdp_cpu_ram_efficient_loading")))
+        return Strategy(
+            "fsdp_offload" if offload else "fsdp",
+            shard_params=full,
+            shard_grads=True,
+            shard_optimizer=True,
+            offload_params=offload,
+            offload_optimizer=offload,
+            fsdp=True,
+            one_copy_per_node_at_load=bool(fsdp.get("fsdp_cpu_ram_efficient_loading")),
+        )
     if kind == "DEEPSPEED":
         ds = config.get("deepspeed_config") or {}
         stage = int(ds.get("zero_stage", 0))
         off_opt = str(ds.get("offload_optimizer_device", "none")) == "cpu"
         off_par = str(ds.get("offload_param_device", "none")) == "cpu" and stage == 3
         name = f"zero{stage}" + ("_offload" if off_opt or off_par else "")
-        return Strategy(name, shard_params=stage == 3, shard_grads=stage >= 2, shard_optimizer=stage >= 1,
-                        offload_params=off_par, offload_optimizer=off_opt,
-                        one_copy_per_node_at_load=stage == 3 and bool(ds.get("zero3_init_flag")))
+        return Strategy(
+            name,
+            shard_params=stage == 3,
+            shard_grads=stage >= 2,
+            shard_optimizer=stage >= 1,
+            offload_params=off_par,
+            offload_optimizer=off_opt,
+            one_copy_per_node_at_load=stage == 3 and bool(ds.get("zero3_init_flag")),
+        )
     return Strategy("ddp")
 
 
@@ -138,13 +156,14 @@ def named_strategy(name: str) -> Strategy:
 @dataclass(frozen=True)
 class Workload:
     """What the recipe asks of each GPU."""
-    task: str                      # dpo | sft
+
+    task: str  # dpo | sft
     micro_batch: int
     max_length: int
     gradient_checkpointing: bool
-    dtype_bytes: int               # model.dtype
-    mixed_precision: bool          # training.bf16 / fp16 (master weights fp32 under FSDP / DeepSpeed)
-    lora_r: int | None = None      # None: full fine-tuning
+    dtype_bytes: int  # model.dtype
+    mixed_precision: bool  # training.bf16 / fp16 (master weights fp32 under FSDP / DeepSpeed)
+    lora_r: int | None = None  # None: full fine-tuning
     precompute_ref: bool = False
     attn: str = "sdpa"
     shared_prompt: bool = False
@@ -173,14 +192,14 @@ def activation_bytes(shape: ModelShape, work: Workload) -> dict[str, int]:
     per_token_layer = 2 * (4 + b) * h + b * (3 * q + 2 * kv) + 4 * b * shape.intermediate_size
     tokens = work.tokens
     if work.attn == "eager":  # scores and softmax kept per head
-        per_layer_extra = 2 * b * shape.num_attention_heads * work.rows * work.row_length ** 2
+        per_layer_extra = 2 * b * shape.num_attention_heads * work.rows * work.row_length**2
     else:
         per_layer_extra = 0
     if work.gradient_checkpointing:
         layers = shape.num_hidden_layers * tokens * b * h + tokens * per_token_layer + per_layer_extra
     else:
         layers = shape.num_hidden_layers * (tokens * per_token_layer + per_layer_extra)
-    mask = work.rows * work.row_length ** 2 * b if work.shared_prompt and work.attn in ("sdpa", "eager") else 0
+    mask = work.rows * work.row_length**2 * b if work.shared_prompt and work.attn in ("sdpa", "eager") else 0
     upcast = 4 if b != 4 else 0  # the loss's .float() copy (none for an fp32 model)
     logits = tokens * shape.vocab_size * (b + upcast + 8)  # + fp32 log-softmax and its gradient
     return {"layers": layers, "mask": mask, "logits": logits}
@@ -218,17 +237,33 @@ class Estimate:
         return self.fits_gpu and self.fits_host
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "per_gpu_bytes": self.per_gpu_bytes, "host_bytes": self.host_bytes,
-                "fits": self.fits, "fits_gpu": self.fits_gpu, "fits_host": self.fits_host}
+        return {
+            **asdict(self),
+            "per_gpu_bytes": self.per_gpu_bytes,
+            "host_bytes": self.host_bytes,
+            "fits": self.fits,
+            "fits_gpu": self.fits_gpu,
+            "fits_host": self.fits_host,
+        }
 
 
-def estimate(shape: ModelShape, work: Workload, strategy: Strategy, *, gpu: str, nodes: int,
-             gpus_per_node: int, host_limit: int | None = None) -> Estimate:
+def estimate(
+    shape: ModelShape,
+    work: Workload,
+    strategy: Strategy,
+    *,
+    gpu: str,
+    nodes: int,
+    gpus_per_node: int,
+    host_limit: int | None = None,
+) -> Estimate:
     if gpu not in GPUS:
         raise RecipeError(f"gpu={gpu}: unknown; use one of {', '.join(GPUS)}")
     if gpus_per_node < 1 or nodes < 1:
-        raise RecipeError(f"gpu={gpu} with nodes={nodes}, gpus_per_node={gpus_per_node}: the memory planner needs "
-                          ">= 1 node and >= 1 GPU per node (a CPU-only recipe: add gpus_per_node=N)")
+        raise RecipeError(
+            f"gpu={gpu} with nodes={nodes}, gpus_per_node={gpus_per_node}: the memory planner needs "
+            ">= 1 node and >= 1 GPU per node (a CPU-only recipe: add gpus_per_node=N)"
+        )
     n = nodes * gpus_per_node
     P, b = shape.params(), work.dtype_bytes
     master = 4 if work.mixed_precision and (strategy.fsdp or strategy.name.startswith("zero")) else b
@@ -251,10 +286,16 @@ def estimate(shape: ModelShape, work: Workload, strategy: Strategy, *, gpu: str,
             state = {"params": b, "grads": b, "optimizer": (12 if master == 4 else 2 * b)}
         else:  # DDP: grads plus the bucket copy
             state = {"params": b, "grads": 2 * b, "optimizer": 2 * b}
-        sharded = {"params": strategy.shard_params or strategy.fsdp, "grads": strategy.shard_grads,
-                   "optimizer": strategy.shard_optimizer}
-        offloaded = {"params": strategy.offload_params, "grads": strategy.offload_params,
-                     "optimizer": strategy.offload_optimizer}
+        sharded = {
+            "params": strategy.shard_params or strategy.fsdp,
+            "grads": strategy.shard_grads,
+            "optimizer": strategy.shard_optimizer,
+        }
+        offloaded = {
+            "params": strategy.offload_params,
+            "grads": strategy.offload_params,
+            "optimizer": strategy.offload_optimizer,
+        }
         if strategy.name.startswith("zero") and strategy.offload_optimizer:
             host_step += P * 4 / n  # ZeRO-Offload keeps fp32 gradients on the host for the CPU Adam step
         for part, per_param in state.items():
@@ -273,14 +314,25 @@ def estimate(shape: ModelShape, work: Workload, strategy: Strategy, *, gpu: str,
             gpu_parts["reference"] += ref
     acts = activation_bytes(shape, work)
     per_gpu = {k: int(v) for k, v in gpu_parts.items()}
-    per_gpu.update({"activations": acts["layers"] + acts["mask"], "logits": acts["logits"],
-                    "runtime_reserve": GPU_RESERVE})
+    per_gpu.update(
+        {"activations": acts["layers"] + acts["mask"], "logits": acts["logits"], "runtime_reserve": GPU_RESERVE}
+    )
     copies = 1 if strategy.one_copy_per_node_at_load else gpus_per_node
     loaded = P * b * (2 if work.reference_model else 1)
-    host = {"at_load": int(gpus_per_node * HOST_PER_PROCESS + copies * loaded),
-            "at_optimizer_step": int(gpus_per_node * (HOST_PER_PROCESS + host_step))}
-    return Estimate(gpu=gpu, strategy=strategy.name, processes=n, processes_per_node=gpus_per_node, per_gpu=per_gpu,
-                    host=host, gpu_capacity=GPUS[gpu], host_limit=host_limit)
+    host = {
+        "at_load": int(gpus_per_node * HOST_PER_PROCESS + copies * loaded),
+        "at_optimizer_step": int(gpus_per_node * (HOST_PER_PROCESS + host_step)),
+    }
+    return Estimate(
+        gpu=gpu,
+        strategy=strategy.name,
+        processes=n,
+        processes_per_node=gpus_per_node,
+        per_gpu=per_gpu,
+        host=host,
+        gpu_capacity=GPUS[gpu],
+        host_limit=host_limit,
+    )
 
 
 def workload_for(recipe) -> Workload:
@@ -288,15 +340,18 @@ def workload_for(recipe) -> Workload:
     lora = recipe.lora
     if lora.enabled and lora.target_modules != "all-linear":
         raise RecipeError(f"lora.target_modules={lora.target_modules}: the memory planner knows all-linear only")
-    return Workload(task=recipe.task, micro_batch=int(training.get("per_device_train_batch_size", 8)),
-                    max_length=int(training.get("max_length") or 1024),
-                    gradient_checkpointing=bool(training.get("gradient_checkpointing", False)),
-                    dtype_bytes=DTYPE_BYTES[recipe.model.dtype],
-                    mixed_precision=bool(training.get("bf16") or training.get("fp16")),
-                    lora_r=lora.r if lora.enabled else None,
-                    precompute_ref=bool(training.get("precompute_ref_log_probs", False)),
-                    attn=recipe.model.attn_implementation or "sdpa",
-                    shared_prompt=recipe.task == "dpo" and recipe.dpo.shared_prompt)
+    return Workload(
+        task=recipe.task,
+        micro_batch=int(training.get("per_device_train_batch_size", 8)),
+        max_length=int(training.get("max_length") or 1024),
+        gradient_checkpointing=bool(training.get("gradient_checkpointing", False)),
+        dtype_bytes=DTYPE_BYTES[recipe.model.dtype],
+        mixed_precision=bool(training.get("bf16") or training.get("fp16")),
+        lora_r=lora.r if lora.enabled else None,
+        precompute_ref=bool(training.get("precompute_ref_log_probs", False)),
+        attn=recipe.model.attn_implementation or "sdpa",
+        shared_prompt=recipe.task == "dpo" and recipe.dpo.shared_prompt,
+    )
 
 
 def candidate_changes(work: Workload, strategy: Strategy) -> list[tuple[str, Workload, str]]:
@@ -305,8 +360,7 @@ def candidate_changes(work: Workload, strategy: Strategy) -> list[tuple[str, Wor
     if work.reference_model:
         out.append(("training.precompute_ref_log_probs=true", replace(work, precompute_ref=True), strategy.name))
     if not work.gradient_checkpointing:
-        out.append(("training.gradient_checkpointing=true", replace(work, gradient_checkpointing=True),
-                    strategy.name))
+        out.append(("training.gradient_checkpointing=true", replace(work, gradient_checkpointing=True), strategy.name))
     if work.micro_batch > 1:
         out.append(("training.per_device_train_batch_size=1", replace(work, micro_batch=1), strategy.name))
     for config in ("fsdp", "zero3", "fsdp_offload", "zero3_offload"):
@@ -315,8 +369,13 @@ def candidate_changes(work: Workload, strategy: Strategy) -> list[tuple[str, Wor
     if work.lora_r is None:
         out.append(("lora.enabled=true", replace(work, lora_r=16, precompute_ref=False), strategy.name))
     if work.reference_model:
-        out.append(("training.precompute_ref_log_probs=true accelerate_config=fsdp_offload",
-                    replace(work, precompute_ref=True), "fsdp_offload"))
+        out.append(
+            (
+                "training.precompute_ref_log_probs=true accelerate_config=fsdp_offload",
+                replace(work, precompute_ref=True),
+                "fsdp_offload",
+            )
+        )
     return out
 
 
@@ -339,8 +398,10 @@ def gib(n: float) -> str:
 
 def report(est: Estimate, fix: str | None) -> str:
     """The planner's printout: per GPU and per node, and the verdict."""
-    lines = [f"# memory plan: {est.processes} GPU(s) {est.gpu} ({gib(est.gpu_capacity)} GiB), {est.strategy}, "
-             f"{est.processes_per_node} process(es) per node"]
+    lines = [
+        f"# memory plan: {est.processes} GPU(s) {est.gpu} ({gib(est.gpu_capacity)} GiB), {est.strategy}, "
+        f"{est.processes_per_node} process(es) per node"
+    ]
     lines += [f"#   per GPU {part:<17} {gib(v):>7} GiB" for part, v in est.per_gpu.items()]
     lines.append(f"#   per GPU {'total':<17} {gib(est.per_gpu_bytes):>7} GiB of {gib(est.gpu_capacity)}")
     lines += [f"#   per node host RAM {part:<17} {gib(v):>7} GiB" for part, v in est.host.items()]
@@ -356,8 +417,15 @@ def report(est: Estimate, fix: str | None) -> str:
     return "\n".join(lines)
 
 
-def plan_recipe(recipe, *, gpu: str, nodes: int | None = None, gpus_per_node: int | None = None,
-                accelerate_config: str | None = None, mem: str | None = None) -> tuple[Estimate, str | None]:
+def plan_recipe(
+    recipe,
+    *,
+    gpu: str,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    accelerate_config: str | None = None,
+    mem: str | None = None,
+) -> tuple[Estimate, str | None]:
     """(estimate, the change that makes it fit or None) for a loaded recipe on `gpu` GPUs."""
     from timealign.cluster.slurm import memory_mb
 

@@ -37,7 +37,7 @@ def _expand_one(part: str) -> list[str]:
     match = re.search(r"\[([^\]]*)\]", part)
     if not match:
         return [part]
-    prefix, body, rest = part[:match.start()], match.group(1), part[match.end():]
+    prefix, body, rest = part[: match.start()], match.group(1), part[match.end() :]
     tails = _expand_one(rest)
     out = []
     for item in body.split(","):
@@ -66,8 +66,9 @@ def hostnames(nodelist: str) -> list[str]:
     """`scontrol show hostnames NODELIST` where scontrol works, else the built-in parser."""
     if shutil.which("scontrol"):
         try:
-            proc = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
-                                  timeout=30)
+            proc = subprocess.run(
+                ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=30
+            )
             names = proc.stdout.split()
             if proc.returncode == 0 and names:
                 return names
@@ -120,11 +121,16 @@ def check_devices(where: Placement) -> None:
         logging.getLogger("timealign.cluster").warning(
             "%d GPU processes share %d CPU core(s) on this node (a job without --cpus-per-task gets one): data "
             "loading and the launcher will crawl; submit with --cpus-per-task=<processes x launch.cpus_per_gpu> "
-            "(`python -m timealign.cluster submit` does)", where.processes_per_node, usable_cores())
+            "(`python -m timealign.cluster submit` does)",
+            where.processes_per_node,
+            usable_cores(),
+        )
     if where.processes_per_node > devices:
-        raise RuntimeError(f"{where.processes_per_node} processes per node but this node has {devices} {what}: pass "
-                           f"processes_per_node={devices} or fewer (batch.global_size keeps the global batch), or "
-                           "ask Slurm for more (--cpus-per-task / --gres=gpu:N)")
+        raise RuntimeError(
+            f"{where.processes_per_node} processes per node but this node has {devices} {what}: pass "
+            f"processes_per_node={devices} or fewer (batch.global_size keeps the global batch), or "
+            "ask Slurm for more (--cpus-per-task / --gres=gpu:N)"
+        )
 
 
 def default_port(job_id: str | None) -> int:
@@ -161,8 +167,10 @@ def free_port(preferred: int, tries: int = 200) -> int:
         port = base + (preferred - base + i) % 10000
         if port_is_free(port):
             return port
-    raise RuntimeError(f"no free port in {tries} tries from {preferred} on this node: set launch.main_process_port "
-                       "(training) or port= (eval serve)")
+    raise RuntimeError(
+        f"no free port in {tries} tries from {preferred} on this node: set launch.main_process_port "
+        "(training) or port= (eval serve)"
+    )
 
 
 def _is_ip(text: str) -> bool:
@@ -177,8 +185,7 @@ def slurm_node_address(node: str) -> str | None:
     """The node's NodeAddr in Slurm (`scontrol show node -o NODE`): the address slurmctld reaches it at."""
     if not shutil.which("scontrol"):
         return None
-    proc = subprocess.run(["scontrol", "show", "node", "--oneliner", node], capture_output=True, text=True,
-                          timeout=30)
+    proc = subprocess.run(["scontrol", "show", "node", "--oneliner", node], capture_output=True, text=True, timeout=30)
     match = re.search(r"\bNodeAddr=(\S+)", proc.stdout) if proc.returncode == 0 else None
     return match.group(1) if match else None
 
@@ -205,8 +212,10 @@ def node_address(node: str | None = None) -> str:
     usable = [c for c in candidates if _is_ip(c) and not ipaddress.ip_address(c).is_loopback]
     usable.sort(key=lambda c: ipaddress.ip_address(c).version)  # IPv4 first
     if not usable:
-        raise RuntimeError(f"no address of node {node!r} other nodes could reach (NodeAddr={addr}, "
-                           f"resolved: {candidates or 'nothing'}): set TIMEALIGN_MAIN_ADDR")
+        raise RuntimeError(
+            f"no address of node {node!r} other nodes could reach (NodeAddr={addr}, "
+            f"resolved: {candidates or 'nothing'}): set TIMEALIGN_MAIN_ADDR"
+        )
     return usable[0]
 
 
@@ -245,15 +254,24 @@ class Placement:
         return replace(self, machine_rank=rank)
 
 
-NO_GPUS = ("Slurm gave this job no GPUs (SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES are unset) "
-           "but the recipe's launch.gpus_per_node is {gpus}: submit with --gres=gpu:{gpus} (or --gpus-per-node={gpus}"
-           ", or `python -m timealign.cluster submit`), pass gpus_per_node=N if your cluster shows every GPU without "
-           "a request, or run on CPU with launch.gpus_per_node=0 [processes_per_node=N]")
+NO_GPUS = (
+    "Slurm gave this job no GPUs (SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES are unset) "
+    "but the recipe's launch.gpus_per_node is {gpus}: submit with --gres=gpu:{gpus} (or --gpus-per-node={gpus}"
+    ", or `python -m timealign.cluster submit`), pass gpus_per_node=N if your cluster shows every GPU without "
+    "a request, or run on CPU with launch.gpus_per_node=0 [processes_per_node=N]"
+)
 
 
-def placement(env: Mapping[str, str], *, gpus_per_node: int | None = None, processes_per_node: int | None = None,
-              port: int | None = None, recipe_gpus: int | None = None, recipe_port: int | None = None,
-              main_address: str | None = None) -> Placement:
+def placement(
+    env: Mapping[str, str],
+    *,
+    gpus_per_node: int | None = None,
+    processes_per_node: int | None = None,
+    port: int | None = None,
+    recipe_gpus: int | None = None,
+    recipe_port: int | None = None,
+    main_address: str | None = None,
+) -> Placement:
     """This node's placement from SLURM env vars (outside SLURM: one local node).
 
     GPUs per node: the explicit value, else (in a job) what Slurm allocated, else (outside a job) the recipe's
@@ -275,8 +293,10 @@ def placement(env: Mapping[str, str], *, gpus_per_node: int | None = None, proce
         rank_text = env.get("SLURM_NODEID") or env.get("SLURM_PROCID") or "0"
         tasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")
         if tasks and tasks.isdigit() and int(tasks) > len(hosts):
-            raise RuntimeError(f"{tasks} tasks on {len(hosts)} nodes: run one launcher per node "
-                               "(srun --ntasks-per-node=1); accelerate starts the per-GPU processes")
+            raise RuntimeError(
+                f"{tasks} tasks on {len(hosts)} nodes: run one launcher per node "
+                "(srun --ntasks-per-node=1); accelerate starts the per-GPU processes"
+            )
     else:
         hosts, rank_text = ["127.0.0.1"], "0"
     machine_rank = int(rank_text)
@@ -295,20 +315,33 @@ def placement(env: Mapping[str, str], *, gpus_per_node: int | None = None, proce
         raise RuntimeError(NO_GPUS.format(gpus=recipe_gpus))
     processes = processes_per_node or gpus or 1
     if gpus and processes > gpus:
-        raise RuntimeError(f"processes_per_node={processes} but the node has {gpus} GPU(s): at most one process "
-                           "per GPU")
+        raise RuntimeError(
+            f"processes_per_node={processes} but the node has {gpus} GPU(s): at most one process per GPU"
+        )
     master_port = env.get("MASTER_PORT", "")
     found = env.get(MAIN_PORT_ENV, "")
-    chosen_port = (port or (int(master_port) if master_port.isdigit() else None) or recipe_port
-                   or (int(found) if found.isdigit() else None) or default_port(job_id))
+    chosen_port = (
+        port
+        or (int(master_port) if master_port.isdigit() else None)
+        or recipe_port
+        or (int(found) if found.isdigit() else None)
+        or default_port(job_id)
+    )
     address = main_address or env.get("TIMEALIGN_MAIN_ADDR") or None
     if address is None and len(hosts) == 1:
         address = "127.0.0.1"
     if address is None and in_job:
         slurm_addr = slurm_node_address(hosts[0])
         address = slurm_addr if slurm_addr and _is_ip(slurm_addr) else None
-    return Placement(hosts=hosts, machine_rank=machine_rank, processes_per_node=int(processes), port=int(chosen_port),
-                     job_id=job_id, gpus_per_node=int(gpus), main_address=address)
+    return Placement(
+        hosts=hosts,
+        machine_rank=machine_rank,
+        processes_per_node=int(processes),
+        port=int(chosen_port),
+        job_id=job_id,
+        gpus_per_node=int(gpus),
+        main_address=address,
+    )
 
 
 def plan_placement_env(nodes: int, gpus_per_node: int | None, nodelist: str | None, env: Mapping[str, str]) -> dict:
@@ -316,8 +349,12 @@ def plan_placement_env(nodes: int, gpus_per_node: int | None, nodelist: str | No
     fake = dict(env)
     if nodes and (not env.get("SLURM_JOB_NODELIST") or nodelist):
         names = nodelist or ",".join(f"node{i}" for i in range(nodes))
-        fake.update(SLURM_JOB_ID=env.get("SLURM_JOB_ID", "0"), SLURM_JOB_NODELIST=names, SLURM_NNODES=str(nodes),
-                    SLURM_NODEID="0")
+        fake.update(
+            SLURM_JOB_ID=env.get("SLURM_JOB_ID", "0"),
+            SLURM_JOB_NODELIST=names,
+            SLURM_NNODES=str(nodes),
+            SLURM_NODEID="0",
+        )
         fake.pop("SLURM_STEP_NUM_TASKS", None)
         fake.pop("SLURM_NTASKS", None)
     if gpus_per_node is not None:
@@ -388,8 +425,12 @@ class PartitionInfo:
 def partition_info(partition: str | None) -> PartitionInfo:
     """The nodes of a partition (default: the cluster's default partition) from `sinfo`: CPUs, memory, Gres."""
     fmt = "--format=%P|%N|%c|%m|%G|%l|%t"
-    proc = subprocess.run(["sinfo", "--noheader", "--Node", fmt, *([f"--partition={partition}"] if partition else [])],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["sinfo", "--noheader", "--Node", fmt, *([f"--partition={partition}"] if partition else [])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if proc.returncode != 0:
         raise SlurmQueryError(f"sinfo failed ({proc.returncode}): {proc.stderr.strip()}")
     rows = [line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 6]
@@ -407,31 +448,50 @@ def partition_info(partition: str | None) -> PartitionInfo:
     return PartitionInfo(partition, rows[0][5], list(nodes.values()))
 
 
-def check_request(info: PartitionInfo, *, nodes: int, gpus_per_node: int, gpu_type: str | None, cpus_per_task: int,
-                  time: str | None, mem: str | None = None) -> None:
+def check_request(
+    info: PartitionInfo,
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    gpu_type: str | None,
+    cpus_per_task: int,
+    time: str | None,
+    mem: str | None = None,
+) -> None:
     """Raise a RuntimeError naming what does not fit when no `nodes` nodes of the partition can hold the request:
     Slurm itself would accept the job and leave it PENDING forever (Reason=PartitionConfig / PartitionTimeLimit)."""
     problems = []
     need_mem = memory_mb(mem) if mem else None
-    fitting = [n for n in info.nodes if n.cpus >= cpus_per_task and gres_gpus(n.gres, gpu_type) >= gpus_per_node
-               and (need_mem is None or n.memory_mb >= need_mem)]
+    fitting = [
+        n
+        for n in info.nodes
+        if n.cpus >= cpus_per_task
+        and gres_gpus(n.gres, gpu_type) >= gpus_per_node
+        and (need_mem is None or n.memory_mb >= need_mem)
+    ]
     if len(fitting) < nodes:
         best_cpus = max(n.cpus for n in info.nodes)
         best_gpus = max(gres_gpus(n.gres, gpu_type) for n in info.nodes)
         best_mem = max(n.memory_mb for n in info.nodes)
         if cpus_per_task > best_cpus:
-            problems.append(f"--cpus-per-task={cpus_per_task} but its largest node has {best_cpus} CPUs "
-                            f"(lower launch.cpus_per_gpu, or processes_per_node on CPU)")
+            problems.append(
+                f"--cpus-per-task={cpus_per_task} but its largest node has {best_cpus} CPUs "
+                f"(lower launch.cpus_per_gpu, or processes_per_node on CPU)"
+            )
         if gpus_per_node > best_gpus:
             kind = f"{gpu_type} GPUs" if gpu_type else "GPUs"
-            problems.append(f"{gpus_per_node} {kind} per node but its nodes have at most {best_gpus} "
-                            f"(Gres: {', '.join(sorted({n.gres for n in info.nodes}))}); CPU-only: "
-                            "launch.gpus_per_node=0")
+            problems.append(
+                f"{gpus_per_node} {kind} per node but its nodes have at most {best_gpus} "
+                f"(Gres: {', '.join(sorted({n.gres for n in info.nodes}))}); CPU-only: "
+                "launch.gpus_per_node=0"
+            )
         if need_mem is not None and need_mem > best_mem:
             problems.append(f"--mem={mem} but its largest node has {best_mem} MB")
         if not problems:
-            problems.append(f"{nodes} node(s) requested but only {len(fitting)} of its {len(info.nodes)} nodes fit "
-                            f"{cpus_per_task} CPUs and {gpus_per_node} GPUs each")
+            problems.append(
+                f"{nodes} node(s) requested but only {len(fitting)} of its {len(info.nodes)} nodes fit "
+                f"{cpus_per_task} CPUs and {gpus_per_node} GPUs each"
+            )
     limit, wanted = slurm_minutes(info.time_limit), slurm_minutes(time) if time else None
     if limit is not None and wanted is not None and wanted > limit:
         problems.append(f"--time={time} exceeds its time limit {info.time_limit} (set launch.time)")

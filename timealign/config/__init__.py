@@ -21,7 +21,19 @@ from timealign.config.schema import (
 )
 
 __all__ = [
-    "REPO_ROOT", "RecipeError", "available_recipes", "describe_fields", "find_recipe", "load_recipe",
-    "recipe_listing", "DataSection", "EvalSection", "LaunchSection", "LoraSection", "ModelSection", "Recipe",
-    "TimerSection", "WandbSection",
+    "REPO_ROOT",
+    "RecipeError",
+    "available_recipes",
+    "describe_fields",
+    "find_recipe",
+    "load_recipe",
+    "recipe_listing",
+    "DataSection",
+    "EvalSection",
+    "LaunchSection",
+    "LoraSection",
+    "ModelSection",
+    "Recipe",
+    "TimerSection",
+    "WandbSection",
 ]

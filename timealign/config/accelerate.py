@@ -29,8 +29,10 @@ def accelerate_config_path(name: str) -> Path:
     path = Path(name)
     if path.suffix in (".yaml", ".yml", ".json") and path.is_file():
         return path.resolve()
-    raise RecipeError(f"unknown accelerate config {name!r}: use one of {', '.join(configs)} "
-                      f"(recipes/accelerate/) or a path to an accelerate config file")
+    raise RecipeError(
+        f"unknown accelerate config {name!r}: use one of {', '.join(configs)} "
+        f"(recipes/accelerate/) or a path to an accelerate config file"
+    )
 
 
 def read_accelerate_config(name: str) -> tuple[Path, dict]:

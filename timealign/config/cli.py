@@ -131,8 +131,9 @@ def parse(command: Command, argv: list[str]) -> Invocation:
     if command.actions:
         if not argv or argv[0] not in command.actions:
             got = f"got {argv[0]!r}" if argv else "got nothing"
-            raise RecipeError(f"{shown_prog(command)} needs an action first, one of: {', '.join(command.actions)} "
-                              f"({got})")
+            raise RecipeError(
+                f"{shown_prog(command)} needs an action first, one of: {', '.join(command.actions)} ({got})"
+            )
         action, argv = argv[0], argv[1:]
     name, config, pairs = split_argv(argv)
     own = {f.name for f in dataclasses.fields(command.options)} if command.options else set()
@@ -177,9 +178,13 @@ def parse(command: Command, argv: list[str]) -> Invocation:
 
 def help_text(command: Command) -> str:
     verb = f" {'|'.join(command.actions)}" if command.actions else ""
-    parts = [f"usage: {shown_prog(command)}{verb}" + ("" if command.recipe == "none" else
-                                               " recipe=NAME|--config PATH") + " [key=value ...]", "",
-             "\n\n".join(textwrap.fill(p, width=110) for p in command.summary.split("\n\n"))]
+    parts = [
+        f"usage: {shown_prog(command)}{verb}"
+        + ("" if command.recipe == "none" else " recipe=NAME|--config PATH")
+        + " [key=value ...]",
+        "",
+        "\n\n".join(textwrap.fill(p, width=110) for p in command.summary.split("\n\n")),
+    ]
     if command.actions:
         parts += ["", "Actions:"] + [f"  {name:<10} {text}" for name, text in command.actions.items()]
     if command.examples:
@@ -190,8 +195,14 @@ def help_text(command: Command) -> str:
         for prefix, (cls, description) in command.namespaces().items():
             parts += ["", f"{prefix}.* options ({description}):", describe(cls, prefix=f"{prefix}.")]
     if command.recipe != "none":
-        parts += ["", "Recipes (recipe=NAME; recipes/NAME.yaml, $TIMEALIGN_RECIPES, or --config PATH):",
-                  recipe_listing(command.task), "", "Recipe fields (override any with key=value):", describe_fields()]
+        parts += [
+            "",
+            "Recipes (recipe=NAME; recipes/NAME.yaml, $TIMEALIGN_RECIPES, or --config PATH):",
+            recipe_listing(command.task),
+            "",
+            "Recipe fields (override any with key=value):",
+            describe_fields(),
+        ]
     return "\n".join(parts)
 
 
@@ -211,8 +222,14 @@ def launcher_rank(env=None) -> int:
     return 0
 
 
-def run_command(command: Command, argv: list[str] | None, fn: Callable[[Invocation], int | None], *,
-                errors: dict[type[BaseException], int] | None = None, hint: str = "") -> int:
+def run_command(
+    command: Command,
+    argv: list[str] | None,
+    fn: Callable[[Invocation], int | None],
+    *,
+    errors: dict[type[BaseException], int] | None = None,
+    hint: str = "",
+) -> int:
     """--help, parsing (exit 2 on a bad recipe or option), then `fn(invocation)`.
 
     `errors` maps exception types raised by `fn` to exit codes; their message is printed (with `hint`) instead of

@@ -3,7 +3,8 @@
 
 Libraries report a full disk in their own words: an OSError with errno ENOSPC (Python), an error whose text says
 "No space left on device" (safetensors' SafetensorError "I/O error: No space left on device (os error 28)"), either
-sometimes wrapped in another exception, or torch's zip writer's RuntimeError ("unexpected pos ...", "PytorchStreamWriter
+sometimes wrapped in another exception, or torch's zip writer's RuntimeError ("unexpected pos ...",
+"PytorchStreamWriter
 failed writing file ...", "iostream error") that names neither the cause nor the folder. The last ones are taken
 for a full disk only when the folder's file system has less than `LOW_SPACE` bytes free; every other error is
 raised as it was.
@@ -67,7 +68,9 @@ def writing(folder: str | Path, what: str = "") -> Iterator[None]:
     except Exception as err:  # safetensors' SafetensorError is neither an OSError nor a RuntimeError
         if not out_of_space(err, folder):
             raise
-        full = NoSpaceLeft(f"No space left on device writing {folder}{' (' + what + ')' if what else ''}: free "
-                           "space there, or write elsewhere, then run the same command again")
+        full = NoSpaceLeft(
+            f"No space left on device writing {folder}{' (' + what + ')' if what else ''}: free "
+            "space there, or write elsewhere, then run the same command again"
+        )
         full.errno = errno.ENOSPC
         raise full from None

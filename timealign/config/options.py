@@ -222,6 +222,9 @@ def describe(cls, prefix: str = "", width: int = 100, skip: tuple[str, ...] = ()
         if choices:
             help_ = f"{help_} [choices: {' | '.join(choices)}]" if help_ else f"[choices: {' | '.join(choices)}]"
         if help_:
-            lines.extend(textwrap.wrap(help_, width=width, initial_indent="      ", subsequent_indent="      ",
-                                       break_on_hyphens=False))  # "block-diagonal" stays one word
+            lines.extend(
+                textwrap.wrap(
+                    help_, width=width, initial_indent="      ", subsequent_indent="      ", break_on_hyphens=False
+                )
+            )  # "block-diagonal" stays one word
     return "\n".join(lines)

@@ -127,8 +127,12 @@ def read_recipe_file(path: Path) -> dict:
     return raw
 
 
-def load_recipe(name: str | None, overrides: dict[str, str] | None = None, task: str | None = None,
-                config: str | Path | None = None) -> Recipe:
+def load_recipe(
+    name: str | None,
+    overrides: dict[str, str] | None = None,
+    task: str | None = None,
+    config: str | Path | None = None,
+) -> Recipe:
     """recipes/NAME.yaml (or the YAML file `config`), then dotted overrides, merged onto the schema and checked.
 
     OmegaConf merges the layers onto the `Recipe` dataclass (unknown keys and wrong types fail); `training.*` is
@@ -147,8 +151,10 @@ def load_recipe(name: str | None, overrides: dict[str, str] | None = None, task:
     raw.setdefault("name", path.stem)
     recipe_task = str(raw.get("task", "dpo"))
     if task and recipe_task != task:
-        raise RecipeError(f"recipe {path.stem!r} is a {recipe_task!r} recipe, not {task!r}. "
-                          f"Recipes for {task}:\n{recipe_listing(task)}")
+        raise RecipeError(
+            f"recipe {path.stem!r} is a {recipe_task!r} recipe, not {task!r}. "
+            f"Recipes for {task}:\n{recipe_listing(task)}"
+        )
     layers = [raw]
     if overrides:
         nested = dotted_to_nested(overrides)
@@ -171,4 +177,5 @@ def describe_fields() -> str:
     """Every recipe field with its default and help, for --help."""
     return describe(Recipe, skip=("name", "description", "task")) + (
         "\n  training.<field>   any field of TRL's DPOConfig/SFTConfig, e.g. training.learning_rate, training.beta,"
-        "\n      training.per_device_train_batch_size (checked against the installed TRL)")
+        "\n      training.per_device_train_batch_size (checked against the installed TRL)"
+    )

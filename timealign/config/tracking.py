@@ -25,14 +25,38 @@ TRAINING_RUN_FILE = "wandb_run.json"
 MAX_NAME = 128  # W&B shows longer display names cut
 
 # Overrides that change where things go or how they are logged, not what is trained: left out of run names.
-NAME_IGNORED = ("name", "description", "output_dir", "wandb", "launch", "eval", "live_eval", "data.prepared_dir",
-                "data.prep_timeout", "training.resume_from_checkpoint", "training.report_to", "training.run_name",
-                "training.logging_steps", "training.logging_strategy", "training.logging_first_step",
-                "training.logging_dir", "training.save_steps", "training.save_strategy", "training.save_total_limit",
-                "training.eval_strategy", "training.eval_steps", "training.dataloader_num_workers")
-SHORT_KEYS = {"training.learning_rate": "lr", "training.per_device_train_batch_size": "bs",
-              "training.gradient_accumulation_steps": "grad_acc", "training.num_train_epochs": "epochs",
-              "training.max_steps": "steps", "model.name_or_path": "model"}
+NAME_IGNORED = (
+    "name",
+    "description",
+    "output_dir",
+    "wandb",
+    "launch",
+    "eval",
+    "live_eval",
+    "data.prepared_dir",
+    "data.prep_timeout",
+    "training.resume_from_checkpoint",
+    "training.report_to",
+    "training.run_name",
+    "training.logging_steps",
+    "training.logging_strategy",
+    "training.logging_first_step",
+    "training.logging_dir",
+    "training.save_steps",
+    "training.save_strategy",
+    "training.save_total_limit",
+    "training.eval_strategy",
+    "training.eval_steps",
+    "training.dataloader_num_workers",
+)
+SHORT_KEYS = {
+    "training.learning_rate": "lr",
+    "training.per_device_train_batch_size": "bs",
+    "training.gradient_accumulation_steps": "grad_acc",
+    "training.num_train_epochs": "epochs",
+    "training.max_steps": "steps",
+    "model.name_or_path": "model",
+}
 # A Trainer checkpoint folder inside a run's output_dir (transformers' `checkpoint-N`); group 1: the step.
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
@@ -82,13 +106,13 @@ def run_name(recipe) -> str:
     taken = list(short.values())
     parts = [f"{short[k] if taken.count(short[k]) == 1 else k}={_short_value(v)}" for k, v in changed.items()]
     name = f"{recipe.name}:{','.join(parts)}"
-    return name if len(name) <= MAX_NAME else name[:MAX_NAME - 3] + "..."
+    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 3] + "..."
 
 
 def run_group(name: str, run_id: str, env: Mapping[str, str] | None = None) -> str:
     """The group a training run and the evaluations of its checkpoints share: WANDB_RUN_GROUP, else `NAME (ID)`."""
     env = os.environ if env is None else env
-    return env.get("WANDB_RUN_GROUP") or f"{name[:MAX_NAME - len(run_id) - 3]} ({run_id})"
+    return env.get("WANDB_RUN_GROUP") or f"{name[: MAX_NAME - len(run_id) - 3]} ({run_id})"
 
 
 def training_run_of(checkpoint: str | Path) -> dict | None:

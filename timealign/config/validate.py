@@ -179,8 +179,10 @@ def value_problems(recipe) -> list[str]:
         problems.append("training.num_train_epochs=0 with no training.max_steps > 0 trains nothing")
     name = recipe.name
     if not SAFE_NAME.match(str(name)):
-        problems.append(f"name={name!r} is not safe as a file and job name: use letters, digits, '.', '_', '+', "
-                        "'-' (up to 100, starting with a letter or digit); set name=... or `name:` in the recipe")
+        problems.append(
+            f"name={name!r} is not safe as a file and job name: use letters, digits, '.', '_', '+', "
+            "'-' (up to 100, starting with a letter or digit); set name=... or `name:` in the recipe"
+        )
     try:
         recipe.output_dir.format(name=name)
     except (KeyError, IndexError, ValueError) as err:
@@ -188,32 +190,45 @@ def value_problems(recipe) -> list[str]:
     mem = recipe.launch.mem_per_gpu
     if mem is not None and not re.fullmatch(r"[1-9]\d*[KMGT]?B?", str(mem).strip().upper()):
         problems.append(f"launch.mem_per_gpu={mem!r} must be a size like 64G or 4000M (null: the cluster's default)")
-    if recipe.eval.max_new_tokens == 0 and recipe.eval.backend != "chat":  # an API's own limit; a local engine has none
-        problems.append(f"eval.max_new_tokens=0 (no limit) is for eval.backend=chat (API models); "
-                        f"eval.backend={recipe.eval.backend} needs a number of tokens >= 1")
+    if (
+        recipe.eval.max_new_tokens == 0 and recipe.eval.backend != "chat"
+    ):  # an API's own limit; a local engine has none
+        problems.append(
+            f"eval.max_new_tokens=0 (no limit) is for eval.backend=chat (API models); "
+            f"eval.backend={recipe.eval.backend} needs a number of tokens >= 1"
+        )
     if recipe.dpo.margin_mode == "weight" and not recipe.dpo.shared_prompt:
-        problems.append("dpo.margin_mode=weight weights each pair's loss, which TRL's own loss path cannot do: it "
-                        "needs dpo.shared_prompt=true")
+        problems.append(
+            "dpo.margin_mode=weight weights each pair's loss, which TRL's own loss path cannot do: it "
+            "needs dpo.shared_prompt=true"
+        )
     if recipe.dpo.padding_free and not recipe.dpo.shared_prompt:
         problems.append("dpo.padding_free=true packs shared-prompt rows: it needs dpo.shared_prompt=true")
     data = recipe.data
     task_sources = {"dpo": DPO_SOURCES, "sft": SFT_SOURCES}.get(recipe.task, ())
     if data.source not in task_sources:  # a source of the other task: its loader would not know it
         other = "sft (TIMER dialogs)" if recipe.task == "dpo" else "dpo (TicToc pairs)"
-        problems.append(f"data.source={data.source} is a data source of task {other}; task {recipe.task} (this "
-                        f"recipe, {name}) reads data.source={' | '.join(task_sources)}")
+        problems.append(
+            f"data.source={data.source} is a data source of task {other}; task {recipe.task} (this "
+            f"recipe, {name}) reads data.source={' | '.join(task_sources)}"
+        )
     elif data.source in PATH_SOURCES and not data.path:
-        problems.append(f"data.source={data.source} needs data.path=FOLDER_OR_FILE"
-                        + (" or a hub dataset id (e.g. yizecheng/TicToc)" if data.source == "hub" else ""))
+        problems.append(
+            f"data.source={data.source} needs data.path=FOLDER_OR_FILE"
+            + (" or a hub dataset id (e.g. yizecheng/TicToc)" if data.source == "hub" else "")
+        )
     if data.direct_answer not in DIRECT_ANSWERS:
         problems.append(f"data.direct_answer={data.direct_answer!r} must be one of {', '.join(DIRECT_ANSWERS)}")
     elif data.direct_answer == "generate":
         if data.direct_answer_backend not in DIRECT_ANSWER_BACKENDS:
-            problems.append(f"data.direct_answer_backend={data.direct_answer_backend!r} must be one of "
-                            f"{', '.join(DIRECT_ANSWER_BACKENDS)} (the backends that continue rendered prompts)")
+            problems.append(
+                f"data.direct_answer_backend={data.direct_answer_backend!r} must be one of "
+                f"{', '.join(DIRECT_ANSWER_BACKENDS)} (the backends that continue rendered prompts)"
+            )
         elif data.direct_answer_backend == "openai" and not recipe.eval.base_url:
-            problems.append("data.direct_answer_backend=openai needs eval.base_url (the server that writes the "
-                            "direct answers)")
+            problems.append(
+                "data.direct_answer_backend=openai needs eval.base_url (the server that writes the direct answers)"
+            )
     return problems
 
 
@@ -262,12 +277,17 @@ def not_a_model_problem(path: Path, key: str) -> str | None:
         if any((path / m).is_file() for m in MODEL_MARKERS):
             return None
         inside = _model_folders_under(path)
-        hint = (f": did you mean {key}={inside[0]}?" if inside else
-                ": give the folder that holds the model's config.json (or a LoRA adapter's adapter_config.json), or "
-                "a hub id like org/name")
+        hint = (
+            f": did you mean {key}={inside[0]}?"
+            if inside
+            else ": give the folder that holds the model's config.json (or a LoRA adapter's adapter_config.json), or "
+            "a hub id like org/name"
+        )
         return f"{key}={path}: this folder holds no model (no config.json or adapter_config.json){hint}"
-    return (f"{key}={path}: a file, not a model folder: give the folder that holds config.json (or "
-            "adapter_config.json), or a hub id like org/name")
+    return (
+        f"{key}={path}: a file, not a model folder: give the folder that holds config.json (or "
+        "adapter_config.json), or a hub id like org/name"
+    )
 
 
 def check_model_reference(value: str, key: str) -> None:
@@ -311,12 +331,16 @@ def _push_problem(recipe) -> str | None:
     from huggingface_hub import constants, get_token
 
     if constants.HF_HUB_OFFLINE:
-        return ("training.push_to_hub=true but HF_HUB_OFFLINE=1 forbids every hub request (the repository is made at "
-                "the start, the model pushed at the end): unset HF_HUB_OFFLINE, or set training.push_to_hub=false "
-                "and upload the output_dir later (`hf upload ORG/NAME OUTPUT_DIR`)")
+        return (
+            "training.push_to_hub=true but HF_HUB_OFFLINE=1 forbids every hub request (the repository is made at "
+            "the start, the model pushed at the end): unset HF_HUB_OFFLINE, or set training.push_to_hub=false "
+            "and upload the output_dir later (`hf upload ORG/NAME OUTPUT_DIR`)"
+        )
     if get_token() is None and not (recipe.training or {}).get("hub_token"):
-        return ("training.push_to_hub=true but no hub token: log in (`hf auth login`) or set HF_TOKEN, or set "
-                "training.push_to_hub=false")
+        return (
+            "training.push_to_hub=true but no hub token: log in (`hf auth login`) or set HF_TOKEN, or set "
+            "training.push_to_hub=false"
+        )
     return None
 
 

@@ -138,8 +138,9 @@ def _listed_as_is(path: Path) -> bool | None:
     records = [(root, written) for root, written in records if written is not None]
     if not records:
         return None
-    return any(written.get(path.relative_to(root).as_posix()) == [stat.st_size, stat.st_mtime_ns]
-               for root, written in records)
+    return any(
+        written.get(path.relative_to(root).as_posix()) == [stat.st_size, stat.st_mtime_ns] for root, written in records
+    )
 
 
 def note_written(path: str | Path) -> None:
@@ -171,5 +172,7 @@ def card_may_replace(path: str | Path) -> bool:
 
 
 def foreign_card_message(path: str | Path) -> str:
-    return (f"{path} was not written by timealign: the model card does not replace it. Move it elsewhere (the card "
-            "is then written there), or write the model into a folder of its own")
+    return (
+        f"{path} was not written by timealign: the model card does not replace it. Move it elsewhere (the card "
+        "is then written there), or write the model into a folder of its own"
+    )

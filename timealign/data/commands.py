@@ -28,33 +28,37 @@ DATA_ERRORS: dict[type[BaseException], int] = {NoSpaceLeft: 2, RecordError: 1, F
 
 @dataclass
 class PrepOptions:
-    out: str | None = field(default=None, metadata={
-        "help": "folder to write (dataset/, manifest.json, rejects.jsonl); default: data.prepared_dir, else "
-                "<output_dir>/data/<pairs|dialogs>-<fingerprint> (where training looks). Data there is replaced"})
+    out: str | None = field(
+        default=None,
+        metadata={
+            "help": "folder to write (dataset/, manifest.json, rejects.jsonl); default: data.prepared_dir, else "
+            "<output_dir>/data/<pairs|dialogs>-<fingerprint> (where training looks). Data there is replaced"
+        },
+    )
 
 
 PAIRS = Command(
     prog="python data_prep/tictoc.py",
     summary="Builds margin-weighted offset-DPO pairs from TicToc data (data.source=synthetic|v1|annotated|hub, "
-            "data.path=FOLDER/FILE/HUB_ID) and saves them (datasets save_to_disk) with a manifest.",
+    "data.path=FOLDER/FILE/HUB_ID) and saves them (datasets save_to_disk) with a manifest.",
     options=PrepOptions,
     reads_inputs=True,
     examples="examples:\n"
-             "  python data_prep/tictoc.py recipe=tiny out=/tmp/pairs\n"
-             "  python data_prep/tictoc.py recipe=llama8b data.source=v1 data.path=/data/tictoc-v1 "
-             "data.on_error=skip",
+    "  python data_prep/tictoc.py recipe=tiny out=/tmp/pairs\n"
+    "  python data_prep/tictoc.py recipe=llama8b data.source=v1 data.path=/data/tictoc-v1 "
+    "data.on_error=skip",
 )
 
 DIALOGS = Command(
     prog="python data_prep/timelychat.py",
     summary="Loads and validates dialogs for TIMER-style SFT (data.source=synthetic|timelychat|dialogs|hub, "
-            "data.path=FILE/FOLDER/HUB_ID) and saves them (datasets save_to_disk) with a manifest.",
+    "data.path=FILE/FOLDER/HUB_ID) and saves them (datasets save_to_disk) with a manifest.",
     options=PrepOptions,
     task="sft",
     reads_inputs=True,
     examples="examples:\n"
-             "  python data_prep/timelychat.py recipe=tiny-timer out=/tmp/dialogs timer.synthetic_dialogs=100\n"
-             "  python data_prep/timelychat.py recipe=timer3b data.source=timelychat data.path=/data/timelychat",
+    "  python data_prep/timelychat.py recipe=tiny-timer out=/tmp/dialogs timer.synthetic_dialogs=100\n"
+    "  python data_prep/timelychat.py recipe=timer3b data.source=timelychat data.path=/data/timelychat",
 )
 
 
@@ -64,8 +68,16 @@ def _prepare(invocation: Invocation, kind: str, keys: tuple[str, ...]) -> int:
     fingerprint = fingerprint_of(recipe, kind)
     out = invocation.options.out
     target = Path(out) if out else prepared_dir_for(recipe, fingerprint=fingerprint)
-    info = write_prepared(kind, recipe.data, recipe.timer, target, fingerprint=fingerprint, replace=True,
-                          recipe_name=recipe.name, generation=answer_generation(recipe, kind))
+    info = write_prepared(
+        kind,
+        recipe.data,
+        recipe.timer,
+        target,
+        fingerprint=fingerprint,
+        replace=True,
+        recipe_name=recipe.name,
+        generation=answer_generation(recipe, kind),
+    )
     print(json.dumps({**{k: info[k] for k in keys}, "fingerprint": fingerprint.sha256[:12]}, indent=2))
     print(f"wrote {target}")
     return 0

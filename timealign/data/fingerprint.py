@@ -60,11 +60,27 @@ PREP_COMMANDS = {"pairs": "python data_prep/tictoc.py", "dialogs": "python data_
 # content instead (see `source_files`).
 _WHERE = {"data.path", "data.prepared_dir", "data.prep_timeout"}
 _RENDER = {"data.timestamps", "data.elapsed", "data.protocol", "data.offset_scale", "data.overlength"}
-_TICTOC_ONLY = {"data.score_orientation", "data.margin_prefer_tool", "data.margin_prefer_no_tool", "data.min_margin",
-                "data.unknown_scenarios", "data.direct_answer", "data.synthetic_trajectories",
-                "data.synthetic_max_rounds", "data.synthetic_sensitivity_swap", "data.balance_train_labels"}
-_TIMER_TRAINING = {"timer.lambda_time", "timer.special_tokens", "timer.order", "timer.loss_turns",
-                   "timer.loss_normalization", "timer.emit_instant_counterpart", "timer.lora_new_tokens"}
+_TICTOC_ONLY = {
+    "data.score_orientation",
+    "data.margin_prefer_tool",
+    "data.margin_prefer_no_tool",
+    "data.min_margin",
+    "data.unknown_scenarios",
+    "data.direct_answer",
+    "data.synthetic_trajectories",
+    "data.synthetic_max_rounds",
+    "data.synthetic_sensitivity_swap",
+    "data.balance_train_labels",
+}
+_TIMER_TRAINING = {
+    "timer.lambda_time",
+    "timer.special_tokens",
+    "timer.order",
+    "timer.loss_turns",
+    "timer.loss_normalization",
+    "timer.emit_instant_counterpart",
+    "timer.lora_new_tokens",
+}
 # Settings only when data.direct_answer=generate (pairs); with another strategy nothing reads them.
 GENERATE_ONLY = {"data.direct_answer_model", "data.direct_answer_backend", "data.direct_answer_max_new_tokens"}
 # Render settings that decide the prompts the direct answers are generated from (data.direct_answer=generate).
@@ -134,8 +150,12 @@ class Fingerprint:
     format_version: int = 0
 
     def inputs(self) -> dict:
-        return {"kind": self.kind, "format_version": self.format_version, "settings": self.settings,
-                "sources": self.sources}
+        return {
+            "kind": self.kind,
+            "format_version": self.format_version,
+            "settings": self.settings,
+            "sources": self.sources,
+        }
 
     @property
     def sha256(self) -> str:
@@ -146,36 +166,51 @@ class Fingerprint:
 
     @classmethod
     def from_dict(cls, raw: dict) -> Fingerprint:
-        return cls(kind=raw["kind"], settings=raw["settings"], sources=raw["sources"],
-                   format_version=raw["format_version"])
+        return cls(
+            kind=raw["kind"], settings=raw["settings"], sources=raw["sources"], format_version=raw["format_version"]
+        )
 
     def setting_changes(self, wanted: Fingerprint) -> dict[str, tuple]:
         """{key: (this folder's value, the wanted value)} for every data setting that differs."""
         keys = sorted(set(self.settings) | set(wanted.settings))
         missing = NOT_A_SETTING
-        return {k: (self.settings.get(k, missing), wanted.settings.get(k, missing)) for k in keys
-                if self.settings.get(k, missing) != wanted.settings.get(k, missing)}
+        return {
+            k: (self.settings.get(k, missing), wanted.settings.get(k, missing))
+            for k in keys
+            if self.settings.get(k, missing) != wanted.settings.get(k, missing)
+        }
 
     def differences(self, wanted: Fingerprint, limit: int = 10) -> list[str]:
         """One readable line per difference between this (prepared) fingerprint and the wanted one."""
         if self.kind != wanted.kind:  # other settings altogether: their differences say nothing more
-            return [f"kind: {KIND_NAMES.get(self.kind, self.kind)} (prepared) -> "
-                    f"{KIND_NAMES.get(wanted.kind, wanted.kind)} (this run)"]
+            return [
+                f"kind: {KIND_NAMES.get(self.kind, self.kind)} (prepared) -> "
+                f"{KIND_NAMES.get(wanted.kind, wanted.kind)} (this run)"
+            ]
         lines = []
         if self.format_version != wanted.format_version:
-            lines.append(f"data format version: {self.format_version} (prepared) -> {wanted.format_version} (this "
-                         "code: data prep now writes other rows)")
+            lines.append(
+                f"data format version: {self.format_version} (prepared) -> {wanted.format_version} (this "
+                "code: data prep now writes other rows)"
+            )
         for key, (old, new) in self.setting_changes(wanted).items():
             lines.append(f"{key}: {_show(old)} (prepared) -> {_show(new)} (this run)")
         old_src, new_src = self.sources.get("data.path", {}), wanted.sources.get("data.path", {})
         if old_src != new_src:
             if "files" in old_src and "files" in new_src:
                 old_files, new_files = old_src["files"], new_src["files"]
-                changed = [f"data.path file {name}: "
-                           + ("removed" if name not in new_files else "added" if name not in old_files else
-                              f"content changed (sha256 {old_files[name][:12]} -> {new_files[name][:12]})")
-                           for name in sorted(set(old_files) | set(new_files))
-                           if old_files.get(name) != new_files.get(name)]
+                changed = [
+                    f"data.path file {name}: "
+                    + (
+                        "removed"
+                        if name not in new_files
+                        else "added"
+                        if name not in old_files
+                        else f"content changed (sha256 {old_files[name][:12]} -> {new_files[name][:12]})"
+                    )
+                    for name in sorted(set(old_files) | set(new_files))
+                    if old_files.get(name) != new_files.get(name)
+                ]
                 lines += changed[:limit]
                 if len(changed) > limit:
                     lines.append(f"... and {len(changed) - limit} more data.path files")
@@ -213,12 +248,18 @@ def data_fingerprint(kind: str, data, timer=None, generation=None) -> Fingerprin
     sources = _sources(data)
     if _generates(kind, data):
         if generation is None:
-            raise ValueError("data.direct_answer=generate: the fingerprint needs the generation settings "
-                             "(AnswerGeneration.from_recipe(recipe); timealign.data.prepared.fingerprint_of passes "
-                             "them)")
+            raise ValueError(
+                "data.direct_answer=generate: the fingerprint needs the generation settings "
+                "(AnswerGeneration.from_recipe(recipe); timealign.data.prepared.fingerprint_of passes "
+                "them)"
+            )
         sources[DIRECT_ANSWER_SOURCE] = {"model": generation.model_identity()}
-    return Fingerprint(kind=kind, settings=_settings(kind, data, timer, generation), sources=sources,
-                       format_version=DATA_FORMAT_VERSION)
+    return Fingerprint(
+        kind=kind,
+        settings=_settings(kind, data, timer, generation),
+        sources=sources,
+        format_version=DATA_FORMAT_VERSION,
+    )
 
 
 class PreparedDataError(RecipeError):
@@ -227,10 +268,12 @@ class PreparedDataError(RecipeError):
 
 
 def old_version_message(folder: Path, command: str) -> str:
-    return (f"{folder} was prepared by an older timealign: its {MANIFEST} has no data fingerprint, so nothing "
-            "tells which settings and source files made it, and it is not used. Either delete the folder (it is "
-            f"prepared again on first use), or rewrite it with `{command} out={folder}` and this run's recipe and "
-            "data.* overrides, or point data.prepared_dir at another folder.")
+    return (
+        f"{folder} was prepared by an older timealign: its {MANIFEST} has no data fingerprint, so nothing "
+        "tells which settings and source files made it, and it is not used. Either delete the folder (it is "
+        f"prepared again on first use), or rewrite it with `{command} out={folder}` and this run's recipe and "
+        "data.* overrides, or point data.prepared_dir at another folder."
+    )
 
 
 def read_fingerprint(folder: str | Path, kind: str) -> Fingerprint | None:
@@ -243,8 +286,10 @@ def read_fingerprint(folder: str | Path, kind: str) -> Fingerprint | None:
     try:
         manifest = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise PreparedDataError(f"{path}: not valid JSON ({err}); an interrupted data prep of an older timealign? "
-                                "Delete the folder and run again.") from err
+        raise PreparedDataError(
+            f"{path}: not valid JSON ({err}); an interrupted data prep of an older timealign? "
+            "Delete the folder and run again."
+        ) from err
     raw = manifest.get("fingerprint")
     if not isinstance(raw, dict):
         raise PreparedDataError(old_version_message(folder, PREP_COMMANDS[kind]))
@@ -253,8 +298,11 @@ def read_fingerprint(folder: str | Path, kind: str) -> Fingerprint | None:
 
 def _content(folder: Path) -> dict[str, str]:
     """sha256 per file data prep wrote (less the manifest, and the `datasets` map caches training adds later)."""
-    return {rel: digest for rel, digest in source_files(folder).items()
-            if rel != MANIFEST and not DATASETS_CACHE.match(rel.rsplit("/", 1)[-1])}
+    return {
+        rel: digest
+        for rel, digest in source_files(folder).items()
+        if rel != MANIFEST and not DATASETS_CACHE.match(rel.rsplit("/", 1)[-1])
+    }
 
 
 def _manifest_digest(manifest: dict) -> str:
@@ -289,8 +337,12 @@ def content_problem(folder: str | Path, kind: str) -> str | None:
     manifest = json.loads((folder / MANIFEST).read_text())
     content = manifest.get(CONTENT)
     if not isinstance(content, dict):
-        logger.warning("%s was prepared by an older timealign (no data hashes in its %s): its data cannot be "
-                       "checked. Delete the folder to prepare it anew", folder, MANIFEST)
+        logger.warning(
+            "%s was prepared by an older timealign (no data hashes in its %s): its data cannot be "
+            "checked. Delete the folder to prepare it anew",
+            folder,
+            MANIFEST,
+        )
         return None
     if manifest.get(MANIFEST_SHA) != _manifest_digest(manifest):
         return f"{folder / MANIFEST} was edited after data prep wrote it"
@@ -301,14 +353,16 @@ def content_problem(folder: str | Path, kind: str) -> str | None:
         if rel not in content:
             return f"{folder / rel} was added after data prep wrote the folder"
         if now[rel] != content[rel]:
-            return (f"{folder / rel} was changed after data prep wrote it (sha256 {content[rel][:12]} -> "
-                    f"{now[rel][:12]})")
+            return (
+                f"{folder / rel} was changed after data prep wrote it (sha256 {content[rel][:12]} -> {now[rel][:12]})"
+            )
     for split, counts in (manifest.get("splits") or {}).items():
         expected = counts.get(COUNT_KEYS[kind]) if isinstance(counts, dict) else None
         split_dir = folder / "dataset" / split
         if expected is not None and split_dir.is_dir() and _split_rows(split_dir) != expected:
-            return (f"{split_dir} holds {_split_rows(split_dir)} rows, its {MANIFEST} says {expected} "
-                    f"{COUNT_KEYS[kind]}")
+            return (
+                f"{split_dir} holds {_split_rows(split_dir)} rows, its {MANIFEST} says {expected} {COUNT_KEYS[kind]}"
+            )
     return None
 
 
@@ -319,14 +373,20 @@ def check_loadable(folder: str | Path, kind: str) -> None:
     if found is None:
         return  # the loader reports the missing dataset
     if found.kind != kind:
-        raise PreparedDataError(f"{folder} holds {KIND_NAMES.get(found.kind, found.kind)}, not {KIND_NAMES[kind]}; "
-                                "point data.prepared_dir elsewhere")
+        raise PreparedDataError(
+            f"{folder} holds {KIND_NAMES.get(found.kind, found.kind)}, not {KIND_NAMES[kind]}; "
+            "point data.prepared_dir elsewhere"
+        )
     if found.format_version != DATA_FORMAT_VERSION:
-        raise PreparedDataError(f"{folder} was written in data format version {found.format_version}; this code "
-                                f"reads version {DATA_FORMAT_VERSION}. Prepare it again: delete the folder, or run "
-                                f"`{PREP_COMMANDS[kind]} out={folder}` with this run's recipe and data.* overrides")
+        raise PreparedDataError(
+            f"{folder} was written in data format version {found.format_version}; this code "
+            f"reads version {DATA_FORMAT_VERSION}. Prepare it again: delete the folder, or run "
+            f"`{PREP_COMMANDS[kind]} out={folder}` with this run's recipe and data.* overrides"
+        )
     problem = content_problem(folder, kind)
     if problem:
-        raise PreparedDataError(f"{problem}: the prepared data is not what data prep wrote, and it is not used. "
-                                f"Re-run data prep (`{PREP_COMMANDS[kind]} recipe=NAME out={folder}` with this run's "
-                                "data.* overrides) or delete the folder (training prepares it again)")
+        raise PreparedDataError(
+            f"{problem}: the prepared data is not what data prep wrote, and it is not used. "
+            f"Re-run data prep (`{PREP_COMMANDS[kind]} recipe=NAME out={folder}` with this run's "
+            "data.* overrides) or delete the folder (training prepares it again)"
+        )

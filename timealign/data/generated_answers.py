@@ -50,8 +50,10 @@ logger = logging.getLogger(__name__)
 
 CACHE_NAME = "direct_answers"  # the cache file: <cache_dir>/direct_answers.jsonl
 FALLBACK = "latest_tool_result"
-NO_TOOL_INSTRUCTION = ("Answer the user's last message directly from the conversation so far. Do not call a tool: "
-                       "no tools are available for this reply.")
+NO_TOOL_INSTRUCTION = (
+    "Answer the user's last message directly from the conversation so far. Do not call a tool: "
+    "no tools are available for this reply."
+)
 
 
 @dataclass(frozen=True)
@@ -73,16 +75,23 @@ class AnswerGeneration:
         if data.direct_answer != "generate":
             return None
         if data.direct_answer_backend not in DIRECT_ANSWER_BACKENDS:
-            raise RecipeError(f"data.direct_answer_backend={data.direct_answer_backend!r}; known: "
-                              f"{', '.join(DIRECT_ANSWER_BACKENDS)} (chat takes messages, not our rendered prompts)")
+            raise RecipeError(
+                f"data.direct_answer_backend={data.direct_answer_backend!r}; known: "
+                f"{', '.join(DIRECT_ANSWER_BACKENDS)} (chat takes messages, not our rendered prompts)"
+            )
         model = recipe.model
         # eval/runner.py's rule: eval.dtype, else model.dtype, where bfloat16 (the schema default) means the
         # checkpoint's own ("auto")
         dtype = recipe.eval.dtype or (model.dtype if model.dtype != "bfloat16" else "auto")
-        return cls(model=data.direct_answer_model or model.name_or_path, backend=data.direct_answer_backend,
-                   max_new_tokens=int(data.direct_answer_max_new_tokens), eval=recipe.eval, dtype=dtype,
-                   trust_remote_code=bool(model.trust_remote_code),
-                   cache_dir=Path(cache_dir) if cache_dir is not None else None)
+        return cls(
+            model=data.direct_answer_model or model.name_or_path,
+            backend=data.direct_answer_backend,
+            max_new_tokens=int(data.direct_answer_max_new_tokens),
+            eval=recipe.eval,
+            dtype=dtype,
+            trust_remote_code=bool(model.trust_remote_code),
+            cache_dir=Path(cache_dir) if cache_dir is not None else None,
+        )
 
     def with_cache_dir(self, cache_dir: str | Path) -> AnswerGeneration:
         return dataclasses.replace(self, cache_dir=Path(cache_dir))
@@ -91,10 +100,17 @@ class AnswerGeneration:
         """What decides the generated text besides the prompt, under the recipe keys that set it (the data
         fingerprint's settings; the model's weights are `model_identity`)."""
         ev = self.eval
-        out = {"data.direct_answer_model": self.model, "data.direct_answer_backend": self.backend,
-               "data.direct_answer_max_new_tokens": self.max_new_tokens,
-               "eval.temperature": ev.temperature, "eval.top_p": ev.top_p, "eval.top_k": ev.top_k,
-               "eval.min_p": ev.min_p, "eval.seed": ev.seed, "eval.reasoning": ev.reasoning}
+        out = {
+            "data.direct_answer_model": self.model,
+            "data.direct_answer_backend": self.backend,
+            "data.direct_answer_max_new_tokens": self.max_new_tokens,
+            "eval.temperature": ev.temperature,
+            "eval.top_p": ev.top_p,
+            "eval.top_k": ev.top_k,
+            "eval.min_p": ev.min_p,
+            "eval.seed": ev.seed,
+            "eval.reasoning": ev.reasoning,
+        }
         if self.backend == "openai":
             out["eval.served_model"] = ev.served_model or self.model
         else:
@@ -143,8 +159,9 @@ def answer_text(output: str, tokenizer, family: str) -> str:
     return text
 
 
-def generate_direct_answers(samples: list[TicTocSample], data, generation: AnswerGeneration, *,
-                            backend=None) -> tuple[list[TicTocSample], dict]:
+def generate_direct_answers(
+    samples: list[TicTocSample], data, generation: AnswerGeneration, *, backend=None
+) -> tuple[list[TicTocSample], dict]:
     """Every sample with `direct_answer` set to the model's generated text, or None where it fell back (build its
     pair with `FALLBACK`), plus the report for manifest.json (module docstring).
 
@@ -161,8 +178,9 @@ def generate_direct_answers(samples: list[TicTocSample], data, generation: Answe
         from timealign.backends.factory import make_backend
 
         eval_cfg = dataclasses.replace(generation.eval, backend=generation.backend)
-        backend = make_backend(eval_cfg, generation.model, dtype=generation.dtype,
-                               trust_remote_code=generation.trust_remote_code)
+        backend = make_backend(
+            eval_cfg, generation.model, dtype=generation.dtype, trust_remote_code=generation.trust_remote_code
+        )
     try:
         tokenizer = backend.tokenizer
         family = detect_family(getattr(tokenizer, "chat_template", None))
@@ -174,8 +192,9 @@ def generate_direct_answers(samples: list[TicTocSample], data, generation: Answe
         if retry:
             second = [_render(renderer, no_tool_messages(prompt_messages(samples[i])), None) for i in retry]
             again = [Outcome(first_try=outcomes[i].reason) for i in retry]
-            runs["without_tools"] = _run(backend, generation, second, again, "without_tools", family,
-                                         "Direct answers (no tools)")
+            runs["without_tools"] = _run(
+                backend, generation, second, again, "without_tools", family, "Direct answers (no tools)"
+            )
             for i, o in zip(retry, again):
                 outcomes[i] = o
         # hf and vllm outputs end in the EOS (a special token) when the model stopped; the openai backend's do not
@@ -189,14 +208,20 @@ def generate_direct_answers(samples: list[TicTocSample], data, generation: Answe
     for sample, o in zip(samples, outcomes):
         out.append(dataclasses.replace(sample, direct_answer=o.answer))
         if o.answer is None:
-            fell_back.append({"id": sample.id, "elapse_level": sample.elapse_level, "reason": o.reason,
-                              "first_try": o.first_try})
+            fell_back.append(
+                {"id": sample.id, "elapse_level": sample.elapse_level, "reason": o.reason, "first_try": o.first_try}
+            )
     stages = [o.stage for o in outcomes]
     answered = [o for o in outcomes if o.answer is not None]
     report = {
-        "model": generation.model, "model_identity": generation.model_identity(), "backend": generation.backend,
-        "max_new_tokens": generation.max_new_tokens, "sampling": sampling, "family": family,
-        "prompt_protocol": renderer.protocol, "fallback": FALLBACK,
+        "model": generation.model,
+        "model_identity": generation.model_identity(),
+        "backend": generation.backend,
+        "max_new_tokens": generation.max_new_tokens,
+        "sampling": sampling,
+        "family": family,
+        "prompt_protocol": renderer.protocol,
+        "fallback": FALLBACK,
         "samples": len(samples),
         "direct": stages.count("direct"),  # answered in text on the training prompt
         "without_tools": stages.count("without_tools"),  # answered once the tools were taken away
@@ -204,15 +229,23 @@ def generate_direct_answers(samples: list[TicTocSample], data, generation: Answe
         "replaced_data_text": sum(1 for s in samples if s.direct_answer),
         # answers whose generation max_new_tokens stopped (no EOS); None: the backend's outputs do not show it
         "hit_max_new_tokens": sum(1 for o in answered if not any(o.output.endswith(t) for t in ended))
-        if ended else None,
+        if ended
+        else None,
         "generation": runs,  # per attempt: cached / generated / failed, and the cache file
         "fell_back_samples": fell_back,
     }
     if fell_back:
-        logger.warning("data.direct_answer=generate: %d of %d samples gave no direct answer, even without the tools "
-                       "(a tool call, nothing, or a failed generation); their pairs use %s instead (listed in "
-                       "manifest.json under direct_answers). First: %s level %s: %s", len(fell_back), len(samples),
-                       FALLBACK, fell_back[0]["id"], fell_back[0]["elapse_level"], fell_back[0]["reason"])
+        logger.warning(
+            "data.direct_answer=generate: %d of %d samples gave no direct answer, even without the tools "
+            "(a tool call, nothing, or a failed generation); their pairs use %s instead (listed in "
+            "manifest.json under direct_answers). First: %s level %s: %s",
+            len(fell_back),
+            len(samples),
+            FALLBACK,
+            fell_back[0]["id"],
+            fell_back[0]["elapse_level"],
+            fell_back[0]["reason"],
+        )
     return out, report
 
 
@@ -237,8 +270,15 @@ def _render(renderer, messages: list[dict], tools) -> tuple[str | None, str | No
         return None, f"unrenderable: {err}"
 
 
-def _run(backend, generation: AnswerGeneration, prompts: list[tuple[str | None, str | None]], outcomes: list[Outcome],
-         stage: str, family: str, desc: str) -> dict:
+def _run(
+    backend,
+    generation: AnswerGeneration,
+    prompts: list[tuple[str | None, str | None]],
+    outcomes: list[Outcome],
+    stage: str,
+    family: str,
+    desc: str,
+) -> dict:
     """Generate (through the cache) for the renderable prompts and judge each output into `outcomes`."""
     from timealign.backends.cache import cached_generate
     from timealign.suites.tictoc.tool_calls import is_tool_call
@@ -249,8 +289,14 @@ def _run(backend, generation: AnswerGeneration, prompts: list[tuple[str | None, 
             outcomes[i].reason = reason
         else:
             todo.append(i)
-    gens = cached_generate(backend, [prompts[i][0] for i in todo], suite=CACHE_NAME, cache_dir=generation.cache_dir,
-                           max_new_tokens=generation.max_new_tokens, desc=desc)
+    gens = cached_generate(
+        backend,
+        [prompts[i][0] for i in todo],
+        suite=CACHE_NAME,
+        cache_dir=generation.cache_dir,
+        max_new_tokens=generation.max_new_tokens,
+        desc=desc,
+    )
     tokenizer = backend.tokenizer
     for j, i in enumerate(todo):
         output, o = gens.outputs[j], outcomes[i]

@@ -31,17 +31,23 @@ from timealign.data.tictoc import V1_FILE, TicTocSample, annotated_records, load
 from timealign.data.timelychat import TimerDialog, detect_layout, dialog_records, file_split, load_files
 
 DATA_SUFFIXES = (".json", ".jsonl", ".parquet")
-TICTOC_LAYOUTS = ("TicToc v1: one folder of prefer{Tool,NoTool}_elapse_{0,1,2}.json files (JSON lists of id, "
-                  "history, function; optional per-sample score/scores); TicToc annotated: .json/.jsonl/.parquet "
-                  "records with score (the annotators' mean S) and elapse_level")
-TIMELYCHAT_LAYOUTS = ("TimelyChat: .json/.jsonl/.parquet records with speaker_list and context (or turns), the "
-                      "file name naming the split (train, eval, test, validation)")
+TICTOC_LAYOUTS = (
+    "TicToc v1: one folder of prefer{Tool,NoTool}_elapse_{0,1,2}.json files (JSON lists of id, "
+    "history, function; optional per-sample score/scores); TicToc annotated: .json/.jsonl/.parquet "
+    "records with score (the annotators' mean S) and elapse_level"
+)
+TIMELYCHAT_LAYOUTS = (
+    "TimelyChat: .json/.jsonl/.parquet records with speaker_list and context (or turns), the "
+    "file name naming the split (train, eval, test, validation)"
+)
 
 
 def _download_hint(path: str) -> str:
-    return (f"download it where the hub is reachable: `hf download {path} --repo-type dataset --local-dir DIR`, "
-            f"copy DIR here and set data.path=DIR (or copy the hub cache's datasets--{path.replace('/', '--')} "
-            "folder into HF_HUB_CACHE here)")
+    return (
+        f"download it where the hub is reachable: `hf download {path} --repo-type dataset --local-dir DIR`, "
+        f"copy DIR here and set data.path=DIR (or copy the hub cache's datasets--{path.replace('/', '--')} "
+        "folder into HF_HUB_CACHE here)"
+    )
 
 
 def release_folder(path: str) -> Path:
@@ -51,8 +57,10 @@ def release_folder(path: str) -> Path:
     if local.is_dir():
         return local
     if local.exists():
-        raise RecipeError(f"data.path={path} (data.source=hub): a file; give a hub dataset id (e.g. "
-                          "yizecheng/TicToc) or the folder of a downloaded release")
+        raise RecipeError(
+            f"data.path={path} (data.source=hub): a file; give a hub dataset id (e.g. "
+            "yizecheng/TicToc) or the folder of a downloaded release"
+        )
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -66,23 +74,34 @@ def release_folder(path: str) -> Path:
     try:
         return Path(snapshot_download(repo_id=path, repo_type="dataset"))
     except LocalEntryNotFoundError:
-        why = ("HF_HUB_OFFLINE=1 allows the cache only" if constants.HF_HUB_OFFLINE
-               else "the hub cannot be reached from here")
-        raise RecipeError(f"data.path={path} (data.source=hub): the hub dataset is not in the local cache "
-                          f"({constants.HF_HUB_CACHE}) and {why}; {_download_hint(path)}") from None
+        why = (
+            "HF_HUB_OFFLINE=1 allows the cache only"
+            if constants.HF_HUB_OFFLINE
+            else "the hub cannot be reached from here"
+        )
+        raise RecipeError(
+            f"data.path={path} (data.source=hub): the hub dataset is not in the local cache "
+            f"({constants.HF_HUB_CACHE}) and {why}; {_download_hint(path)}"
+        ) from None
     except GatedRepoError:
-        raise RecipeError(f"data.path={path} (data.source=hub): the dataset is gated: accept its terms on "
-                          f"https://huggingface.co/datasets/{path} and log in (`hf auth login` or HF_TOKEN)") from None
+        raise RecipeError(
+            f"data.path={path} (data.source=hub): the dataset is gated: accept its terms on "
+            f"https://huggingface.co/datasets/{path} and log in (`hf auth login` or HF_TOKEN)"
+        ) from None
     except (RepositoryNotFoundError, RevisionNotFoundError):
-        raise RecipeError(f"data.path={path} (data.source=hub): no such dataset on the hub (or it is private: "
-                          "log in with `hf auth login` or HF_TOKEN); a local release is a folder that exists here") \
-            from None
+        raise RecipeError(
+            f"data.path={path} (data.source=hub): no such dataset on the hub (or it is private: "
+            "log in with `hf auth login` or HF_TOKEN); a local release is a folder that exists here"
+        ) from None
     except HFValidationError as err:
-        raise RecipeError(f"data.path={path} (data.source=hub): neither a local folder nor a hub dataset id "
-                          f"(ORG/NAME): {' '.join(str(err).split())}") from None
+        raise RecipeError(
+            f"data.path={path} (data.source=hub): neither a local folder nor a hub dataset id "
+            f"(ORG/NAME): {' '.join(str(err).split())}"
+        ) from None
     except (HfHubHTTPError, OSError) as err:
-        raise RecipeError(f"data.path={path} (data.source=hub): {' '.join(str(err).split())[:300]}; "
-                          f"{_download_hint(path)}") from None
+        raise RecipeError(
+            f"data.path={path} (data.source=hub): {' '.join(str(err).split())[:300]}; {_download_hint(path)}"
+        ) from None
 
 
 def check_release(data) -> None:
@@ -124,36 +143,48 @@ def _first_record(file: Path) -> dict | None:
 def _no_layout(path: str, folder: Path, files: list[Path], layouts: str) -> RecipeError:
     found = ", ".join(str(f.relative_to(folder)) for f in files[:10]) or "no .json, .jsonl or .parquet file"
     more = f" and {len(files) - 10} more" if len(files) > 10 else ""
-    return RecipeError(f"data.path={path} (data.source=hub): the release at {folder} is in no layout timealign "
-                       f"reads (found: {found}{more}); accepted: {layouts}. A release in another layout: convert it "
-                       "to one of these and point data.path at the folder")
+    return RecipeError(
+        f"data.path={path} (data.source=hub): the release at {folder} is in no layout timealign "
+        f"reads (found: {found}{more}); accepted: {layouts}. A release in another layout: convert it "
+        "to one of these and point data.path at the folder"
+    )
 
 
-def load_tictoc_release(path: str, *, orientation: str = "tool_high", on_error: str = "raise",
-                        unknown: str = "error", assume_timezone: str | None = None) -> LoadResult[TicTocSample]:
+def load_tictoc_release(
+    path: str,
+    *,
+    orientation: str = "tool_high",
+    on_error: str = "raise",
+    unknown: str = "error",
+    assume_timezone: str | None = None,
+) -> LoadResult[TicTocSample]:
     """A TicToc release (hub id or local folder) in the v1 or the annotated layout, detected from its files."""
     folder = release_folder(path)
     files = data_files_in(folder)
     common = {"on_error": on_error, "unknown": unknown, "assume_timezone": assume_timezone}
     v1_folders = sorted({f.parent for f in files if V1_FILE.match(f.name)})
     if len(v1_folders) > 1:
-        raise RecipeError(f"data.path={path} (data.source=hub): TicToc v1 files in {len(v1_folders)} folders of "
-                          f"{folder} ({', '.join(str(d.relative_to(folder)) or '.' for d in v1_folders)}): set "
-                          "data.source=v1 data.path=<the one to read>")
+        raise RecipeError(
+            f"data.path={path} (data.source=hub): TicToc v1 files in {len(v1_folders)} folders of "
+            f"{folder} ({', '.join(str(d.relative_to(folder)) or '.' for d in v1_folders)}): set "
+            "data.source=v1 data.path=<the one to read>"
+        )
     if v1_folders:
         return load_v1(v1_folders[0], orientation=orientation, **common)
     annotated = [f for f in files if {"score", "elapse_level"} <= set(_first_record(f) or {})]
     if not annotated:
         raise _no_layout(path, folder, files, TICTOC_LAYOUTS)
-    result = load_annotated([f for f in annotated if f.suffix.lower() != ".parquet"], orientation=orientation,
-                            **common)
+    result = load_annotated(
+        [f for f in annotated if f.suffix.lower() != ".parquet"], orientation=orientation, **common
+    )
     for file in (f for f in annotated if f.suffix.lower() == ".parquet"):
         annotated_records(_rows(file), str(file), result, orientation=orientation, **common)
     return result
 
 
-def load_timelychat_release(path: str, on_error: str = "raise",
-                            split_names: dict[str, str] | None = None) -> LoadResult[TimerDialog]:
+def load_timelychat_release(
+    path: str, on_error: str = "raise", split_names: dict[str, str] | None = None
+) -> LoadResult[TimerDialog]:
     """A TimelyChat release (hub id or local folder): its dialog files, the split named by each file's name."""
     folder = release_folder(path)
     files = data_files_in(folder)
@@ -161,9 +192,9 @@ def load_timelychat_release(path: str, on_error: str = "raise",
     if not dialogs:
         raise _no_layout(path, folder, files, TIMELYCHAT_LAYOUTS)
     names = {"train": "train", "eval": "eval", **(split_names or {})}
-    result = load_files([f for f in dialogs if f.suffix.lower() != ".parquet"], on_error=on_error,
-                        split_names=names)
+    result = load_files([f for f in dialogs if f.suffix.lower() != ".parquet"], on_error=on_error, split_names=names)
     for file in (f for f in dialogs if f.suffix.lower() == ".parquet"):
-        dialog_records(_rows(file), str(file), file_split(file, names, names["train"]), on_error=on_error,
-                       result=result)
+        dialog_records(
+            _rows(file), str(file), file_split(file, names, names["train"]), on_error=on_error, result=result
+        )
     return result

@@ -35,8 +35,7 @@ def short_path(path: str | None) -> str | None:
     if not path:
         return None
     p = Path(str(path))
-    if not p.is_absolute() and not str(path).startswith((".", "~")) and str(path).count("/") == 1 \
-            and not p.exists():
+    if not p.is_absolute() and not str(path).startswith((".", "~")) and str(path).count("/") == 1 and not p.exists():
         return str(path)  # owner/name on the hub
     return p.name or str(path)
 
@@ -48,8 +47,9 @@ def data_label(identity: dict) -> str:
     head = identity.get("source") or "?"
     body = "/".join(str(p) for p in (where, split) if p)
     fingerprint = (identity.get("fingerprint") or "")[:12]
-    return " ".join(p for p in (head, body, f"n={identity.get('samples')}", f"[{fingerprint}]" if fingerprint else "")
-                    if p)
+    return " ".join(
+        p for p in (head, body, f"n={identity.get('samples')}", f"[{fingerprint}]" if fingerprint else "") if p
+    )
 
 
 def data_tag(identity: dict) -> str:
@@ -65,15 +65,22 @@ def finish(identity: dict, rows: list[dict]) -> dict:
     return identity
 
 
-def prepared_identity(data, folder: str | Path, kind: str, split: str, rows: list[dict],
-                      sample_info: dict | None = None) -> dict:
+def prepared_identity(
+    data, folder: str | Path, kind: str, split: str, rows: list[dict], sample_info: dict | None = None
+) -> dict:
     """The identity of `rows`, drawn from `split` of the prepared data in `folder` (the recipe's `data` section)."""
     from timealign.data.fingerprint import read_fingerprint
 
     found = read_fingerprint(folder, kind)
-    identity = {"source": data.source, "path": None if data.source == "synthetic" else data.path, "split": split,
-                "kind": kind, "fingerprint": found.sha256 if found else None, "prepared": Path(folder).name,
-                **(sample_info or {})}
+    identity = {
+        "source": data.source,
+        "path": None if data.source == "synthetic" else data.path,
+        "split": split,
+        "kind": kind,
+        "fingerprint": found.sha256 if found else None,
+        "prepared": Path(folder).name,
+        **(sample_info or {}),
+    }
     return finish(identity, rows)
 
 
@@ -81,15 +88,25 @@ def files_identity(source: str, path: str | Path, rows: list[dict], split: str |
     """The identity of rows read straight from a file or folder (its files' content hashed)."""
     from timealign.data.fingerprint import source_files
 
-    identity = {"source": source, "path": str(path), "split": split,
-                "fingerprint": _sha256(source_files(path)), **extra}
+    identity = {
+        "source": source,
+        "path": str(path),
+        "split": split,
+        "fingerprint": _sha256(source_files(path)),
+        **extra,
+    }
     return finish(identity, rows)
 
 
 def generated_identity(source: str, settings: dict, rows: list[dict], split: str | None = None) -> dict:
     """The identity of generated items (a synthetic held-out set, a suite's generated questions)."""
-    identity = {"source": source, "path": None, "split": split, "settings": settings,
-                "fingerprint": _sha256({"source": source, **settings})}
+    identity = {
+        "source": source,
+        "path": None,
+        "split": split,
+        "settings": settings,
+        "fingerprint": _sha256({"source": source, **settings}),
+    }
     return finish(identity, rows)
 
 

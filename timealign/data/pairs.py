@@ -1,4 +1,5 @@
-"""TicToc data prep for offset-DPO: load a source, build margin-weighted pairs, split by scenario, save with a manifest.
+"""TicToc data prep for offset-DPO: load a source, build margin-weighted pairs, split by scenario, save with a
+manifest.
 
 `prepare` (run by `train/dpo.py`, or `python data_prep/tictoc.py recipe=NAME out=DIR`) writes the folder
 (`data.prepared_dir`); `load_prepared` reads it back:
@@ -19,8 +20,8 @@ import time
 from pathlib import Path
 
 from timealign.config import DataSection, RecipeError
-from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
 from timealign.config.disk import writing
+from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
 from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable
 from timealign.data.tictoc import (
     PREFER_NO_TOOL,
@@ -46,8 +47,13 @@ def load_samples(data: DataSection) -> LoadResult[TicTocSample]:
         result = LoadResult()
         for offset, split in enumerate((data.train_split, data.eval_split)):
             swap = data.synthetic_sensitivity_swap if split == data.train_split else 0.0  # held-out: never
-            records = generate_annotated(data.synthetic_trajectories, seed=data.seed + 1000 * offset, split=split,
-                                         max_rounds=data.synthetic_max_rounds, sensitivity_swap=swap)
+            records = generate_annotated(
+                data.synthetic_trajectories,
+                seed=data.seed + 1000 * offset,
+                split=split,
+                max_rounds=data.synthetic_max_rounds,
+                sensitivity_swap=swap,
+            )
             annotated_records(records, f"synthetic[{split}]", result, orientation="tool_high", **common)
         return result
     if not data.path:
@@ -86,8 +92,7 @@ def balance_labels(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]
     return kept, dropped
 
 
-def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | None = None,
-            generation=None) -> dict:
+def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | None = None, generation=None) -> dict:
     """Run data prep and write the pair dataset into `out_dir` as it goes; returns the manifest.
 
     `fingerprint`: `data_fingerprint("pairs", data, generation=generation)` when the caller has it already.
@@ -107,28 +112,38 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
         from timealign.data.generated_answers import FALLBACK, generate_direct_answers
 
         if generation is None:
-            raise ValueError("data.direct_answer=generate needs the model that writes the answers: prepare through "
-                             "timealign.data.prepared (training, evaluation, data_prep/tictoc.py), or pass "
-                             "generation=AnswerGeneration.from_recipe(recipe)")
+            raise ValueError(
+                "data.direct_answer=generate needs the model that writes the answers: prepare through "
+                "timealign.data.prepared (training, evaluation, data_prep/tictoc.py), or pass "
+                "generation=AnswerGeneration.from_recipe(recipe)"
+            )
         # pairs that min_margin drops need no answer
         kept = [s for s in samples if s.score is None or abs(s.score - 1.5) >= data.min_margin]
         answered, answers = generate_direct_answers(kept, data, generation)
         by_sample = {id(s): a for s, a in zip(kept, answered)}
         samples, strategy = [by_sample.get(id(s), s) for s in samples], FALLBACK
-    pairs = build_pairs(samples, default_margins=margins, direct_answer=strategy,
-                        min_margin=data.min_margin, on_error=data.on_error)
+    pairs = build_pairs(
+        samples, default_margins=margins, direct_answer=strategy, min_margin=data.min_margin, on_error=data.on_error
+    )
     rows, rejects = pairs.samples, loaded.rejects + pairs.rejects
     dropped: list[dict] = []
     if data.balance_train_labels:
         train = [r for r in rows if r["split"] == data.train_split]
         kept, dropped = balance_labels(train, data.seed)
         rows = [r for r in rows if r["split"] != data.train_split] + kept
-        logger.info("balance_train_labels: kept %d of %d %s pairs (equal labels per scenario)", len(kept),
-                    len(train), data.train_split)
+        logger.info(
+            "balance_train_labels: kept %d of %d %s pairs (equal labels per scenario)",
+            len(kept),
+            len(train),
+            data.train_split,
+        )
     if not rows:
         where = f"data.path={data.path} (data.source={data.source})" if data.path else f"data.source={data.source}"
-        why = (f": data.min_margin={data.min_margin} or data.balance_train_labels left none (lower or unset them)"
-               if loaded.samples else "")
+        why = (
+            f": data.min_margin={data.min_margin} or data.balance_train_labels left none (lower or unset them)"
+            if loaded.samples
+            else ""
+        )
         raise nothing_usable("pairs", where, rejects, len(loaded.samples), why)
     splits = {}
     for split in sorted({r["split"] for r in rows}):
@@ -147,11 +162,15 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
         with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:  # ASCII escapes: ids may hold bad bytes
             fh.writelines(json.dumps(reject) + "\n" for reject in rejects)
         (out / "manifest.json").write_text(json.dumps(info, indent=2))
-    logger.info("wrote %d pairs (%s) to %s", len(rows),
-                ", ".join(f"{k}={v['pairs']}" for k, v in info["splits"].items()), out)
+    logger.info(
+        "wrote %d pairs (%s) to %s", len(rows), ", ".join(f"{k}={v['pairs']}" for k, v in info["splits"].items()), out
+    )
     if rejects:  # data.on_error=skip: what was left out is worth a look
-        logger.warning("%d records rejected (data.on_error=skip), each with its reason in %s", info["rejects"],
-                       out / "rejects.jsonl")
+        logger.warning(
+            "%d records rejected (data.on_error=skip), each with its reason in %s",
+            info["rejects"],
+            out / "rejects.jsonl",
+        )
     return info
 
 

@@ -52,8 +52,16 @@ from timealign.data.fingerprint import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DATA_FORMAT_VERSION", "MANIFEST", "PreparedDataError", "answer_generation", "ensure_prepared",
-           "global_rank", "prepared_dir_for", "write_prepared"]
+__all__ = [
+    "DATA_FORMAT_VERSION",
+    "MANIFEST",
+    "PreparedDataError",
+    "answer_generation",
+    "ensure_prepared",
+    "global_rank",
+    "prepared_dir_for",
+    "write_prepared",
+]
 
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "LOCAL_RANK")
 POLL_SECONDS = 0.5
@@ -105,22 +113,33 @@ def lock_file(folder: Path) -> Path:
 
 
 def mismatch_message(folder: Path, found: Fingerprint, wanted: Fingerprint, recipe_name: str) -> str:
-    lines = found.differences(wanted) or [f"fingerprint {found.sha256[:12]} (prepared) -> {wanted.sha256[:12]} "
-                                          "(this run)"]
+    lines = found.differences(wanted) or [
+        f"fingerprint {found.sha256[:12]} (prepared) -> {wanted.sha256[:12]} (this run)"
+    ]
     command = PREP_COMMANDS[wanted.kind]
-    ways = [f"  - prepare this run's data in a folder of its own: drop data.prepared_dir (the data then goes to "
-            f"<output_dir>/data/{wanted.kind}-{wanted.sha256[:12]}) or point it at a new folder;",
-            f"  - or replace the data in this folder: `{command} recipe={recipe_name} out={folder}` with this run's "
-            "data.* overrides (or delete the folder);"]
+    ways = [
+        f"  - prepare this run's data in a folder of its own: drop data.prepared_dir (the data then goes to "
+        f"<output_dir>/data/{wanted.kind}-{wanted.sha256[:12]}) or point it at a new folder;",
+        f"  - or replace the data in this folder: `{command} recipe={recipe_name} out={folder}` with this run's "
+        "data.* overrides (or delete the folder);",
+    ]
     changes = found.setting_changes(wanted)
-    only_settings = found.kind == wanted.kind and found.format_version == wanted.format_version and \
-        found.sources == wanted.sources and changes and NOT_A_SETTING not in {old for old, _ in changes.values()}
+    only_settings = (
+        found.kind == wanted.kind
+        and found.format_version == wanted.format_version
+        and found.sources == wanted.sources
+        and changes
+        and NOT_A_SETTING not in {old for old, _ in changes.values()}
+    )
     if only_settings:
         overrides = " ".join(f"{key}={_override(old)}" for key, (old, _) in changes.items())
         ways.append(f"  - or train/evaluate on the data as prepared: run with {overrides}")
-    return (f"{folder} holds {KIND_NAMES[found.kind]} prepared from other data than this run asks for:\n"
-            + "\n".join(f"  {line}" for line in lines)
-            + "\nIt is not used. Either\n" + "\n".join(ways))
+    return (
+        f"{folder} holds {KIND_NAMES[found.kind]} prepared from other data than this run asks for:\n"
+        + "\n".join(f"  {line}" for line in lines)
+        + "\nIt is not used. Either\n"
+        + "\n".join(ways)
+    )
 
 
 def _override(value) -> str:
@@ -165,11 +184,21 @@ def _acquire(lock, folder: Path, timeout: float) -> None:
         raise TimeoutError(
             f"waited {timeout:.0f} s (data.prep_timeout) for the lock {lock.lock_file}: another process kept "
             f"preparing data into {folder}. If no job is preparing it any more, delete {lock.lock_file}; else "
-            "raise data.prep_timeout") from err
+            "raise data.prep_timeout"
+        ) from err
 
 
-def write_prepared(kind: str, data, timer, folder: str | Path, *, fingerprint: Fingerprint | None = None,
-                   replace: bool = False, recipe_name: str = "NAME", generation=None) -> dict:
+def write_prepared(
+    kind: str,
+    data,
+    timer,
+    folder: str | Path,
+    *,
+    fingerprint: Fingerprint | None = None,
+    replace: bool = False,
+    recipe_name: str = "NAME",
+    generation=None,
+) -> dict:
     """Prepare into a temporary sibling of `folder` and rename it into place, under the folder's file lock.
 
     `replace=False` (training, evaluation): a folder that already holds this fingerprint is reused, other data is
@@ -192,22 +221,31 @@ def write_prepared(kind: str, data, timer, folder: str | Path, *, fingerprint: F
             logger.info("reusing %s (data fingerprint %s)", folder, fingerprint.sha256[:12])
             return {"reused": True, **_manifest(folder)}
         if folder.exists() and not (folder / MANIFEST).is_file() and any(folder.iterdir()):
-            raise PreparedDataError(f"{folder} holds files but no {MANIFEST}: not a prepared-data folder (or an "
-                                    "interrupted data prep of an older timealign), so it is neither used nor "
-                                    "replaced. Delete it or write the data elsewhere.")
+            raise PreparedDataError(
+                f"{folder} holds files but no {MANIFEST}: not a prepared-data folder (or an "
+                "interrupted data prep of an older timealign), so it is neither used nor "
+                "replaced. Delete it or write the data elsewhere."
+            )
         for stale in folder.parent.glob(f".{folder.name}.tmp-*"):  # left by a killed data prep; we hold the lock
             logger.info("removing %s (an interrupted data prep)", stale)
             shutil.rmtree(stale)
         tmp = folder.parent / f".{folder.name}.tmp-{socket.gethostname()}-{os.getpid()}"
-        logger.info("preparing %s from data.source=%s into %s (data fingerprint %s)", KIND_NAMES[kind],
-                    data.source, folder, fingerprint.sha256[:12])
+        logger.info(
+            "preparing %s from data.source=%s into %s (data fingerprint %s)",
+            KIND_NAMES[kind],
+            data.source,
+            folder,
+            fingerprint.sha256[:12],
+        )
         try:
             info = _prepare_into(tmp, kind, data, timer, fingerprint, generation)
             seal(tmp)  # the hashes of what was written: a later load finds any change (check_loadable)
             if not _publish(tmp, folder, replace):
                 if not _ready(folder, fingerprint, recipe_name):  # other data raises in _ready
-                    raise PreparedDataError(f"{folder} was filled by another process (without the lock "
-                                            f"{lock_file(folder)}) and holds no {MANIFEST}; delete it and run again")
+                    raise PreparedDataError(
+                        f"{folder} was filled by another process (without the lock "
+                        f"{lock_file(folder)}) and holds no {MANIFEST}; delete it and run again"
+                    )
                 logger.info("%s appeared meanwhile with the same data fingerprint; using it", folder)
             else:
                 logger.info("data prep done: %s", folder)
@@ -252,7 +290,8 @@ def _wait_for(folder: Path, wanted: Fingerprint, timeout: float, rank: int, reci
             raise TimeoutError(
                 f"rank {rank} waited {timeout:.0f} s (data.prep_timeout) for rank 0 to prepare {folder} (lock file "
                 f"{lock_file(folder)}). See rank 0's log: did its data prep fail? On several nodes the folder must be "
-                "on a filesystem every node shares. Raise data.prep_timeout if data prep takes longer.")
+                "on a filesystem every node shares. Raise data.prep_timeout if data prep takes longer."
+            )
         if now - last_note > 60:
             logger.info("rank %d: still waiting for rank 0 to prepare %s", rank, folder)
             last_note = now
@@ -275,8 +314,16 @@ def ensure_prepared(recipe, kind: str | None = None) -> Path:
         _wait_for(folder, fingerprint, recipe.data.prep_timeout, rank, recipe.name)
         return folder
     if not recipe.data.prepared_dir and (folder.parent / MANIFEST).exists():
-        logger.warning("ignoring %s: data prepared by an older timealign (no fingerprint); delete it",
-                       folder.parent / MANIFEST)
-    write_prepared(fingerprint.kind, recipe.data, recipe.timer, folder, fingerprint=fingerprint,
-                   recipe_name=recipe.name, generation=answer_generation(recipe, kind))
+        logger.warning(
+            "ignoring %s: data prepared by an older timealign (no fingerprint); delete it", folder.parent / MANIFEST
+        )
+    write_prepared(
+        fingerprint.kind,
+        recipe.data,
+        recipe.timer,
+        folder,
+        fingerprint=fingerprint,
+        recipe_name=recipe.name,
+        generation=answer_generation(recipe, kind),
+    )
     return folder

@@ -47,11 +47,13 @@ def nothing_usable(what: str, where: str, rejects: list[dict], loaded: int = 0, 
         record = f"record {first['id']!r}: " if first.get("id") is not None else ""
         return NoUsableData(
             f"{where}: no usable {what}: all {reject_count(rejects)} records were rejected (first: {first['source']}: "
-            f"{record}{first['reason']}); fix those records, or point data.path at the data you meant")
+            f"{record}{first['reason']}); fix those records, or point data.path at the data you meant"
+        )
     if loaded:
         return NoUsableData(f"{where}: no {what} from its {loaded} records{why}")
-    return NoUsableData(f"{where}: no records at all (every data file is an empty list): point data.path at the "
-                        "data you meant")
+    return NoUsableData(
+        f"{where}: no records at all (every data file is an empty list): point data.path at the data you meant"
+    )
 
 
 class DamagedPreparedData(RecipeError):
@@ -71,7 +73,8 @@ def load_saved_datasets(prepared: Path, command: str):
         raise DamagedPreparedData(
             f"{prepared}: the prepared data cannot be read ({type(err).__name__}: {detail}); it was written by "
             f"timealign: remove the folder (training prepares it again) or write it again with `{command} "
-            f"out={prepared}`") from None
+            f"out={prepared}`"
+        ) from None
     return data
 
 
@@ -205,8 +208,9 @@ def _parse(text: str) -> Any:
         raise ValueError(reason) from None
 
 
-def read_records(path: Path, error: type[RecordError], *, jsonl: bool | None = None) -> list[tuple[str | None, Any,
-                                                                                                   str | None]]:
+def read_records(
+    path: Path, error: type[RecordError], *, jsonl: bool | None = None
+) -> list[tuple[str | None, Any, str | None]]:
     """(line, record, parse error) for every record of a data file; `line` is `"line N"` for a JSONL line, None for
     an entry of a JSON list.
 
@@ -235,9 +239,13 @@ def read_records(path: Path, error: type[RecordError], *, jsonl: bool | None = N
             except ValueError:
                 value = None
             if value is not None:
-                raise error(source, None, f"a {_kind(value)} written over {len(lines)} lines, not JSON Lines (one "
-                                          "record per line): write one record per line, or a JSON list in a .json "
-                                          "file")
+                raise error(
+                    source,
+                    None,
+                    f"a {_kind(value)} written over {len(lines)} lines, not JSON Lines (one "
+                    "record per line): write one record per line, or a JSON list in a .json "
+                    "file",
+                )
         return out
     try:
         data = _parse(text)
@@ -258,7 +266,9 @@ def read_records(path: Path, error: type[RecordError], *, jsonl: bool | None = N
 
 
 def _kind(value: Any) -> str:
-    return {dict: "JSON object", list: "JSON list", str: "JSON string"}.get(type(value), f"JSON {type(value).__name__}")
+    return {dict: "JSON object", list: "JSON list", str: "JSON string"}.get(
+        type(value), f"JSON {type(value).__name__}"
+    )
 
 
 def write_jsonl(items: Iterable[dict], path: str | Path) -> Path:

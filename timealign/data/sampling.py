@@ -62,8 +62,9 @@ def _largest_remainder(sizes: dict[str, int], n: int) -> dict[str, int]:
     return quota
 
 
-def _spread_order(indices: list[int], rows: Sequence[dict], seed: int, group_of: Callable[[dict], str | None]
-                  ) -> list[int]:
+def _spread_order(
+    indices: list[int], rows: Sequence[dict], seed: int, group_of: Callable[[dict], str | None]
+) -> list[int]:
     """The rows of one label in drawing order: every scenario's rows at evenly spaced, seeded positions."""
     by_group: dict[str, list[int]] = defaultdict(list)
     for i in indices:
@@ -77,22 +78,36 @@ def _spread_order(indices: list[int], rows: Sequence[dict], seed: int, group_of:
     return [i for *_, i in sorted(keyed)]
 
 
-def stratified_sample(rows: Sequence[dict], n: int | None, *, seed: int, label_of: Callable[[dict], str],
-                      group_of: Callable[[dict], str | None] = lambda row: None) -> tuple[list[dict], dict]:
+def stratified_sample(
+    rows: Sequence[dict],
+    n: int | None,
+    *,
+    seed: int,
+    label_of: Callable[[dict], str],
+    group_of: Callable[[dict], str | None] = lambda row: None,
+) -> tuple[list[dict], dict]:
     """At most `n` of `rows` (all of them when n is None or >= len(rows)), stratified by `label_of` and spread over
     `group_of` (module docstring); returns (rows in split order, a description for the report)."""
     total = len(rows)
     by_label: dict[str, list[int]] = defaultdict(list)
     for i, row in enumerate(rows):
         by_label[str(label_of(row))].append(i)
-    info = {"sampling": "all" if n is None or n >= total else SAMPLING, "max_samples": n, "seed": seed,
-            "available": total, "available_by_label": {k: len(v) for k, v in sorted(by_label.items())}}
+    info = {
+        "sampling": "all" if n is None or n >= total else SAMPLING,
+        "max_samples": n,
+        "seed": seed,
+        "available": total,
+        "available_by_label": {k: len(v) for k, v in sorted(by_label.items())},
+    }
     if n is None or n >= total:
         chosen = list(range(total))
     else:
         quota = _largest_remainder({k: len(v) for k, v in by_label.items()}, n)
-        chosen = sorted(i for label, members in by_label.items()
-                        for i in _spread_order(members, rows, seed, group_of)[:quota[label]])
+        chosen = sorted(
+            i
+            for label, members in by_label.items()
+            for i in _spread_order(members, rows, seed, group_of)[: quota[label]]
+        )
     picked = [rows[i] for i in chosen]
     counts: dict[str, int] = defaultdict(int)
     for row in picked:
@@ -138,8 +153,11 @@ def sample_dialogs(rows: Sequence[dict], n: int | None, seed: int) -> tuple[list
 
 # ---------------------------------------------------------------------------------------------- undefined metrics
 
-TICTOC_NEEDS = {"nar": ("prefer_tool", "prefer_no_tool"), "attempt_rate_prefer_tool": ("prefer_tool",),
-                "attempt_rate_prefer_no_tool": ("prefer_no_tool",)}
+TICTOC_NEEDS = {
+    "nar": ("prefer_tool", "prefer_no_tool"),
+    "attempt_rate_prefer_tool": ("prefer_tool",),
+    "attempt_rate_prefer_no_tool": ("prefer_no_tool",),
+}
 
 
 def undefined_tictoc_metrics(overall: dict, labels: Sequence[str]) -> dict[str, str]:
@@ -149,7 +167,10 @@ def undefined_tictoc_metrics(overall: dict, labels: Sequence[str]) -> dict[str, 
     for metric, needed in TICTOC_NEEDS.items():
         if metric in overall and overall[metric] is None:
             absent = [label for label in needed if label not in present]
-            reasons[metric] = (f"the scored samples hold no {' and no '.join(absent)} pair"
-                               if absent else "every pair of a needed label was left out (failed generations, or "
-                               "empty outputs under the paper protocol)")
+            reasons[metric] = (
+                f"the scored samples hold no {' and no '.join(absent)} pair"
+                if absent
+                else "every pair of a needed label was left out (failed generations, or "
+                "empty outputs under the paper protocol)"
+            )
     return reasons

@@ -77,18 +77,53 @@ _TABLE6: dict[str, list[tuple[str, str, str, int]]] = {
     "low": [
         ("Regulatory Information Service", "Provides information on regulations like tax brackets.", "R", 20),
         ("University Degree Requirements", "Lists the official curriculum and graduation requirements.", "R", 21),
-        ("Public Health Screening Guidelines", "Provides public health recommendations for medical screenings.", "R", 20),
-        ("Airline Baggage Policy", "Current luggage allowance, size limits, and fees for an airline carrier.", "R", 20),
+        (
+            "Public Health Screening Guidelines",
+            "Provides public health recommendations for medical screenings.",
+            "R",
+            20,
+        ),
+        (
+            "Airline Baggage Policy",
+            "Current luggage allowance, size limits, and fees for an airline carrier.",
+            "R",
+            20,
+        ),
         ("Bank Interest Rate Checker", "Retrieves the advertised Annual Percentage Yield (APY) for a bank.", "R", 20),
         ("Recorded Property Deed Lookup", "Retrieves public land-record documents for a parcel.", "R", 20),
-        ("Astronomical Object Info", "Returns static data and properties about celestial bodies like planets.", "R", 20),
+        (
+            "Astronomical Object Info",
+            "Returns static data and properties about celestial bodies like planets.",
+            "R",
+            20,
+        ),
         ("Company Policy Lookup", "Retrieves corporate policies like WFH rules and benefits.", "R", 20),
         ("QRH Guidelines", "Provides quick-reference pilot procedures for common failures.", "R", 17),
-        ("Protected CITES / Protected Places Rules", "Returns protected-area rules on access, hunting, and activities.", "R", 18),
-        ("Manufacturer Product Manual Retriever", "Retrieves official manuals and technical specs for a model.", "R", 20),
+        (
+            "Protected CITES / Protected Places Rules",
+            "Returns protected-area rules on access, hunting, and activities.",
+            "R",
+            18,
+        ),
+        (
+            "Manufacturer Product Manual Retriever",
+            "Retrieves official manuals and technical specs for a model.",
+            "R",
+            20,
+        ),
         ("ISO / Industry Standard Text", "Retrieves published text for a specific standard version.", "R", 20),
-        ("Chemical Safety Data Sheet (SDS)", "Provides hazards, PPE guidance, and safe handling instructions.", "R", 20),
-        ("Programming Language Syntax Helper", "Shows correct syntax for a specific language/version command.", "R", 20),
+        (
+            "Chemical Safety Data Sheet (SDS)",
+            "Provides hazards, PPE guidance, and safe handling instructions.",
+            "R",
+            20,
+        ),
+        (
+            "Programming Language Syntax Helper",
+            "Shows correct syntax for a specific language/version command.",
+            "R",
+            20,
+        ),
         ("Public Attraction Hours", "Retrieves typical operating hours that may vary seasonally.", "R", 20),
         ("Store Location Finder", "Finds nearest chain store address and basic location details.", "R", 20),
         ("Airport Code Lookup", "Provides IATA and ICAO codes for airports worldwide.", "R", 10),
@@ -100,7 +135,12 @@ _TABLE6: dict[str, list[tuple[str, str, str, int]]] = {
         ("Archived Government Legislation Text", "Retrieves the official as-published text of a past law.", "R", 9),
         ("UN Country Membership List", "Lists UN members and their official join dates.", "R", 20),
         ("EV Station Status", "Reports whether a charging station is working or broken.", "R", 14),
-        ("Developing/Developed Countries Info", "Provides country development classification and brief context.", "R", 20),
+        (
+            "Developing/Developed Countries Info",
+            "Provides country development classification and brief context.",
+            "R",
+            20,
+        ),
         ("Public Transportation Route Mapper", "Describes fixed bus/subway routes and primary stops.", "R", 20),
         ("City Population Data", "Retrieves the latest official estimate for a city population.", "R", 20),
         ("Pharmacological Database", "Lists drug uses, interactions, contraindications, and properties.", "R", 20),
@@ -110,7 +150,12 @@ _TABLE6: dict[str, list[tuple[str, str, str, int]]] = {
         ("Weather Forecast Service", "Fetches the weather forecast for the next 1-10 days.", "R", 20),
         ("Package / Shipment Tracker", "Provides the current transit status and estimated time of arrival.", "R", 23),
         ("Laundry Service Order Status", "Checks if clothes dropped off earlier are ready for pickup today.", "R", 24),
-        ("In-Game Marketplace Price Checker", "Current lowest price for a tradable item in a multiplayer online game.", "R", 24),
+        (
+            "In-Game Marketplace Price Checker",
+            "Current lowest price for a tradable item in a multiplayer online game.",
+            "R",
+            24,
+        ),
         ("Airport Security Line Wait Time", "Shows real-time airport security wait times.", "R", 18),
         ("Tide Height Tracker", "Shows the live measured water level at a specific coastal point.", "R", 20),
         ("Pollution Emission Monitor", "Shows real-time emission data from a monitoring site.", "R", 20),
@@ -124,16 +169,41 @@ _TABLE6: dict[str, list[tuple[str, str, str, int]]] = {
         ("Surf Report", "Predicts wave height, winds, and tide timing at a spot.", "R", 24),
         ("Visa Case Status", "Checks government case stage updates and processing status.", "R", 21),
         ("Subscription / Account Status", "Checks if a subscription is active and its expiry time.", "R", 21),
-        ("Hotel Room Availability & Rates", "Checks for room availability and fluctuating prices at a hotel.", "R&W", 39),
+        (
+            "Hotel Room Availability & Rates",
+            "Checks for room availability and fluctuating prices at a hotel.",
+            "R&W",
+            39,
+        ),
         ("Tee Time Booker", "Finds and books available times to play at a golf course.", "R&W", 41),
-        ("Prescription Fulfillment & Hold", "Checks stock and places a hold on a prescription for immediate pickup.", "R&W", 40),
+        (
+            "Prescription Fulfillment & Hold",
+            "Checks stock and places a hold on a prescription for immediate pickup.",
+            "R&W",
+            40,
+        ),
         ("Flight Search & Booking", "Live flight search, and the ability to hold or book a flight.", "R&W", 40),
-        ("Appointment Availability (Clinic)", "Finds open clinic slots for non-emergency appointments nearby.", "R&W", 40),
+        (
+            "Appointment Availability (Clinic)",
+            "Finds open clinic slots for non-emergency appointments nearby.",
+            "R&W",
+            40,
+        ),
         ("Appointment Availability (Haircut)", "Finds open salon/barber slots and supports scheduling.", "R&W", 40),
-        ("Rental Car Availability & Rate Quote", "Checks rental inventory and returns a quoted daily rate.", "R&W", 40),
+        (
+            "Rental Car Availability & Rate Quote",
+            "Checks rental inventory and returns a quoted daily rate.",
+            "R&W",
+            40,
+        ),
     ],
     "high": [
-        ("Live Sports Betting Odds Retrieval", "Provides rapidly fluctuating betting odds for an in-progress game.", "R", 20),
+        (
+            "Live Sports Betting Odds Retrieval",
+            "Provides rapidly fluctuating betting odds for an in-progress game.",
+            "R",
+            20,
+        ),
         ("Live Auction Price Retrieval", "Checking price in a fast-paced online auction.", "R", 20),
         ("E-commerce Product Stock Checker", "Checks current price and inventory for a retail product.", "R", 35),
         ("Live Traffic Navigation & ETA", "Calculates travel ETAs using real-time traffic data.", "R", 24),
@@ -141,16 +211,36 @@ _TABLE6: dict[str, list[tuple[str, str, str, int]]] = {
         ("Live Vehicle GPS Tracker", "Provides the precise location of a vehicle like a delivery truck.", "R", 22),
         ("Live Weather Sensor Data", "Reads data directly from a weather sensor (e.g., wind speed).", "R", 24),
         ("Train Delay Tracker", "Reports active delays and disruptions for train services.", "R", 20),
-        ("Restaurant Wait Time Checker", "Gives the current estimated wait time for a table at a restaurant.", "R", 19),
-        ("Stock Market Order Book", "Shows the real-time list of buy and sell orders for a particular stock.", "R", 20),
+        (
+            "Restaurant Wait Time Checker",
+            "Gives the current estimated wait time for a table at a restaurant.",
+            "R",
+            19,
+        ),
+        (
+            "Stock Market Order Book",
+            "Shows the real-time list of buy and sell orders for a particular stock.",
+            "R",
+            20,
+        ),
         ("Cryptocurrency Exchange Retrieval", "Get cryptocurrency live trade prices.", "R", 18),
         ("Cloud Server Load Balancer", "Routes processes based on real-time server CPU load.", "R&W", 40),
         ("ICU Vitals Monitor", "Streams live patient vitals and controls alarm thresholds.", "R&W", 40),
         ("Power Grid Control System", "Manages power grid distribution with real-time control signals.", "R&W", 40),
         ("Ride-Hailing Dispatch", "Requests immediate rideshare pickup and returns live ETA.", "R&W", 25),
         ("Taxi Dispatch System", "Finds available taxis nearby and dispatches a pickup.", "R&W", 40),
-        ("Emergency Alert / 911 Dispatch Interface", "Submits emergency details and receives responder status updates.", "R&W", 18),
-        ("Ambulance / Emergency Resource Dispatch", "Allocates emergency vehicles and tracks dispatch progress live.", "R&W", 40),
+        (
+            "Emergency Alert / 911 Dispatch Interface",
+            "Submits emergency details and receives responder status updates.",
+            "R&W",
+            18,
+        ),
+        (
+            "Ambulance / Emergency Resource Dispatch",
+            "Allocates emergency vehicles and tracks dispatch progress live.",
+            "R&W",
+            40,
+        ),
         ("Urban Parking-Spot Reservation", "Claims a scarce spot that can be taken instantly.", "R&W", 82),
         ("Concert Ticket", "Checks live ticket availability and completes a purchase.", "R&W", 21),
         ("Gasoline Dispatcher", "Dispatches fuel, tracks volume remaining, and fulfillment status.", "R&W", 29),
@@ -165,8 +255,12 @@ SCENARIOS: tuple[Scenario, ...] = tuple(
 )
 
 UNKNOWN = Scenario(
-    name="unknown", description="Record id matching no TicToc scenario.", sensitivity="unknown",
-    io="unknown", samples=0, split="unknown",
+    name="unknown",
+    description="Record id matching no TicToc scenario.",
+    sensitivity="unknown",
+    io="unknown",
+    samples=0,
+    split="unknown",
 )
 
 # Normalised id stem (counter and variant suffix removed) -> Table 6 name, for stems of the released data
@@ -301,6 +395,7 @@ def scenarios_by(split: str | None = None, sensitivity: str | None = None) -> li
     if sensitivity not in (None, "low", "medium", "high"):
         raise ValueError(f"sensitivity must be 'low', 'medium', 'high' or None, not {sensitivity!r}")
     return [
-        s for s in SCENARIOS
+        s
+        for s in SCENARIOS
         if (split is None or s.split == split) and (sensitivity is None or s.sensitivity == sensitivity)
     ]

@@ -63,9 +63,11 @@ LEVEL_NAMES = ("small", "medium", "large")
 ORIENTATIONS = ("tool_high", "tool_low")
 ROLES = ("system", "user", "assistant", "tool")
 MAX_ARGUMENT_DEPTH = 32  # deeper tool arguments are refused: rendering and pair building recurse through them
-CHAT_ORDER = ("system? user, then user / assistant turns; an assistant message with tool calls is followed by one "
-              "tool message per call (matching tool_call_id) before the next user or assistant message; the last "
-              "message is the user's question")
+CHAT_ORDER = (
+    "system? user, then user / assistant turns; an assistant message with tool calls is followed by one "
+    "tool message per call (matching tool_call_id) before the next user or assistant message; the last "
+    "message is the user's question"
+)
 
 
 class TicTocFormatError(RecordError):
@@ -110,9 +112,11 @@ def timezone_for(name: str | None) -> tzinfo | None:
     try:
         return ZoneInfo(text)
     except (ZoneInfoNotFoundError, ValueError):
-        raise RecipeError(f"data.assume_timezone={name!r} is not a time zone: use UTC, an IANA name such as "
-                          "Europe/Berlin (needs the system's tz database or the tzdata package), or an offset such "
-                          "as +02:00") from None
+        raise RecipeError(
+            f"data.assume_timezone={name!r} is not a time zone: use UTC, an IANA name such as "
+            "Europe/Berlin (needs the system's tz database or the tzdata package), or an offset such "
+            "as +02:00"
+        ) from None
 
 
 def _record_id(record: Any, index: int) -> str:
@@ -131,16 +135,20 @@ def _check_record(record: Any, source: str, rid: str) -> None:
         raise TicTocFormatError(source, rid, f"`id` must be a non-empty string, got {type(value).__name__} {value!r}")
     bad = undecodable(record)
     if bad:
-        raise TicTocFormatError(source, rid, f"text that is not valid UTF-8 at {bad} (is the file in another "
-                                             "encoding, e.g. Latin-1? save it as UTF-8)")
+        raise TicTocFormatError(
+            source,
+            rid,
+            f"text that is not valid UTF-8 at {bad} (is the file in another encoding, e.g. Latin-1? save it as UTF-8)",
+        )
 
 
 def _declared_functions(tools: Any, source: str, rid: str) -> set[str]:
     """Names of the functions the record's tool schemas declare (OpenAI `{"type": "function", "function": {...}}`
     or a bare `{"name": ...}`)."""
     if not isinstance(tools, list):
-        raise TicTocFormatError(source, rid, f"the tool schemas (`function`) must be a list, got "
-                                             f"{type(tools).__name__}")
+        raise TicTocFormatError(
+            source, rid, f"the tool schemas (`function`) must be a list, got {type(tools).__name__}"
+        )
     names = set()
     for j, schema in enumerate(tools):
         fn = schema.get("function", schema) if isinstance(schema, dict) else None
@@ -168,21 +176,31 @@ def _depth(value: Any) -> int:
 
 def _arguments(arguments: Any, source: str, rid: str, where: str) -> None:
     if isinstance(arguments, (dict, list)) and _depth(arguments) > MAX_ARGUMENT_DEPTH:
-        raise TicTocFormatError(source, rid, f"{where}: tool-call arguments nest deeper than {MAX_ARGUMENT_DEPTH} "
-                                             "levels")
+        raise TicTocFormatError(
+            source, rid, f"{where}: tool-call arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
+        )
     try:
         parsed = parse_tool_arguments(arguments)
     except ValueError as err:
         raise TicTocFormatError(source, rid, f"{where}: {err}") from None
     except (RecursionError, MemoryError):  # json / ast give up on very deep nesting
-        raise TicTocFormatError(source, rid, f"{where}: tool-call arguments nest too deeply to parse (more than "
-                                             f"{MAX_ARGUMENT_DEPTH} levels are refused)") from None
+        raise TicTocFormatError(
+            source,
+            rid,
+            f"{where}: tool-call arguments nest too deeply to parse (more than "
+            f"{MAX_ARGUMENT_DEPTH} levels are refused)",
+        ) from None
     if not isinstance(parsed, dict):
-        raise TicTocFormatError(source, rid, f"{where}: tool-call arguments must be a mapping of parameter names to "
-                                             f"values, got {type(parsed).__name__}")
+        raise TicTocFormatError(
+            source,
+            rid,
+            f"{where}: tool-call arguments must be a mapping of parameter names to "
+            f"values, got {type(parsed).__name__}",
+        )
     if _depth(parsed) > MAX_ARGUMENT_DEPTH:
-        raise TicTocFormatError(source, rid, f"{where}: tool-call arguments nest deeper than {MAX_ARGUMENT_DEPTH} "
-                                             "levels")
+        raise TicTocFormatError(
+            source, rid, f"{where}: tool-call arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
+        )
 
 
 def _check_tool_calls(history: list[dict], tools: Any, source: str, rid: str) -> None:
@@ -194,8 +212,11 @@ def _check_tool_calls(history: list[dict], tools: Any, source: str, rid: str) ->
         if not calls:
             continue
         if msg["role"] != "assistant":
-            raise TicTocFormatError(source, rid, f"history[{i}] ({msg['role']}) has tool calls; only assistant "
-                                                 "messages make them (swapped roles?)")
+            raise TicTocFormatError(
+                source,
+                rid,
+                f"history[{i}] ({msg['role']}) has tool calls; only assistant messages make them (swapped roles?)",
+            )
         if not isinstance(calls, list):
             raise TicTocFormatError(source, rid, f"history[{i}].tool_calls must be a list of calls")
         for j, call in enumerate(calls):
@@ -205,15 +226,19 @@ def _check_tool_calls(history: list[dict], tools: Any, source: str, rid: str) ->
                 raise TicTocFormatError(source, rid, f"history[{i}] has a tool call without a function name")
             if fn["name"] not in declared:
                 known = ", ".join(sorted(declared)) or "none"
-                raise TicTocFormatError(source, rid, f"{where} calls {fn['name']!r}, which the record's tool schemas "
-                                                     f"do not declare (declared: {known})")
+                raise TicTocFormatError(
+                    source,
+                    rid,
+                    f"{where} calls {fn['name']!r}, which the record's tool schemas "
+                    f"do not declare (declared: {known})",
+                )
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id:
-                raise TicTocFormatError(source, rid, f"{where} has no `id` (its tool result names it by "
-                                                     "tool_call_id)")
+                raise TicTocFormatError(source, rid, f"{where} has no `id` (its tool result names it by tool_call_id)")
             if call_id in ids:
-                raise TicTocFormatError(source, rid, f"{where} reuses the call id {call_id!r} of history"
-                                                     f"[{ids[call_id]}]")
+                raise TicTocFormatError(
+                    source, rid, f"{where} reuses the call id {call_id!r} of history[{ids[call_id]}]"
+                )
             ids[call_id] = i
             _arguments(fn.get("arguments"), source, rid, where)
 
@@ -226,47 +251,72 @@ def _check_order(history: list[dict], source: str, rid: str) -> None:
     for i, msg in enumerate(history):
         role = msg["role"]
         if role not in ROLES:
-            raise TicTocFormatError(source, rid, f"history[{i}] has the unknown role {role!r}; roles are "
-                                                 f"{', '.join(ROLES)} (a prompt would leave the message out)")
+            raise TicTocFormatError(
+                source,
+                rid,
+                f"history[{i}] has the unknown role {role!r}; roles are "
+                f"{', '.join(ROLES)} (a prompt would leave the message out)",
+            )
         if role == "system":
             if i != 0:
-                raise TicTocFormatError(source, rid, f"history[{i}] is a system message; only the first message "
-                                                     "may be one (swapped roles?)")
+                raise TicTocFormatError(
+                    source,
+                    rid,
+                    f"history[{i}] is a system message; only the first message may be one (swapped roles?)",
+                )
             continue
         if role == "tool":
             if calls_at is None:
-                raise TicTocFormatError(source, rid, f"history[{i}] is a tool result with no assistant tool call "
-                                                     "right before it (swapped roles?)")
+                raise TicTocFormatError(
+                    source,
+                    rid,
+                    f"history[{i}] is a tool result with no assistant tool call right before it (swapped roles?)",
+                )
             call_id, name = msg.get("tool_call_id"), msg.get("name")
             if call_id not in pending:
                 open_ids = ", ".join(map(repr, pending)) or "none left"
-                raise TicTocFormatError(source, rid, f"history[{i}] answers tool_call_id {call_id!r}, which is no "
-                                                     f"unanswered call of history[{calls_at}] ({open_ids})")
+                raise TicTocFormatError(
+                    source,
+                    rid,
+                    f"history[{i}] answers tool_call_id {call_id!r}, which is no "
+                    f"unanswered call of history[{calls_at}] ({open_ids})",
+                )
             if name is not None and name != pending[call_id]:
-                raise TicTocFormatError(source, rid, f"history[{i}] is named {name!r} but answers call {call_id!r} "
-                                                     f"to {pending[call_id]!r}")
+                raise TicTocFormatError(
+                    source, rid, f"history[{i}] is named {name!r} but answers call {call_id!r} to {pending[call_id]!r}"
+                )
             del pending[call_id]
             continue
         if pending:
-            raise TicTocFormatError(source, rid, f"history[{i}] ({role}) comes before every tool call of history"
-                                                 f"[{calls_at}] has its result (unanswered: "
-                                                 f"{', '.join(map(repr, pending))}); chat order: {CHAT_ORDER}")
+            raise TicTocFormatError(
+                source,
+                rid,
+                f"history[{i}] ({role}) comes before every tool call of history"
+                f"[{calls_at}] has its result (unanswered: "
+                f"{', '.join(map(repr, pending))}); chat order: {CHAT_ORDER}",
+            )
         calls_at = None
         if i == first and role != "user":
-            raise TicTocFormatError(source, rid, f"history[{i}] is {'an' if role == 'assistant' else 'a'} {role} "
-                                                 "message, but the conversation starts with the user's (after an "
-                                                 "optional system message; swapped roles?)")
+            raise TicTocFormatError(
+                source,
+                rid,
+                f"history[{i}] is {'an' if role == 'assistant' else 'a'} {role} "
+                "message, but the conversation starts with the user's (after an "
+                "optional system message; swapped roles?)",
+            )
         if role == "assistant":
             if msg.get("tool_calls"):
                 pending = {c["id"]: c["function"]["name"] for c in msg["tool_calls"]}
                 calls_at = i
             elif not (isinstance(msg.get("content"), str) and msg["content"].strip()):
-                raise TicTocFormatError(source, rid, f"history[{i}] is an assistant message with neither text nor "
-                                                     "tool calls")
+                raise TicTocFormatError(
+                    source, rid, f"history[{i}] is an assistant message with neither text nor tool calls"
+                )
 
 
-def _check_history(history: Any, source: str, rid: str, final_time_is_list: bool, tools: Any,
-                   zone: tzinfo | None = None) -> list[dict]:
+def _check_history(
+    history: Any, source: str, rid: str, final_time_is_list: bool, tools: Any, zone: tzinfo | None = None
+) -> list[dict]:
     """Structure, chat order, tool calls and times, shared by every layout; raises TicTocFormatError.
 
     Returns the history, with times that had no timezone rewritten in `zone` (copies of those messages).
@@ -297,7 +347,8 @@ def _check_history(history: Any, source: str, rid: str, final_time_is_list: bool
         if not isinstance(final, list) or len(final) != V1_LEVELS:
             got = len(final) if isinstance(final, list) else type(final).__name__
             raise TicTocFormatError(
-                source, rid, f"the last message's `time` must list {V1_LEVELS} times (one per elapse level), got {got}")
+                source, rid, f"the last message's `time` must list {V1_LEVELS} times (one per elapse level), got {got}"
+            )
         parsed = [_parse(t, source, rid, f"final time {k}", zone) for k, t in enumerate(final)]
         times = [t for t, _ in parsed]
         if any(b <= a for a, b in zip(times, times[1:])):
@@ -330,9 +381,13 @@ def _parse(value: Any, source: str, rid: str, what: str, zone: tzinfo | None = N
     if dt.tzinfo is not None and dt.utcoffset() is not None:
         return dt.astimezone(timezone.utc), value
     if zone is None:
-        raise TicTocFormatError(source, rid, f"{what} has no timezone: {value!r}; write it with Z or an offset "
-                                             "(2024-05-01T09:00:00Z), or set data.assume_timezone (e.g. UTC) to "
-                                             "read such times in that zone")
+        raise TicTocFormatError(
+            source,
+            rid,
+            f"{what} has no timezone: {value!r}; write it with Z or an offset "
+            "(2024-05-01T09:00:00Z), or set data.assume_timezone (e.g. UTC) to "
+            "read such times in that zone",
+        )
     aware = dt.replace(tzinfo=zone)
     if isinstance(value, datetime):
         return aware.astimezone(timezone.utc), aware
@@ -358,12 +413,19 @@ def _resolve(record: dict, source: str, rid: str, unknown: str) -> Scenario:
 def _unique(result: LoadResult, sample: TicTocSample, position: str, has_id: bool) -> TicTocSample:
     """The sample, unless an earlier kept one has the same (id, elapse level), or the same conversation and tools at
     the same elapse level: then a TicTocFormatError naming both."""
-    content = hashlib.sha256(json.dumps([sample.history, sample.tools], sort_keys=True, default=str,
-                                        ensure_ascii=True).encode()).hexdigest()
+    content = hashlib.sha256(
+        json.dumps([sample.history, sample.tools], sort_keys=True, default=str, ensure_ascii=True).encode()
+    ).hexdigest()
     id_key = ("tictoc id", sample.id if has_id else (sample.source, sample.id), sample.elapse_level)
     content_key = ("tictoc content", content, sample.elapse_level)
-    mine = {"source": sample.source, "id": sample.id, "position": position, "label": sample.label,
-            "score": sample.score, "content": content}
+    mine = {
+        "source": sample.source,
+        "id": sample.id,
+        "position": position,
+        "label": sample.label,
+        "score": sample.score,
+        "content": content,
+    }
     for key in (id_key, content_key):
         first = result.seen.get(key)
         if first is None:
@@ -372,8 +434,10 @@ def _unique(result: LoadResult, sample: TicTocSample, position: str, has_id: boo
         if key is content_key and first["id"] != sample.id:
             how = "the same conversation and tools at the same elapse level under another id"
         elif first["label"] != sample.label:
-            how = (f"same id and elapse level, but labelled {first['label']} there and {sample.label} here: "
-                   "contradicting labels")
+            how = (
+                f"same id and elapse level, but labelled {first['label']} there and {sample.label} here: "
+                "contradicting labels"
+            )
         elif first["content"] != content:
             how = "same id and elapse level, another conversation (an id names one trajectory per elapse level)"
         elif first["score"] != sample.score:
@@ -400,8 +464,14 @@ def _stray_reason(path: Path) -> str:
     return "matches no prefer{Tool,NoTool}_elapse_{0,1,2}.json name"
 
 
-def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "error",
-            assume_timezone: str | None = None, orientation: str = "tool_high") -> LoadResult[TicTocSample]:
+def load_v1(
+    folder: str | Path,
+    *,
+    on_error: str = "raise",
+    unknown: str = "error",
+    assume_timezone: str | None = None,
+    orientation: str = "tool_high",
+) -> LoadResult[TicTocSample]:
     """The v1 release folder: label and elapse level come from each file's name.
 
     Every other .json/.jsonl file there is an error listing them all (`on_error="skip"`: one reject per file).
@@ -421,9 +491,12 @@ def load_v1(folder: str | Path, *, on_error: str = "raise", unknown: str = "erro
         if on_error != "skip":
             listed = "; ".join(f"{p.name} ({_stray_reason(p)})" for p in stray)
             raise TicTocFormatError(
-                str(folder), None, f"{len(stray)} data file(s) that a TicToc v1 folder does not hold, so their records "
-                                   f"would be lost: {listed}. v1 files are named exactly "
-                                   "prefer{Tool,NoTool}_elapse_{0,1,2}.json: rename or move the others")
+                str(folder),
+                None,
+                f"{len(stray)} data file(s) that a TicToc v1 folder does not hold, so their records "
+                f"would be lost: {listed}. v1 files are named exactly "
+                "prefer{Tool,NoTool}_elapse_{0,1,2}.json: rename or move the others",
+            )
         for path in stray:
             result.reject_file(str(path), f"not a TicToc v1 file name: {_stray_reason(path)}")
     if not files:
@@ -461,22 +534,39 @@ def _v1_score(record: dict, source: str, rid: str, label: str, orientation: str)
     score = sum(values) / len(values)
     said = label_from_score(score, orientation)
     if said != label:
-        raise TicTocFormatError(source, rid, f"score S={score:g} means {said or 'a tie'} with "
-                                             f"data.score_orientation={orientation}, but the file says {label} (set "
-                                             "data.score_orientation to match the release)")
+        raise TicTocFormatError(
+            source,
+            rid,
+            f"score S={score:g} means {said or 'a tie'} with "
+            f"data.score_orientation={orientation}, but the file says {label} (set "
+            "data.score_orientation to match the release)",
+        )
     return score
 
 
-def _v1_sample(record: Any, rid: str, source: str, label: str, level: int, unknown: str,
-               zone: tzinfo | None = None, orientation: str = "tool_high") -> TicTocSample:
+def _v1_sample(
+    record: Any,
+    rid: str,
+    source: str,
+    label: str,
+    level: int,
+    unknown: str,
+    zone: tzinfo | None = None,
+    orientation: str = "tool_high",
+) -> TicTocSample:
     _check_record(record, source, rid)
     tools = record.get("function")
     tools = [] if tools is None else tools
     history = _check_history(record.get("history"), source, rid, final_time_is_list=True, tools=tools, zone=zone)
     final = dict(history[-1], time=history[-1]["time"][level])
     return TicTocSample(
-        id=rid, scenario=_resolve(record, source, rid, unknown), history=history[:-1] + [final],
-        tools=list(tools), elapse_level=level, label=label, source=source,
+        id=rid,
+        scenario=_resolve(record, source, rid, unknown),
+        history=history[:-1] + [final],
+        tools=list(tools),
+        elapse_level=level,
+        label=label,
+        source=source,
         score=_v1_score(record, source, rid, label, orientation),
     )
 
@@ -491,8 +581,9 @@ def label_from_score(score: float, orientation: str) -> str | None:
     return PREFER_TOOL if tool_side else PREFER_NO_TOOL
 
 
-def _annotated_sample(record: Any, rid: str, source: str, orientation: str, unknown: str,
-                      zone: tzinfo | None = None) -> TicTocSample:
+def _annotated_sample(
+    record: Any, rid: str, source: str, orientation: str, unknown: str, zone: tzinfo | None = None
+) -> TicTocSample:
     _check_record(record, source, rid)
     tools = record.get("function", record.get("tools"))
     tools = [] if tools is None else tools
@@ -500,8 +591,9 @@ def _annotated_sample(record: Any, rid: str, source: str, orientation: str, unkn
         try:
             tools = json.loads(tools)
         except (json.JSONDecodeError, RecursionError):
-            raise TicTocFormatError(source, rid, f"the tool schemas are a string that is not JSON: {tools[:80]!r}") \
-                from None
+            raise TicTocFormatError(
+                source, rid, f"the tool schemas are a string that is not JSON: {tools[:80]!r}"
+            ) from None
     history = _check_history(record.get("history"), source, rid, final_time_is_list=False, tools=tools, zone=zone)
     level = record.get("elapse_level")
     if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level < V1_LEVELS:
@@ -512,8 +604,11 @@ def _annotated_sample(record: Any, rid: str, source: str, orientation: str, unkn
     stated = record.get("score_orientation")
     if stated is not None and stated != orientation:
         raise TicTocFormatError(
-            source, rid, f"record says score_orientation={stated!r} but the recipe uses {orientation!r} "
-                         "(set data.score_orientation to match the data)")
+            source,
+            rid,
+            f"record says score_orientation={stated!r} but the recipe uses {orientation!r} "
+            "(set data.score_orientation to match the data)",
+        )
     label = label_from_score(float(score), orientation)
     if label is None:
         raise TicTocFormatError(source, rid, "score 1.5 is an exact tie: no preferred action")
@@ -521,15 +616,29 @@ def _annotated_sample(record: Any, rid: str, source: str, orientation: str, unkn
     if direct is not None and not isinstance(direct, str):
         raise TicTocFormatError(source, rid, f"`direct_answer` must be a string, got {type(direct).__name__}")
     return TicTocSample(
-        id=rid, scenario=_resolve(record, source, rid, unknown), history=history, tools=list(tools),
-        elapse_level=level, label=label, score=float(score), direct_answer=direct, source=source,
+        id=rid,
+        scenario=_resolve(record, source, rid, unknown),
+        history=history,
+        tools=list(tools),
+        elapse_level=level,
+        label=label,
+        score=float(score),
+        direct_answer=direct,
+        source=source,
     )
 
 
-def annotated_records(records: Iterable[Any], source: str, result: LoadResult[TicTocSample] | None = None, *,
-                      orientation: str = "tool_high", on_error: str = "raise", unknown: str = "error",
-                      assume_timezone: str | None = None,
-                      positions: Iterable[str] | None = None) -> LoadResult[TicTocSample]:
+def annotated_records(
+    records: Iterable[Any],
+    source: str,
+    result: LoadResult[TicTocSample] | None = None,
+    *,
+    orientation: str = "tool_high",
+    on_error: str = "raise",
+    unknown: str = "error",
+    assume_timezone: str | None = None,
+    positions: Iterable[str] | None = None,
+) -> LoadResult[TicTocSample]:
     """Samples from records already in memory, in the annotated layout (`generate_annotated`'s output, hub rows).
 
     `source` names them in errors and rejects; a record without an `id` is called `#<index>`. The samples and
@@ -553,8 +662,14 @@ def annotated_records(records: Iterable[Any], source: str, result: LoadResult[Ti
     return result
 
 
-def load_annotated(path: str | Path | list[Path], *, orientation: str = "tool_high", on_error: str = "raise",
-                   unknown: str = "error", assume_timezone: str | None = None) -> LoadResult[TicTocSample]:
+def load_annotated(
+    path: str | Path | list[Path],
+    *,
+    orientation: str = "tool_high",
+    on_error: str = "raise",
+    unknown: str = "error",
+    assume_timezone: str | None = None,
+) -> LoadResult[TicTocSample]:
     """A JSON list or JSONL file (or a folder of them, or a list of such files) of annotated records.
 
     `assume_timezone`: the zone of times written without one (None: such a time is an error).
@@ -563,7 +678,7 @@ def load_annotated(path: str | Path | list[Path], *, orientation: str = "tool_hi
     label_from_score(0.0, orientation)  # validates the orientation up front
     timezone_for(assume_timezone)
     result = LoadResult()
-    for file in (path if isinstance(path, list) else data_files(Path(path))):
+    for file in path if isinstance(path, list) else data_files(Path(path)):
         source = str(file)
         try:
             entries = read_records(file, TicTocFormatError)
@@ -581,8 +696,16 @@ def load_annotated(path: str | Path | list[Path], *, orientation: str = "tool_hi
                 continue
             records.append(record)
             positions.append(line or f"#{idx}")
-        annotated_records(records, source, result, orientation=orientation, on_error=on_error, unknown=unknown,
-                          assume_timezone=assume_timezone, positions=positions)
+        annotated_records(
+            records,
+            source,
+            result,
+            orientation=orientation,
+            on_error=on_error,
+            unknown=unknown,
+            assume_timezone=assume_timezone,
+            positions=positions,
+        )
     return result
 
 
@@ -624,9 +747,13 @@ def relevant_tool_call(sample: TicTocSample) -> dict:
 def tool_call_message(sample: TicTocSample) -> dict:
     call = relevant_tool_call(sample)
     arguments = json.dumps(parse_tool_arguments(call["arguments"]))
-    return {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "callretry", "type": "function",
-                            "function": {"name": call["name"], "arguments": arguments}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "callretry", "type": "function", "function": {"name": call["name"], "arguments": arguments}}
+        ],
+    }
 
 
 def direct_answer_text(sample: TicTocSample, strategy: str = "latest_tool_result") -> str:
@@ -651,8 +778,10 @@ def direct_answer_text(sample: TicTocSample, strategy: str = "latest_tool_result
                 return msg["content"]
         raise TicTocFormatError(sample.source, sample.id, "no earlier assistant answer to reuse")
     if strategy == "generate":
-        raise ValueError(f"{sample.source} {sample.id}: direct_answer=generate needs the generated text in the sample "
-                         "first (timealign.data.generated_answers.generate_direct_answers, run by data prep)")
+        raise ValueError(
+            f"{sample.source} {sample.id}: direct_answer=generate needs the generated text in the sample "
+            "first (timealign.data.generated_answers.generate_direct_answers, run by data prep)"
+        )
     raise ValueError(f"unknown direct-answer strategy {strategy!r}; known: {', '.join(DIRECT_ANSWER_STRATEGIES)}")
 
 
@@ -673,9 +802,17 @@ def _message_record(msg: dict) -> dict:
             # The arguments string stays as the data wrote it (the paper protocol renders it raw, even a
             # Python-literal one); a mapping is stored as JSON. Both were validated when the sample was loaded.
             raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            calls.append({"id": call.get("id") or "", "type": "function", "function": {"name": name, "arguments": raw}})
-    return {"role": msg["role"], "content": msg.get("content"), "time": msg.get("time"), "tool_calls": calls,
-            "tool_call_id": msg.get("tool_call_id"), "name": msg.get("name")}
+            calls.append(
+                {"id": call.get("id") or "", "type": "function", "function": {"name": name, "arguments": raw}}
+            )
+    return {
+        "role": msg["role"],
+        "content": msg.get("content"),
+        "time": msg.get("time"),
+        "tool_calls": calls,
+        "tool_call_id": msg.get("tool_call_id"),
+        "name": msg.get("name"),
+    }
 
 
 def prompt_messages(sample: TicTocSample) -> list[dict]:
@@ -706,9 +843,14 @@ def build_pair(sample: TicTocSample, *, default_margins: dict[str, float], direc
     }
 
 
-def build_pairs(samples: Iterable[TicTocSample], *, default_margins: dict[str, float],
-                direct_answer: str = "latest_tool_result", min_margin: float = 0.0,
-                on_error: str = "raise") -> LoadResult[dict]:
+def build_pairs(
+    samples: Iterable[TicTocSample],
+    *,
+    default_margins: dict[str, float],
+    direct_answer: str = "latest_tool_result",
+    min_margin: float = 0.0,
+    on_error: str = "raise",
+) -> LoadResult[dict]:
     """Pairs for every sample; `samples` of the result hold the pair rows (dicts)."""
     check_on_error(on_error)
     result = LoadResult()
@@ -716,8 +858,9 @@ def build_pairs(samples: Iterable[TicTocSample], *, default_margins: dict[str, f
         if sample.score is not None and abs(sample.score - 1.5) < min_margin:
             result.reject(sample.source, sample.id, f"annotator margin |S-1.5| below min_margin {min_margin}")
             continue
-        result.add(on_error, lambda s=sample: build_pair(s, default_margins=default_margins,
-                                                         direct_answer=direct_answer))
+        result.add(
+            on_error, lambda s=sample: build_pair(s, default_margins=default_margins, direct_answer=direct_answer)
+        )
     return result
 
 
@@ -729,7 +872,9 @@ def manifest(rows: list[dict], rejects: list[dict]) -> dict:
         per_split[split] = {
             "pairs": len(in_split),
             "by_label": dict(Counter(r["label"] for r in in_split)),
-            "by_elapse_level": {LEVEL_NAMES[k]: v for k, v in sorted(Counter(r["elapse_level"] for r in in_split).items())},
+            "by_elapse_level": {
+                LEVEL_NAMES[k]: v for k, v in sorted(Counter(r["elapse_level"] for r in in_split).items())
+            },
             "by_sensitivity": dict(Counter(r["sensitivity"] for r in in_split)),
             "scenarios": len({r["scenario"] for r in in_split}),
         }

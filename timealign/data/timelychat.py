@@ -36,12 +36,19 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from timealign.data.records import LoadResult, RecordError, check_on_error, data_files, read_records, undecodable
-from timealign.render.timer import TIMER_TOKENS, TimerTurn
 from timealign.render.intervals import IntervalParseError, parse_minutes
+from timealign.render.timer import TIMER_TOKENS, TimerTurn
 
 LAYOUTS = ("timelychat", "dialogs")
-_SPLIT_ALIASES = {"train": "train", "training": "train", "eval": "eval", "test": "eval", "valid": "eval",
-                  "validation": "eval", "dev": "eval"}
+_SPLIT_ALIASES = {
+    "train": "train",
+    "training": "train",
+    "eval": "eval",
+    "test": "eval",
+    "valid": "eval",
+    "validation": "eval",
+    "dev": "eval",
+}
 
 
 class DialogFormatError(RecordError):
@@ -75,15 +82,29 @@ class TimerDialog:
         return self.minutes[-1]
 
     def to_row(self) -> dict:
-        return {"id": self.id, "speakers": self.speakers, "utterances": self.utterances, "minutes": self.minutes,
-                "instant_response": self.instant_response, "source": self.source, "split": self.split,
-                "narrative": self.narrative}
+        return {
+            "id": self.id,
+            "speakers": self.speakers,
+            "utterances": self.utterances,
+            "minutes": self.minutes,
+            "instant_response": self.instant_response,
+            "source": self.source,
+            "split": self.split,
+            "narrative": self.narrative,
+        }
 
     @classmethod
     def from_row(cls, row: dict) -> "TimerDialog":
-        return cls(id=row["id"], speakers=list(row["speakers"]), utterances=list(row["utterances"]),
-                   minutes=[float(m) for m in row["minutes"]], instant_response=row.get("instant_response"),
-                   source=row.get("source") or "", split=row.get("split") or "train", narrative=row.get("narrative"))
+        return cls(
+            id=row["id"],
+            speakers=list(row["speakers"]),
+            utterances=list(row["utterances"]),
+            minutes=[float(m) for m in row["minutes"]],
+            instant_response=row.get("instant_response"),
+            source=row.get("source") or "",
+            split=row.get("split") or "train",
+            narrative=row.get("narrative"),
+        )
 
 
 def timer_sequences(dialog: TimerDialog, loss_turns: str = "all", emit_instant_counterpart: bool = False):
@@ -156,8 +177,12 @@ def timelychat_dialog(record: Any, source: str, index: int, split: str = "train"
     if not isinstance(speakers, list) or not isinstance(context, list):
         raise DialogFormatError(source, rid, "`speaker_list` and `context` must be lists")
     if len(speakers) != len(context):
-        raise DialogFormatError(source, rid, f"`speaker_list` has {len(speakers)} entries but `context` has "
-                                             f"{len(context)}; they must be the same length")
+        raise DialogFormatError(
+            source,
+            rid,
+            f"`speaker_list` has {len(speakers)} entries but `context` has "
+            f"{len(context)}; they must be the same length",
+        )
     if not context:
         raise DialogFormatError(source, rid, "`context` is empty (the target reply needs a dialog before it)")
     spk = [_text(s, source, rid, f"speaker_list[{i}]") for i, s in enumerate(speakers)]
@@ -165,19 +190,30 @@ def timelychat_dialog(record: Any, source: str, index: int, split: str = "train"
     target = _text(record["target_speaker"], source, rid, "`target_speaker`")
     names = ", ".join(repr(s) for s in dict.fromkeys(spk))
     if len(set(spk)) > 2:
-        raise DialogFormatError(source, rid, f"`speaker_list` has {len(set(spk))} speakers ({names}); a TimelyChat "
-                                             "dialog is between two")
+        raise DialogFormatError(
+            source, rid, f"`speaker_list` has {len(set(spk))} speakers ({names}); a TimelyChat dialog is between two"
+        )
     if target not in spk:
-        raise DialogFormatError(source, rid, f"`target_speaker` {target!r} is not one of the dialog's speakers "
-                                             f"({names}; names are compared exactly)")
+        raise DialogFormatError(
+            source,
+            rid,
+            f"`target_speaker` {target!r} is not one of the dialog's speakers ({names}; names are compared exactly)",
+        )
     minutes = _minutes(record["time_elapsed"], source, rid, "`time_elapsed`")
     timely = _text(record["timely_response"], source, rid, "`timely_response`")
     instant = record.get("untimely_response")
     if instant is not None:
         instant = _text(instant, source, rid, "`untimely_response`")
-    return TimerDialog(id=rid, speakers=spk + [target], utterances=utt + [timely],
-                       minutes=[0.0] * len(utt) + [minutes], instant_response=instant, source=source, split=split,
-                       narrative=record.get("narrative") if isinstance(record.get("narrative"), str) else None)
+    return TimerDialog(
+        id=rid,
+        speakers=spk + [target],
+        utterances=utt + [timely],
+        minutes=[0.0] * len(utt) + [minutes],
+        instant_response=instant,
+        source=source,
+        split=split,
+        narrative=record.get("narrative") if isinstance(record.get("narrative"), str) else None,
+    )
 
 
 def dialog_from_turns(record: Any, source: str, index: int, split: str = "train") -> TimerDialog:
@@ -202,26 +238,37 @@ def dialog_from_turns(record: Any, source: str, index: int, split: str = "train"
     instant = record.get("untimely_response")
     if instant is not None:
         instant = _text(instant, source, rid, "`untimely_response`")
-    return TimerDialog(id=rid, speakers=spk, utterances=utt, minutes=mins, instant_response=instant, source=source,
-                       split=split, narrative=record.get("narrative") if isinstance(record.get("narrative"), str)
-                       else None)
+    return TimerDialog(
+        id=rid,
+        speakers=spk,
+        utterances=utt,
+        minutes=mins,
+        instant_response=instant,
+        source=source,
+        split=split,
+        narrative=record.get("narrative") if isinstance(record.get("narrative"), str) else None,
+    )
 
 
 def to_dialog(record: Any, source: str, index: int, split: str = "train", layout: str | None = None) -> TimerDialog:
     bad = undecodable(record)
     if bad:
         rid = _record_id(record, index)
-        raise DialogFormatError(source, rid if undecodable(rid) is None else f"#{index}",
-                                f"text that is not valid UTF-8 at {bad} (is the file in another encoding, e.g. "
-                                "Latin-1? save it as UTF-8)")
+        raise DialogFormatError(
+            source,
+            rid if undecodable(rid) is None else f"#{index}",
+            f"text that is not valid UTF-8 at {bad} (is the file in another encoding, e.g. Latin-1? save it as UTF-8)",
+        )
     layout = layout or detect_layout(record)
     if layout == "timelychat":
         return timelychat_dialog(record, source, index, split)
     if layout == "dialogs":
         return dialog_from_turns(record, source, index, split)
-    raise DialogFormatError(source, _record_id(record, index),
-                            "unknown record layout: expected TimelyChat fields (speaker_list, context, ...) or "
-                            "`turns`")
+    raise DialogFormatError(
+        source,
+        _record_id(record, index),
+        "unknown record layout: expected TimelyChat fields (speaker_list, context, ...) or `turns`",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- reading files
@@ -238,8 +285,14 @@ def iter_records(file: Path) -> Iterator[tuple[int, Any, str | None]]:
         yield int(line.removeprefix("line ")) - 1, record, reason
 
 
-def _collect(records: Iterable[tuple[int, Any, str | None]], source: str, split: str, layout: str | None,
-             on_error: str, result: LoadResult[TimerDialog]) -> None:
+def _collect(
+    records: Iterable[tuple[int, Any, str | None]],
+    source: str,
+    split: str,
+    layout: str | None,
+    on_error: str,
+    result: LoadResult[TimerDialog],
+) -> None:
     """Dialogs from (index, record, parse error) triples of one source; a record id may be used once per load (in
     `result`): a later record with it is a duplicate naming the first. Records without an id (`#<index>`) are
     distinct within their source."""
@@ -265,8 +318,15 @@ def _collect(records: Iterable[tuple[int, Any, str | None]], source: str, split:
         result.add(on_error, lambda: dialog(index, record, parse_error))
 
 
-def dialog_records(records: Iterable[Any], source: str, split: str = "train", *, layout: str | None = None,
-                   on_error: str = "raise", result: LoadResult[TimerDialog] | None = None) -> LoadResult[TimerDialog]:
+def dialog_records(
+    records: Iterable[Any],
+    source: str,
+    split: str = "train",
+    *,
+    layout: str | None = None,
+    on_error: str = "raise",
+    result: LoadResult[TimerDialog] | None = None,
+) -> LoadResult[TimerDialog]:
     """Dialogs from records already in memory (`generate_timelychat`'s output, for example).
 
     `source` names them in errors and rejects; every dialog gets `split`; the layout is detected per record unless
@@ -286,8 +346,12 @@ def file_split(file: Path, split_names: dict[str, str] | None = None, default: s
     return names[role] if role else default
 
 
-def load_files(path: str | Path | list[Path], layout: str | None = None, on_error: str = "raise",
-               split_names: dict[str, str] | None = None) -> LoadResult[TimerDialog]:
+def load_files(
+    path: str | Path | list[Path],
+    layout: str | None = None,
+    on_error: str = "raise",
+    split_names: dict[str, str] | None = None,
+) -> LoadResult[TimerDialog]:
     """Every record of a file or folder, or of a list of files (layout detected per record unless given). In a
     folder or a list, a file's stem names its split (see `file_split`); a single file, and folder files with other
     names, go to the train split."""
@@ -295,7 +359,7 @@ def load_files(path: str | Path | list[Path], layout: str | None = None, on_erro
     result = LoadResult()
     check_on_error(on_error)
     several = isinstance(path, list) or Path(path).is_dir()
-    for file in (path if isinstance(path, list) else data_files(Path(path))):
+    for file in path if isinstance(path, list) else data_files(Path(path)):
         split = file_split(file, names, names["train"]) if several else names["train"]
         try:
             records = list(iter_records(file))
@@ -308,11 +372,13 @@ def load_files(path: str | Path | list[Path], layout: str | None = None, on_erro
     return result
 
 
-def load_timelychat(path: str | Path, on_error: str = "raise",
-                    split_names: dict[str, str] | None = None) -> LoadResult[TimerDialog]:
+def load_timelychat(
+    path: str | Path, on_error: str = "raise", split_names: dict[str, str] | None = None
+) -> LoadResult[TimerDialog]:
     return load_files(path, "timelychat", on_error, split_names)
 
 
-def load_dialogs(path: str | Path, on_error: str = "raise",
-                 split_names: dict[str, str] | None = None) -> LoadResult[TimerDialog]:
+def load_dialogs(
+    path: str | Path, on_error: str = "raise", split_names: dict[str, str] | None = None
+) -> LoadResult[TimerDialog]:
     return load_files(path, "dialogs", on_error, split_names)

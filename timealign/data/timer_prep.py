@@ -18,9 +18,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
 from timealign.config import RecipeError
 from timealign.config.disk import writing
+from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
 from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable, reject_count
 from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_timelychat
 from timealign.render.intervals import interval_bucket
@@ -39,11 +39,14 @@ def load_timer_source(data, timer) -> LoadResult[TimerDialog]:
         from timealign.data.synthetic import generate_timelychat
 
         result = LoadResult()
-        for split, n, seed in ((data.train_split, timer.synthetic_dialogs, data.seed),
-                               (data.eval_split, timer.synthetic_eval_dialogs, data.seed + 1000)):
+        for split, n, seed in (
+            (data.train_split, timer.synthetic_dialogs, data.seed),
+            (data.eval_split, timer.synthetic_eval_dialogs, data.seed + 1000),
+        ):
             records = generate_timelychat(n, seed=seed, split=split)
-            dialog_records(records, f"synthetic[{split}]", split, layout="timelychat", on_error=data.on_error,
-                           result=result)
+            dialog_records(
+                records, f"synthetic[{split}]", split, layout="timelychat", on_error=data.on_error, result=result
+            )
         return result
     if not data.path:
         raise RecipeError(f"data.source={data.source} needs data.path (a file, folder or hub id)")
@@ -56,7 +59,6 @@ def load_timer_source(data, timer) -> LoadResult[TimerDialog]:
 
         return load_timelychat_release(data.path, data.on_error, names)
     raise RecipeError(f"data.source={data.source!r} is not one of: {', '.join(SOURCES)} (task sft)")
-
 
 
 def manifest(dialogs: list[TimerDialog], rejects: list[dict]) -> dict:
@@ -98,8 +100,10 @@ def prepare_timer_data(data, timer, out_dir: str | Path, fingerprint: Fingerprin
     splits = {}
     for split in sorted({d.split for d in loaded.dialogs}):
         rows = [d for d in loaded.dialogs if d.split == split]
-        columns = {key: [getattr(d, key) for d in rows] for key in
-                   ("id", "speakers", "utterances", "minutes", "instant_response", "source", "split", "narrative")}
+        columns = {
+            key: [getattr(d, key) for d in rows]
+            for key in ("id", "speakers", "utterances", "minutes", "instant_response", "source", "split", "narrative")
+        }
         splits[split] = Dataset.from_dict(columns)
     out = Path(out_dir)
     info = manifest(loaded.dialogs, loaded.rejects)
@@ -113,11 +117,18 @@ def prepare_timer_data(data, timer, out_dir: str | Path, fingerprint: Fingerprin
         with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:  # ASCII escapes: ids may hold bad bytes
             fh.writelines(json.dumps(reject) + "\n" for reject in loaded.rejects)
         (out / "manifest.json").write_text(json.dumps(info, indent=2))
-    logger.info("wrote %d dialogs (%s) to %s", info["dialogs"],
-                ", ".join(f"{k}={v['dialogs']}" for k, v in info["splits"].items()), out)
+    logger.info(
+        "wrote %d dialogs (%s) to %s",
+        info["dialogs"],
+        ", ".join(f"{k}={v['dialogs']}" for k, v in info["splits"].items()),
+        out,
+    )
     if loaded.rejects:  # data.on_error=skip: what was left out is worth a look
-        logger.warning("%d records rejected (data.on_error=skip), each with its reason in %s", info["rejects"],
-                       out / "rejects.jsonl")
+        logger.warning(
+            "%d records rejected (data.on_error=skip), each with its reason in %s",
+            info["rejects"],
+            out / "rejects.jsonl",
+        )
     return info
 
 
@@ -128,6 +139,7 @@ def load_timer_prepared(prepared_dir: str | Path):
     check_loadable(prepared, "dialogs")
     path = prepared / "dataset"
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no prepared dialogs; run data prep first "
-                                "(python data_prep/timelychat.py recipe=NAME out=DIR)")
+        raise FileNotFoundError(
+            f"{path}: no prepared dialogs; run data prep first (python data_prep/timelychat.py recipe=NAME out=DIR)"
+        )
     return load_saved_datasets(prepared, "python data_prep/timelychat.py recipe=NAME")

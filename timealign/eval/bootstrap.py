@@ -54,12 +54,13 @@ def suite_units(report: dict, suite: str | None = None) -> SampleUnits | None:
     TimelyChat's dialog-level-only report). `suite` defaults to `report["suite"]`."""
     from timealign.suites.chronosense.score import chronosense_units
     from timealign.suites.tcp.score import tcp_units
+    from timealign.suites.tictoc.metrics import tictoc_units
     from timealign.suites.timelychat.metrics import timelychat_units
     from timealign.suites.timepuzzles.score import timepuzzles_units
-    from timealign.suites.tictoc.metrics import tictoc_units
 
-    builders: dict[str, Callable[[dict], SampleUnits | None]] = dict(zip(UNIT_SUITES, (
-        tictoc_units, timelychat_units, timepuzzles_units, chronosense_units, tcp_units)))
+    builders: dict[str, Callable[[dict], SampleUnits | None]] = dict(
+        zip(UNIT_SUITES, (tictoc_units, timelychat_units, timepuzzles_units, chronosense_units, tcp_units))
+    )
     builder = builders.get(suite or report.get("suite") or "")
     return builder(report) if builder is not None else None
 
@@ -93,9 +94,16 @@ def _metric_rows(fns: list[Callable], names: list[str], sums: np.ndarray) -> np.
     return out
 
 
-def _percentile_bootstrap(strata: list[np.ndarray], n_units: int, values_of: Callable[[np.ndarray], np.ndarray],
-                          n_metrics: int, *, resamples: int, confidence: float,
-                          seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _percentile_bootstrap(
+    strata: list[np.ndarray],
+    n_units: int,
+    values_of: Callable[[np.ndarray], np.ndarray],
+    n_metrics: int,
+    *,
+    resamples: int,
+    confidence: float,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """scipy.stats.bootstrap over the strata's unit positions; `values_of(weights)` maps (batch, n_units) draw
     counts to (metrics, batch) values. Returns low, high (per metric) and the resamples with an undefined value."""
     from scipy.stats import DegenerateDataWarning, bootstrap
@@ -108,9 +116,17 @@ def _percentile_bootstrap(strata: list[np.ndarray], n_units: int, values_of: Cal
         # A metric undefined on some resample makes its bound NaN, which scipy reports with a BCa-worded warning;
         # the caller turns those NaN bounds into null intervals with a note instead.
         warnings.simplefilter("ignore", DegenerateDataWarning)
-        res = bootstrap(tuple(strata), statistic, n_resamples=resamples, batch=max(1, min(resamples,
-                        BATCH_CELLS // max(n_units, 1))), vectorized=True, axis=-1, confidence_level=confidence,
-                        method=METHOD, rng=np.random.default_rng(seed))
+        res = bootstrap(
+            tuple(strata),
+            statistic,
+            n_resamples=resamples,
+            batch=max(1, min(resamples, BATCH_CELLS // max(n_units, 1))),
+            vectorized=True,
+            axis=-1,
+            confidence_level=confidence,
+            method=METHOD,
+            rng=np.random.default_rng(seed),
+        )
     dist = np.asarray(res.bootstrap_distribution).reshape(n_metrics, -1)
     low = np.asarray(res.confidence_interval.low).reshape(n_metrics)
     high = np.asarray(res.confidence_interval.high).reshape(n_metrics)
@@ -125,41 +141,60 @@ def _too_small(names: list[str], strata: list[np.ndarray], unit: str) -> str | N
     return None
 
 
-def _interval(low: float, high: float, point: float | None, undefined: int, key: str,
-              notes: list[str]) -> list[float] | None:
+def _interval(
+    low: float, high: float, point: float | None, undefined: int, key: str, notes: list[str]
+) -> list[float] | None:
     if point is None:
         return None
     if undefined:
-        notes.append(f"{key}: no interval, undefined in {undefined} resamples (e.g. no case of the class its "
-                     "denominator counts)")
+        notes.append(
+            f"{key}: no interval, undefined in {undefined} resamples (e.g. no case of the class its "
+            "denominator counts)"
+        )
         return None
     return [float(low), float(high)]
 
 
-def bootstrap_intervals(units: SampleUnits, *, resamples: int = 1000, confidence: float = 0.95,
-                        seed: int = SEED) -> dict:
+def bootstrap_intervals(
+    units: SampleUnits, *, resamples: int = 1000, confidence: float = 0.95, seed: int = SEED
+) -> dict:
     """The `intervals` block (module docstring) of one report's metrics."""
     keys = list(units.metrics)
     names, matrix = units.columns()
     stratum_names, strata = _strata(units)
-    block = {"method": METHOD, "confidence": confidence, "resamples": resamples, "seed": seed, "unit": units.unit,
-             "units": len(units), "stratified_by": units.stratified_by, "metrics": {k: None for k in keys},
-             "notes": list(units.notes)}
+    block = {
+        "method": METHOD,
+        "confidence": confidence,
+        "resamples": resamples,
+        "seed": seed,
+        "unit": units.unit,
+        "units": len(units),
+        "stratified_by": units.stratified_by,
+        "metrics": {k: None for k in keys},
+        "notes": list(units.notes),
+    }
     problem = _too_small(stratum_names, strata, units.unit)
     if problem:
         block["notes"].append(problem)
         return block
     fns = [units.metrics[k] for k in keys]
     low, high, undefined = _percentile_bootstrap(
-        strata, len(units), lambda w: _metric_rows(fns, names, w @ matrix), len(keys), resamples=resamples,
-        confidence=confidence, seed=seed)
+        strata,
+        len(units),
+        lambda w: _metric_rows(fns, names, w @ matrix),
+        len(keys),
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+    )
     for j, key in enumerate(keys):
         block["metrics"][key] = _interval(low[j], high[j], units.value(key), int(undefined[j]), key, block["notes"])
     return block
 
 
-def attach_intervals(report: dict, *, resamples: int, confidence: float, suite: str | None = None,
-                     seed: int = SEED) -> dict | None:
+def attach_intervals(
+    report: dict, *, resamples: int, confidence: float, suite: str | None = None, seed: int = SEED
+) -> dict | None:
     """Set `report["intervals"]` (module docstring) when `resamples` > 0 and the suite has units; returns it."""
     if resamples <= 0:
         return None
@@ -178,8 +213,10 @@ def _align(before: SampleUnits, after: SampleUnits) -> SampleUnits:
     for name, units in (("before", before), ("after", after)):
         dup = units.duplicate_ids()
         if dup:
-            raise SampleSetMismatch(f"the {name} report lists {len(dup)} {units.unit} ids more than once (first: "
-                                    f"{dup[0]}): its samples cannot be matched by id")
+            raise SampleSetMismatch(
+                f"the {name} report lists {len(dup)} {units.unit} ids more than once (first: "
+                f"{dup[0]}): its samples cannot be matched by id"
+            )
     ids_before, ids_after = set(before.ids), set(after.ids)
     only_before = [i for i in before.ids if i not in ids_after]
     only_after = [i for i in after.ids if i not in ids_before]
@@ -188,19 +225,30 @@ def _align(before: SampleUnits, after: SampleUnits) -> SampleUnits:
             f"the two runs scored different sample sets ({len(before)} {before.unit}s before, {len(after)} after; "
             f"{len(only_before)} only before{f', first: {only_before[0]}' if only_before else ''}; "
             f"{len(only_after)} only after{f', first: {only_after[0]}' if only_after else ''}): a paired comparison "
-            "needs the same samples in both (the same data, eval.max_samples and suite options)")
+            "needs the same samples in both (the same data, eval.max_samples and suite options)"
+        )
     where = {i: k for k, i in enumerate(after.ids)}
     order = [where[i] for i in before.ids]
     moved = [i for i, s, k in zip(before.ids, before.strata, order) if after.strata[k] != s]
     if moved:
-        raise SampleSetMismatch(f"{len(moved)} {before.unit}s are in different {before.stratified_by} strata in the "
-                                f"two runs (first: {moved[0]}): the two runs scored different data")
-    return SampleUnits(after.unit, before.ids, before.strata, {k: np.asarray(v)[order] for k, v in after.counts.items()},
-                       after.metrics, after.stratified_by, after.notes)
+        raise SampleSetMismatch(
+            f"{len(moved)} {before.unit}s are in different {before.stratified_by} strata in the "
+            f"two runs (first: {moved[0]}): the two runs scored different data"
+        )
+    return SampleUnits(
+        after.unit,
+        before.ids,
+        before.strata,
+        {k: np.asarray(v)[order] for k, v in after.counts.items()},
+        after.metrics,
+        after.stratified_by,
+        after.notes,
+    )
 
 
-def paired_differences(before: SampleUnits, after: SampleUnits, *, resamples: int = 1000,
-                       confidence: float = 0.95, seed: int = SEED) -> dict:
+def paired_differences(
+    before: SampleUnits, after: SampleUnits, *, resamples: int = 1000, confidence: float = 0.95, seed: int = SEED
+) -> dict:
     """Paired bootstrap of `metric(after) - metric(before)` for every metric both reports have (module docstring).
 
     Returns {"method", "confidence", "resamples", "seed", "unit", "units", "stratified_by", "notes", "metrics":
@@ -212,12 +260,26 @@ def paired_differences(before: SampleUnits, after: SampleUnits, *, resamples: in
     names_b, matrix_b = before.columns()
     names_a, matrix_a = after.columns()
     stratum_names, strata = _strata(before)
-    result = {"method": METHOD, "confidence": confidence, "resamples": resamples, "seed": seed, "unit": before.unit,
-              "units": len(before), "stratified_by": before.stratified_by, "notes": [], "metrics": {}}
+    result = {
+        "method": METHOD,
+        "confidence": confidence,
+        "resamples": resamples,
+        "seed": seed,
+        "unit": before.unit,
+        "units": len(before),
+        "stratified_by": before.stratified_by,
+        "notes": [],
+        "metrics": {},
+    }
     points = {k: (before.value(k), after.value(k)) for k in keys}
     for key, (b, a) in points.items():
-        result["metrics"][key] = {"before": b, "after": a, "difference": None if a is None or b is None else a - b,
-                                  "interval": None, "outside_noise": None}
+        result["metrics"][key] = {
+            "before": b,
+            "after": a,
+            "difference": None if a is None or b is None else a - b,
+            "interval": None,
+            "outside_noise": None,
+        }
     problem = _too_small(stratum_names, strata, before.unit)
     if problem or not keys:
         result["notes"].append(problem or "the two reports have no metric in common")
@@ -228,8 +290,9 @@ def paired_differences(before: SampleUnits, after: SampleUnits, *, resamples: in
     def differences(w: np.ndarray) -> np.ndarray:
         return _metric_rows(fns_a, names_a, w @ matrix_a) - _metric_rows(fns_b, names_b, w @ matrix_b)
 
-    low, high, undefined = _percentile_bootstrap(strata, len(before), differences, len(keys), resamples=resamples,
-                                                 confidence=confidence, seed=seed)
+    low, high, undefined = _percentile_bootstrap(
+        strata, len(before), differences, len(keys), resamples=resamples, confidence=confidence, seed=seed
+    )
     for j, key in enumerate(keys):
         row = result["metrics"][key]
         row["interval"] = _interval(low[j], high[j], row["difference"], int(undefined[j]), key, result["notes"])
@@ -242,7 +305,7 @@ def paired_differences(before: SampleUnits, after: SampleUnits, *, resamples: in
 
 
 def verdict(row: dict) -> str:
-    """"outside noise" / "within noise" / "n/a" for one metric of `paired_differences`."""
+    """ "outside noise" / "within noise" / "n/a" for one metric of `paired_differences`."""
     return "n/a" if row["outside_noise"] is None else ("outside noise" if row["outside_noise"] else "within noise")
 
 
@@ -257,8 +320,10 @@ def intervals_markdown(report: dict) -> str:
         return ""
     overall = report.get("overall", {})
     strata = f", resampled within each {block['stratified_by']}" if block.get("stratified_by") else ""
-    head = (f"**{100 * block['confidence']:g}% bootstrap intervals** ({block['method']}, {block['resamples']} "
-            f"resamples of the {block['units']} {block['unit']}s{strata}, seed {block['seed']})")
+    head = (
+        f"**{100 * block['confidence']:g}% bootstrap intervals** ({block['method']}, {block['resamples']} "
+        f"resamples of the {block['units']} {block['unit']}s{strata}, seed {block['seed']})"
+    )
     lines = [head, "", "| metric | value | interval |", "|---|---|---|"]
     for key, interval in block["metrics"].items():
         value = overall.get(key)

@@ -22,14 +22,25 @@ from pathlib import Path
 from timealign.config import RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
-from timealign.eval.bootstrap import (SEED, UNIT_SUITES, SampleSetMismatch, fmt_interval, paired_differences,
-                                      suite_units, verdict)
 from timealign.data.identity import same_data
+from timealign.eval.bootstrap import (
+    SEED,
+    UNIT_SUITES,
+    SampleSetMismatch,
+    fmt_interval,
+    paired_differences,
+    suite_units,
+    verdict,
+)
 from timealign.eval.runs import report_path
 
-ROWS = (("NAR", "nar"), ("attempt rate, prefer-Tool", "attempt_rate_prefer_tool"),
-        ("attempt rate, prefer-noTool", "attempt_rate_prefer_no_tool"), ("tool calls", "tool_calls"),
-        ("samples", "n"))
+ROWS = (
+    ("NAR", "nar"),
+    ("attempt rate, prefer-Tool", "attempt_rate_prefer_tool"),
+    ("attempt rate, prefer-noTool", "attempt_rate_prefer_no_tool"),
+    ("tool calls", "tool_calls"),
+    ("samples", "n"),
+)
 
 
 def _fmt(v) -> str:
@@ -58,25 +69,34 @@ def compare_table(before: dict, after: dict, names=("before", "after"), paired: 
         keys = list((paired or {}).get("metrics") or ((after.get("intervals") or {}).get("metrics") or {}))
         rows = tuple((k, k) for k in keys or [k for k, v in a.items() if isinstance(v, (int, float))])
     level = f"{100 * paired['confidence']:g}% " if paired else ""
-    lines = [f"| metric | {names[0]} | {names[1]} | delta | {level}interval of delta (paired) | noise |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"| metric | {names[0]} | {names[1]} | delta | {level}interval of delta (paired) | noise |",
+        "|---|---|---|---|---|---|",
+    ]
     for label, key in rows:
         bv, av = b.get(key), a.get(key)
         delta = av - bv if isinstance(av, (int, float)) and isinstance(bv, (int, float)) else None
         sign = "+" if isinstance(delta, (int, float)) and delta > 0 else ""
         row = ((paired or {}).get("metrics") or {}).get(key)
         interval, noise = (fmt_interval(row["interval"]), verdict(row)) if row else ("", "")
-        lines.append(f"| {label} | {_with_interval(before, key)} | {_with_interval(after, key)} | {sign}{_fmt(delta)} | "
-                     f"{interval} | {noise} |")
+        lines.append(
+            f"| {label} | {_with_interval(before, key)} | {_with_interval(after, key)} | {sign}{_fmt(delta)} | "
+            f"{interval} | {noise} |"
+        )
     if suite == "tictoc":
-        lines += ["", f"| tool calls by label | {names[0]} | {names[1]} |", "|---|---|---|",
-                  f"| prefer-Tool (want a call) | {b['tp']}/{b['tp'] + b['fn']} | {a['tp']}/{a['tp'] + a['fn']} |",
-                  f"| prefer-noTool (want none) | {b['fp']}/{b['tn'] + b['fp']} | {a['fp']}/{a['tn'] + a['fp']} |"]
+        lines += [
+            "",
+            f"| tool calls by label | {names[0]} | {names[1]} |",
+            "|---|---|---|",
+            f"| prefer-Tool (want a call) | {b['tp']}/{b['tp'] + b['fn']} | {a['tp']}/{a['tp'] + a['fn']} |",
+            f"| prefer-noTool (want none) | {b['fp']}/{b['tn'] + b['fp']} | {a['fp']}/{a['tn'] + a['fp']} |",
+        ]
     return "\n".join(lines)
 
 
-def paired_comparison(before: dict, after: dict, *, resamples: int = 1000, confidence: float = 0.95,
-                      seed: int = SEED) -> tuple[dict | None, str]:
+def paired_comparison(
+    before: dict, after: dict, *, resamples: int = 1000, confidence: float = 0.95, seed: int = SEED
+) -> tuple[dict | None, str]:
     """(paired_differences of the two reports, a line saying how) or (None, why not): reports without per-sample
     records cannot be paired. Raises SampleSetMismatch when they scored different sample sets, and RecipeError when
     they are reports of different suites."""
@@ -92,9 +112,11 @@ def paired_comparison(before: dict, after: dict, *, resamples: int = 1000, confi
         return None, f"no paired bootstrap: the {suite_b} report has no resampling units"
     result = paired_differences(units_b, units_a, resamples=resamples, confidence=confidence, seed=seed)
     strata = f", resampled within each {result['stratified_by']}" if result["stratified_by"] else ""
-    how = (f"paired bootstrap: {result['resamples']} resamples of the {result['units']} {result['unit']}s both runs "
-           f"scored (matched by id{strata}), {result['method']} interval, seed {result['seed']}; a delta is outside "
-           "noise when its interval excludes 0")
+    how = (
+        f"paired bootstrap: {result['resamples']} resamples of the {result['units']} {result['unit']}s both runs "
+        f"scored (matched by id{strata}), {result['method']} interval, seed {result['seed']}; a delta is outside "
+        "noise when its interval excludes 0"
+    )
     notes = "".join(f"\n- {note}" for note in result["notes"])
     return result, how + notes
 
@@ -121,13 +143,20 @@ def run_label(before: dict, after: dict) -> str:
 
 # The panels of the comparison chart: NAR (the headline) and the two attempt rates it averages (TicToc Fig. 7 shows
 # NAR; a user judging a checkpoint also needs to see which label moved).
-CHART_METRICS = (("nar", "NAR (%)", True), ("attempt_rate_prefer_tool", "attempt rate, prefer-Tool (%)\n(want 100)",
-                                            False),
-                 ("attempt_rate_prefer_no_tool", "attempt rate, prefer-noTool (%)\n(want 0)", False))
+CHART_METRICS = (
+    ("nar", "NAR (%)", True),
+    ("attempt_rate_prefer_tool", "attempt rate, prefer-Tool (%)\n(want 100)", False),
+    ("attempt_rate_prefer_no_tool", "attempt rate, prefer-noTool (%)\n(want 0)", False),
+)
 
 
-def nar_chart(pairs: list[tuple[str, dict, dict]], path: str | Path, names=("before", "after"),
-              title: str = "TicToc before and after offset-DPO", paired: list[dict | None] | None = None) -> Path:
+def nar_chart(
+    pairs: list[tuple[str, dict, dict]],
+    path: str | Path,
+    names=("before", "after"),
+    title: str = "TicToc before and after offset-DPO",
+    paired: list[dict | None] | None = None,
+) -> Path:
     """Grouped bars, one panel per metric (NAR with its 50% chance line, then the attempt rates on prefer-Tool and
     prefer-noTool pairs): one group per (label, before, after), in %, each report's bootstrap interval as an error bar;
     a `*` over a pair whose paired difference is outside the noise. PNG."""
@@ -159,22 +188,36 @@ def nar_chart(pairs: list[tuple[str, dict, dict]], path: str | Path, names=("bef
                 value, interval = v[k]
                 top = bar.get_height()
                 if value is not None and interval is not None:
-                    ax.errorbar([x], [value], yerr=[[value - interval[0]], [interval[1] - value]], fmt="none",
-                                ecolor="black", elinewidth=0.9, capsize=3)
+                    ax.errorbar(
+                        [x],
+                        [value],
+                        yerr=[[value - interval[0]], [interval[1] - value]],
+                        fmt="none",
+                        ecolor="black",
+                        elinewidth=0.9,
+                        capsize=3,
+                    )
                     top, any_bars = max(top, interval[1]), True
-                ax.annotate("n/a" if value is None else f"{value:.1f}", (x, top), xytext=(0, 3),
-                            textcoords="offset points", ha="center", va="bottom", fontsize=7)
+                ax.annotate(
+                    "n/a" if value is None else f"{value:.1f}",
+                    (x, top),
+                    xytext=(0, 3),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
         for i, result in enumerate(paired or []):
             row = ((result or {}).get("metrics") or {}).get(key)
             if row and row["outside_noise"]:
                 tops = [max(v[0] or 0, (v[1] or [0, 0])[1]) for v in values[i]]
-                ax.annotate("*", (i, max(tops)), xytext=(0, 12), textcoords="offset points", ha="center",
-                            fontsize=12)
+                ax.annotate("*", (i, max(tops)), xytext=(0, 12), textcoords="offset points", ha="center", fontsize=12)
         if chance:
             ax.axhline(50, color="#c0392b", linestyle="--", linewidth=1, label="chance (50%)")
         ax.set_xticks(range(len(pairs)))
-        ax.set_xticklabels(labels, rotation=15 if len(pairs) > 2 else 0, ha="right" if len(pairs) > 2 else "center",
-                           fontsize=8)
+        ax.set_xticklabels(
+            labels, rotation=15 if len(pairs) > 2 else 0, ha="right" if len(pairs) > 2 else "center", fontsize=8
+        )
         ax.set_ylim(0, 118)  # room for the value labels and stars above 100%
         ax.set_yticks(range(0, 101, 20))
         ax.set_ylabel(ylabel, fontsize=8)
@@ -188,8 +231,15 @@ def nar_chart(pairs: list[tuple[str, dict, dict]], path: str | Path, names=("bef
     fig.legend(handles, names_, loc="upper right", fontsize=8, frameon=False, ncol=len(names_))
     fig.suptitle(title, x=0.01, ha="left", fontsize=11)
     if any_bars or paired:
-        fig.text(0.01, 0.015, "error bars: each run's bootstrap interval; *: paired difference outside noise",
-                 fontsize=7, color="#555555", ha="left", va="bottom")
+        fig.text(
+            0.01,
+            0.015,
+            "error bars: each run's bootstrap interval; *: paired difference outside noise",
+            fontsize=7,
+            color="#555555",
+            ha="left",
+            va="bottom",
+        )
     fig.tight_layout(rect=(0, 0.05, 1, 0.93))  # the footnote below and the legend above stay inside the figure
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -199,21 +249,32 @@ def nar_chart(pairs: list[tuple[str, dict, dict]], path: str | Path, names=("bef
 
 @dataclass
 class CompareOptions:
-    before: str = opt("", "comma list of reports before training: a suite's JSON (<out>/tictoc.json written by "
-                          "eval/run.py, or <out>/runs/NNN/tictoc.json) or an eval output folder (its latest run)")
+    before: str = opt(
+        "",
+        "comma list of reports before training: a suite's JSON (<out>/tictoc.json written by "
+        "eval/run.py, or <out>/runs/NNN/tictoc.json) or an eval output folder (its latest run)",
+    )
     after: str = opt("", "comma list of reports after training, one per `before` report, in the same order")
     suite: str = opt("tictoc", "the suite whose report is read from a folder given to before= / after=")
     labels: str | None = opt(None, "comma list of names, one per pair (default: the trained checkpoint's folder)")
-    png: str | None = opt(None, "also draw NAR before/after per pair as grouped bars with error bars (the TicToc "
-                                "paper's Fig. 7; tictoc reports)")
+    png: str | None = opt(
+        None,
+        "also draw NAR before/after per pair as grouped bars with error bars (the TicToc "
+        "paper's Fig. 7; tictoc reports)",
+    )
     out: str | None = opt(None, "also write compare.json (every number, the paired intervals) and compare.md here")
     resamples: int = opt(1000, "paired bootstrap resamples (0: no paired intervals)")
     confidence: float = opt(0.95, "level of the paired intervals")
     seed: int = opt(SEED, "seed of the paired bootstrap (the same reports and seed give the same intervals)")
 
 
-COMMAND = Command(prog="python eval/compare.py", summary=__doc__.split("\n\n")[0], options=CompareOptions,
-                  recipe="none", examples="\n".join(line for line in __doc__.splitlines() if "compare.py" in line))
+COMMAND = Command(
+    prog="python eval/compare.py",
+    summary=__doc__.split("\n\n")[0],
+    options=CompareOptions,
+    recipe="none",
+    examples="\n".join(line for line in __doc__.splitlines() if "compare.py" in line),
+)
 
 
 def _files(text: str) -> list[str]:
@@ -224,8 +285,9 @@ def run(invocation: Invocation) -> int:
     opts = invocation.options
     before, after = _files(opts.before), _files(opts.after)
     if not before or len(before) != len(after):
-        raise RecipeError(f"before= and after= need the same number of reports (got {len(before)} and "
-                          f"{len(after)}); see --help")
+        raise RecipeError(
+            f"before= and after= need the same number of reports (got {len(before)} and {len(after)}); see --help"
+        )
     if not 0 < opts.confidence < 1:
         raise RecipeError(f"confidence= must be in (0, 1), got {opts.confidence}")
     if opts.resamples < 0:
@@ -250,27 +312,44 @@ def run(invocation: Invocation) -> int:
     sections, records, paired_all = [], [], []
     for i, ((label, before_report, after_report), (b_path, a_path)) in enumerate(zip(pairs, paths)):
         try:
-            paired, how = paired_comparison(before_report, after_report, resamples=opts.resamples,
-                                            confidence=opts.confidence, seed=opts.seed)
+            paired, how = paired_comparison(
+                before_report, after_report, resamples=opts.resamples, confidence=opts.confidence, seed=opts.seed
+            )
         except SampleSetMismatch as err:
             raise SampleSetMismatch(f"{b_path} vs {a_path}: {err}") from None
         paired_all.append(paired)
         suite = suite_of(before_report)
         head = f" [{label}]" if len(pairs) > 1 else ""
         title = ("TicToc held-out tool-call decisions" if suite == "tictoc" else suite) + head
-        sections.append(f"{title}: {before_report.get('checkpoint')} -> {after_report.get('checkpoint')}\n"
-                        f"{data_line(before_report, after_report)}\n\n"
-                        f"{compare_table(before_report, after_report, paired=paired)}\n\n{how}")
-        records.append({"label": label, "suite": suite,
-                        "before": {"report": str(b_path), "checkpoint": before_report.get("checkpoint"),
-                                   "run": before_report.get("run"), "data": before_report.get("data"),
-                                   "overall": before_report["overall"],
-                                   "intervals": before_report.get("intervals")},
-                        "after": {"report": str(a_path), "checkpoint": after_report.get("checkpoint"),
-                                  "run": after_report.get("run"), "data": after_report.get("data"),
-                                   "overall": after_report["overall"],
-                                  "intervals": after_report.get("intervals")},
-                        "paired": paired, "paired_note": how})
+        sections.append(
+            f"{title}: {before_report.get('checkpoint')} -> {after_report.get('checkpoint')}\n"
+            f"{data_line(before_report, after_report)}\n\n"
+            f"{compare_table(before_report, after_report, paired=paired)}\n\n{how}"
+        )
+        records.append(
+            {
+                "label": label,
+                "suite": suite,
+                "before": {
+                    "report": str(b_path),
+                    "checkpoint": before_report.get("checkpoint"),
+                    "run": before_report.get("run"),
+                    "data": before_report.get("data"),
+                    "overall": before_report["overall"],
+                    "intervals": before_report.get("intervals"),
+                },
+                "after": {
+                    "report": str(a_path),
+                    "checkpoint": after_report.get("checkpoint"),
+                    "run": after_report.get("run"),
+                    "data": after_report.get("data"),
+                    "overall": after_report["overall"],
+                    "intervals": after_report.get("intervals"),
+                },
+                "paired": paired,
+                "paired_note": how,
+            }
+        )
     text = "\n\n".join(sections)
     print(text)
     if opts.png:

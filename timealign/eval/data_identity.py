@@ -45,9 +45,11 @@ def recipe_from_checkpoint(options: dict[str, str]) -> tuple[str, str] | None:
     if path is not None:
         return str(path), f"checkpoint {checkpoint}"
     if Path(checkpoint).is_dir():
-        raise RecipeError(f"checkpoint={checkpoint} holds no {CHECKPOINT_RECIPE} (not trained by timealign, or "
-                          "trained before checkpoints carried their recipe): name the recipe to evaluate it with, "
-                          "recipe=NAME or --config PATH")
+        raise RecipeError(
+            f"checkpoint={checkpoint} holds no {CHECKPOINT_RECIPE} (not trained by timealign, or "
+            "trained before checkpoints carried their recipe): name the recipe to evaluate it with, "
+            "recipe=NAME or --config PATH"
+        )
     return None  # a hub id: the usual "recipe= needs a name"
 
 
@@ -103,8 +105,10 @@ def training_differences(recipe, checkpoint: str | Path | None, *, timestamps: b
     (before, note_a), (after, note_b) = _fingerprint(trained, kind), _fingerprint(recipe, kind)
     lines += [note for note in (note_a, note_b) if note]
     if before.sha256 != after.sha256:
-        lines += [line.replace("(prepared)", "(trained)").replace("(this run)", "(evaluated)")
-                  for line in before.differences(after)]
+        lines += [
+            line.replace("(prepared)", "(trained)").replace("(this run)", "(evaluated)")
+            for line in before.differences(after)
+        ]
     elif trained.data.path != recipe.data.path and recipe.data.source != "synthetic":
         lines.append(f"data.path: {trained.data.path} (trained) -> {recipe.data.path} (evaluated; same files)")
     for key in RENDER_KEYS:

@@ -27,11 +27,23 @@ class EvaluationFailed(BackendError):
 def failure_summary(suite: str, tally: GenerationTally, max_failed_share: float) -> dict:
     """The report's `failures` block; logs a warning when any generation failed."""
     share = tally.failed / tally.samples if tally.samples else 0.0
-    summary = {"samples": tally.samples, "failed": tally.failed, "share": round(share, 6),
-               "max_failed_share": max_failed_share, "first_errors": list(tally.errors)}
+    summary = {
+        "samples": tally.samples,
+        "failed": tally.failed,
+        "share": round(share, 6),
+        "max_failed_share": max_failed_share,
+        "first_errors": list(tally.errors),
+    }
     if tally.failed:
-        logger.warning("%s: %d of %d generations failed (%.1f%%; eval.max_failed_share=%g); first: %s", suite,
-                       tally.failed, tally.samples, 100 * share, max_failed_share, tally.errors[0])
+        logger.warning(
+            "%s: %d of %d generations failed (%.1f%%; eval.max_failed_share=%g); first: %s",
+            suite,
+            tally.failed,
+            tally.samples,
+            100 * share,
+            max_failed_share,
+            tally.errors[0],
+        )
     return summary
 
 
@@ -40,9 +52,11 @@ def failure_markdown(summary: dict) -> str:
     if not summary["failed"]:
         return ""
     over = " - **above eval.max_failed_share: the evaluation failed**" if _over(summary) else ""
-    return (f"\n**failed generations: {summary['failed']} of {summary['samples']}** "
-            f"({100 * summary['share']:.1f}%, eval.max_failed_share={summary['max_failed_share']:g}){over}; "
-            f"first: `{summary['first_errors'][0][:200]}`\n")
+    return (
+        f"\n**failed generations: {summary['failed']} of {summary['samples']}** "
+        f"({100 * summary['share']:.1f}%, eval.max_failed_share={summary['max_failed_share']:g}){over}; "
+        f"first: `{summary['first_errors'][0][:200]}`\n"
+    )
 
 
 def _over(summary: dict) -> bool:
@@ -58,8 +72,10 @@ def check_failures(reports: dict[str, dict], run_dir: Path) -> None:
         return
     counts = "; ".join(f"{name}: {s['failed']} of {s['samples']} generations failed" for name, s in over.items())
     first = next(iter(over.values()))["first_errors"][0][:300]
-    message = (f"{counts}, more than eval.max_failed_share={next(iter(over.values()))['max_failed_share']:g} "
-               f"(first: {first}). The reports are in {run_dir} (not published as latest); fix the server or "
-               "backend and rerun with the same out= (finished samples are cached), or raise eval.max_failed_share")
+    message = (
+        f"{counts}, more than eval.max_failed_share={next(iter(over.values()))['max_failed_share']:g} "
+        f"(first: {first}). The reports are in {run_dir} (not published as latest); fix the server or "
+        "backend and rerun with the same out= (finished samples are cached), or raise eval.max_failed_share"
+    )
     write_run_info(run_dir, finished=now(), complete=False, failed=message)
     raise EvaluationFailed(message)

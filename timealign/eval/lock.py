@@ -39,8 +39,10 @@ def holds_out_lock(evaluate):
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            raise EvaluationBusy(f"another evaluation is writing into {out} (it holds the lock {lock_path(out)}); "
-                                 "wait for it to finish or pass another out=") from None
+            raise EvaluationBusy(
+                f"another evaluation is writing into {out} (it holds the lock {lock_path(out)}); "
+                "wait for it to finish or pass another out="
+            ) from None
         try:
             return evaluate(*args, **kwargs)
         finally:

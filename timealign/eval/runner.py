@@ -24,8 +24,8 @@ from timealign.config import RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
 from timealign.config.validate import check_data_path, check_model_reference
-from timealign.eval.lock import holds_out_lock
 from timealign.eval.data_identity import recipe_from_checkpoint
+from timealign.eval.lock import holds_out_lock
 
 logger = logging.getLogger("timealign.eval")
 
@@ -49,17 +49,25 @@ published). One evaluation per out= at a time (<out>/.eval.lock)."""
 
 @dataclass
 class EvalOptions:
-    checkpoint: str | None = opt(None, "model or adapter folder, hub id, or tiny / tiny-agent (default: the recipe's "
-                                       "model.name_or_path)")
-    suites: str | None = opt(None, "comma-separated suites to run (see the SUITE.* options below for the list; "
-                                   "default: tictoc for a dpo recipe, timelychat for an sft one)")
+    checkpoint: str | None = opt(
+        None, "model or adapter folder, hub id, or tiny / tiny-agent (default: the recipe's model.name_or_path)"
+    )
+    suites: str | None = opt(
+        None,
+        "comma-separated suites to run (see the SUITE.* options below for the list; "
+        "default: tictoc for a dpo recipe, timelychat for an sft one)",
+    )
     out: str | None = opt(None, "where the reports go (default: <checkpoint>/eval, or <output_dir>/eval-base)")
     timestamps: bool | None = opt(None, "render with or without timestamps (default: the recipe's data.timestamps)")
-    prompt_mode: str = opt("none", "none | reminder | rules: the TicToc paper's system-prompt strategies "
-                                   "(Sec. 3.4, Fig. 12)")
-    family: str | None = opt(None, "tool-call syntax and the paper protocol's template: tiny | qwen | llama3 | "
-                                   "mistral | deepseek_r1 | api (eval.backend=chat) (default: detected from the chat "
-                                   "template; api for the chat backend)")
+    prompt_mode: str = opt(
+        "none", "none | reminder | rules: the TicToc paper's system-prompt strategies (Sec. 3.4, Fig. 12)"
+    )
+    family: str | None = opt(
+        None,
+        "tool-call syntax and the paper protocol's template: tiny | qwen | llama3 | "
+        "mistral | deepseek_r1 | api (eval.backend=chat) (default: detected from the chat "
+        "template; api for the chat backend)",
+    )
     wandb: bool = opt(False, "log suite metrics and per-sample tables to a W&B run (project: wandb.project)")
 
 
@@ -67,14 +75,22 @@ def suite_namespaces() -> dict[str, tuple[type, str]]:
     """`SUITE.key=value` options of every registered suite that has options."""
     from timealign.suites.registry import available_suites
 
-    return {name: (suite.options, suite.description) for name, suite in available_suites().items()
-            if getattr(suite, "options", None) is not None}
+    return {
+        name: (suite.options, suite.description)
+        for name, suite in available_suites().items()
+        if getattr(suite, "options", None) is not None
+    }
 
 
-COMMAND = Command(prog="python eval/run.py", summary=SUMMARY, options=EvalOptions, recipe="required",
-                  namespaces=suite_namespaces, recipe_from=recipe_from_checkpoint,
-                  examples="    python eval/run.py recipe=tiny checkpoint=outputs/tiny suites=tictoc,timepuzzles "
-                           "timepuzzles.n=200")
+COMMAND = Command(
+    prog="python eval/run.py",
+    summary=SUMMARY,
+    options=EvalOptions,
+    recipe="required",
+    namespaces=suite_namespaces,
+    recipe_from=recipe_from_checkpoint,
+    examples="    python eval/run.py recipe=tiny checkpoint=outputs/tiny suites=tictoc,timepuzzles timepuzzles.n=200",
+)
 
 
 def make_backend(recipe, checkpoint: str):
@@ -86,10 +102,18 @@ def make_backend(recipe, checkpoint: str):
 
 
 @holds_out_lock  # one evaluation per out= at a time (timealign/eval/lock.py)
-def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamps: bool | None = None,
-             prompt_mode: str = "none", family: str | None = None,
-             suite_options: dict[str, dict[str, str]] | None = None,
-             data_differences: list[str] | None = None) -> dict[str, dict]:
+def evaluate(
+    recipe,
+    checkpoint: str,
+    suites: list[str],
+    out: Path,
+    *,
+    timestamps: bool | None = None,
+    prompt_mode: str = "none",
+    family: str | None = None,
+    suite_options: dict[str, dict[str, str]] | None = None,
+    data_differences: list[str] | None = None,
+) -> dict[str, dict]:
     """Run each suite on one backend; write <out>/runs/NNN/<suite>.json and report.md, then publish them as
     <out>/<suite>.json, <out>/report.md and <out>/latest (`timealign.eval.runs`); return the reports.
 
@@ -97,9 +121,9 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
     `data_differences`: how the recipe's data differs from the checkpoint's training data
     (`timealign.eval.data_identity.training_differences`), written into the reports that read the recipe's data."""
     from timealign.backends.cache import count_generations
+    from timealign.config.written import record_evaluation
     from timealign.eval.bootstrap import attach_intervals, intervals_markdown
     from timealign.eval.failures import check_failures, failure_markdown, failure_summary
-    from timealign.config.written import record_evaluation
     from timealign.eval.runs import new_run_dir, now, publish, write_run_info
     from timealign.suites.registry import EvalContext, get_suite, overall_markdown
 
@@ -109,38 +133,55 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     run_dir = new_run_dir(out)
-    write_run_info(run_dir, checkpoint=str(checkpoint), suites=[s.name for s in selected], started=now(),
-                   complete=False)
+    write_run_info(
+        run_dir, checkpoint=str(checkpoint), suites=[s.name for s in selected], started=now(), complete=False
+    )
     reports, sections = {}, []
     try:
         for suite in selected:
-            ctx = EvalContext(recipe=recipe, out_dir=out, prompt_mode=prompt_mode, family=family,
-                              timestamps=recipe.data.timestamps if timestamps is None else timestamps,
-                              options=options[suite.name], checkpoint=str(checkpoint))
+            ctx = EvalContext(
+                recipe=recipe,
+                out_dir=out,
+                prompt_mode=prompt_mode,
+                family=family,
+                timestamps=recipe.data.timestamps if timestamps is None else timestamps,
+                options=options[suite.name],
+                checkpoint=str(checkpoint),
+            )
             with count_generations() as tally:
                 report = suite.run(backend, ctx)
             report["failures"] = failure_summary(suite.name, tally, recipe.eval.max_failed_share)
             report["suite"], report["checkpoint"] = suite.name, str(checkpoint)
-            report["backend"] = {"name": backend.name, "model": getattr(backend, "fingerprint", None),
-                                 "sampling": backend.resolve_sampling() if hasattr(backend, "resolve_sampling")
-                                 else None}
+            report["backend"] = {
+                "name": backend.name,
+                "model": getattr(backend, "fingerprint", None),
+                "sampling": backend.resolve_sampling() if hasattr(backend, "resolve_sampling") else None,
+            }
             report["run"] = f"{run_dir.parent.name}/{run_dir.name}"
             name_data(report, suite.name, options[suite.name], data_differences)
-            attach_intervals(report, resamples=recipe.eval.bootstrap, confidence=recipe.eval.confidence,
-                             suite=suite.name)
+            attach_intervals(
+                report, resamples=recipe.eval.bootstrap, confidence=recipe.eval.confidence, suite=suite.name
+            )
             markdown = report.pop("markdown", None)
             title = f"{suite.name}: {checkpoint} on {report['data']['label']}"
             section = f"## {title}\n\n{markdown}" if markdown else overall_markdown(title, report)
             differs = report["data"].get("differs_from_training")
             if differs:
-                section += ("\n**Not the data the checkpoint was trained on:**\n\n"
-                            + "\n".join(f"- {line}" for line in differs) + "\n")
+                section += (
+                    "\n**Not the data the checkpoint was trained on:**\n\n"
+                    + "\n".join(f"- {line}" for line in differs)
+                    + "\n"
+                )
             intervals = intervals_markdown(report)
             section += failure_markdown(report["failures"])
             sections.append(f"{section}\n{intervals}" if intervals else section)
             (run_dir / f"{suite.name}.json").write_text(json.dumps(report, indent=1))
-            logger.info("%s on %s: %s", suite.name, report["data"]["label"],
-                        {k: v for k, v in report["overall"].items() if not isinstance(v, dict)})
+            logger.info(
+                "%s on %s: %s",
+                suite.name,
+                report["data"]["label"],
+                {k: v for k, v in report["overall"].items() if not isinstance(v, dict)},
+            )
             reports[suite.name] = report
     finally:
         close = getattr(backend, "close", None)
@@ -148,8 +189,9 @@ def evaluate(recipe, checkpoint: str, suites: list[str], out: Path, *, timestamp
             close()
     (run_dir / "report.md").write_text("\n".join(sections))
     check_failures(reports, run_dir)  # above eval.max_failed_share: exit 1, the run not published
-    write_run_info(run_dir, finished=now(), complete=True,
-                   data={name: report["data"] for name, report in reports.items()})
+    write_run_info(
+        run_dir, finished=now(), complete=True, data={name: report["data"] for name, report in reports.items()}
+    )
     publish(out, run_dir, [*(f"{name}.json" for name in reports), "report.md"])
     record_evaluation(out)  # <output_dir>/eval belongs to that run's record (overwrite_output_dir may remove it)
     logger.info("run kept in %s (%s/latest)", run_dir, out)
@@ -182,9 +224,14 @@ def run(invocation: Invocation) -> int:
     from_checkpoint = str(getattr(recipe, "source", "")).startswith("checkpoint ")
     if from_checkpoint:
         adopt_checkpoint_recipe(recipe, opts.checkpoint)
-        logger.info("evaluating with the recipe %s was trained with (%s; data.source=%s, data.path=%s, "
-                    "data.eval_split=%s)", opts.checkpoint, recipe.source, recipe.data.source, recipe.data.path,
-                    recipe.data.eval_split)
+        logger.info(
+            "evaluating with the recipe %s was trained with (%s; data.source=%s, data.path=%s, data.eval_split=%s)",
+            opts.checkpoint,
+            recipe.source,
+            recipe.data.source,
+            recipe.data.path,
+            recipe.data.eval_split,
+        )
     suites = [s for s in (opts.suites or ("timelychat" if recipe.task == "sft" else "tictoc")).split(",") if s]
     if not suites:
         raise RecipeError("suites= names no suite (e.g. suites=tictoc)")
@@ -194,27 +241,50 @@ def run(invocation: Invocation) -> int:
         raise RecipeError(f"unknown suite(s) {', '.join(unknown)}; known: {', '.join(known)}")
     if recipe.eval.backend == "chat" and set(suites) - {"tictoc"}:
         # The chat backend sends message lists to an API; the other suites render prompt strings for a tokenizer.
-        raise RecipeError(f"eval.backend=chat evaluates the tictoc suite only (API models through chat completions); "
-                          f"run {', '.join(s for s in suites if s != 'tictoc')} with eval.backend=openai, vllm or hf")
+        raise RecipeError(
+            f"eval.backend=chat evaluates the tictoc suite only (API models through chat completions); "
+            f"run {', '.join(s for s in suites if s != 'tictoc')} with eval.backend=openai, vllm or hf"
+        )
     checkpoint = opts.checkpoint or recipe.model.name_or_path
     # A missing local folder is said so here, not by the hub client ("Repo id must be in the form ...").
     check_model_reference(checkpoint, "checkpoint" if opts.checkpoint else "model.name_or_path")
     if "tictoc" in suites or (recipe.task == "sft" and "timelychat" in suites):  # they read the recipe's data
         check_data_path(recipe)
-    out = Path(opts.out or (Path(checkpoint) / "eval" if Path(checkpoint).is_dir()
-                            else Path(recipe.resolved_output_dir()) / "eval-base"))
+    out = Path(
+        opts.out
+        or (
+            Path(checkpoint) / "eval"
+            if Path(checkpoint).is_dir()
+            else Path(recipe.resolved_output_dir()) / "eval-base"
+        )
+    )
     differences = training_differences(recipe, checkpoint, timestamps=opts.timestamps) if opts.checkpoint else []
     for line in differences:
         logger.warning("evaluated on other data than %s was trained on: %s", checkpoint, line)
-    reports = evaluate(recipe, checkpoint, suites, out, timestamps=opts.timestamps, prompt_mode=opts.prompt_mode,
-                       family=opts.family, suite_options=invocation.namespace_raw, data_differences=differences)
+    reports = evaluate(
+        recipe,
+        checkpoint,
+        suites,
+        out,
+        timestamps=opts.timestamps,
+        prompt_mode=opts.prompt_mode,
+        family=opts.family,
+        suite_options=invocation.namespace_raw,
+        data_differences=differences,
+    )
     run_dir = out / next(iter(reports.values()))["run"]
     if opts.wandb:
         wandb_dir = log_reports_to_wandb(recipe, checkpoint, run_dir)
         print(f"logged to W&B ({wandb_dir})")
     for name, report in reports.items():
-        print(f"{name}: {report['data']['label']}" + (" (differs from the training data: see the report)"
-                                                        if report["data"].get("differs_from_training") else ""))
+        print(
+            f"{name}: {report['data']['label']}"
+            + (
+                " (differs from the training data: see the report)"
+                if report["data"].get("differs_from_training")
+                else ""
+            )
+        )
     print(f"wrote {out}/report.md (this run: {run_dir})")
     return 0
 

@@ -80,6 +80,8 @@ def report_path(path: str | Path, suite: str = "tictoc") -> Path:
         for candidate in (path / LATEST / f"{suite}.json", path / f"{suite}.json"):
             if candidate.is_file():
                 return candidate
-        raise FileNotFoundError(f"{path} holds no {suite} report ({suite}.json, {LATEST}/{suite}.json); pass the "
-                                "report file, or suite= for another suite")
+        raise FileNotFoundError(
+            f"{path} holds no {suite} report ({suite}.json, {LATEST}/{suite}.json); pass the "
+            "report file, or suite= for another suite"
+        )
     raise FileNotFoundError(f"no such report or folder: {path}")

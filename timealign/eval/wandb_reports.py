@@ -27,12 +27,20 @@ def log_reports_to_wandb(recipe, checkpoint: str, out: Path, max_rows: int = 100
     trained = training_run_of(checkpoint)
     project = wandb_project(recipe)
     if trained is None:
-        logger.info("%s records no W&B training run (%s): the eval run is not grouped", checkpoint,
-                    "trained without W&B" if Path(str(checkpoint)).is_dir() else "not a local checkpoint")
+        logger.info(
+            "%s records no W&B training run (%s): the eval run is not grouped",
+            checkpoint,
+            "trained without W&B" if Path(str(checkpoint)).is_dir() else "not a local checkpoint",
+        )
     elif trained.get("project") != project:
-        logger.warning("the training run of %s is in W&B project %r, this eval goes to %r (WANDB_PROJECT or "
-                       "wandb.project differ): its group %r is per project", checkpoint, trained.get("project"),
-                       project, trained.get("group"))
+        logger.warning(
+            "the training run of %s is in W&B project %r, this eval goes to %r (WANDB_PROJECT or "
+            "wandb.project differ): its group %r is per project",
+            checkpoint,
+            trained.get("project"),
+            project,
+            trained.get("group"),
+        )
     reports = {}
     for path in sorted(out.glob("*.json")):
         report = json.loads(path.read_text())
@@ -41,12 +49,25 @@ def log_reports_to_wandb(recipe, checkpoint: str, out: Path, max_rows: int = 100
     data = {suite: report.get("data") for suite, report in reports.items() if report.get("data")}
     # Short (no absolute paths) and one per evaluation: the checkpoint folder, suites and data, the run number.
     name = run_label(checkpoint, list(reports), data, f"{out.parent.name}/{out.name}")
-    run = wandb.init(project=project, entity=wandb_entity(recipe), job_type="eval", name=name,
-                     group=trained.get("group") if trained else None,
-                     tags=[*recipe.wandb.tags, f"recipe:{recipe.name}",
-                           *sorted({f"data:{d.get('source')}" for d in data.values()})],
-                     config={"checkpoint": str(checkpoint), "timealign": recipe.to_dict(),
-                             "training_run": trained, "data": data, "eval_run": f"{out.parent.name}/{out.name}"})
+    run = wandb.init(
+        project=project,
+        entity=wandb_entity(recipe),
+        job_type="eval",
+        name=name,
+        group=trained.get("group") if trained else None,
+        tags=[
+            *recipe.wandb.tags,
+            f"recipe:{recipe.name}",
+            *sorted({f"data:{d.get('source')}" for d in data.values()}),
+        ],
+        config={
+            "checkpoint": str(checkpoint),
+            "timealign": recipe.to_dict(),
+            "training_run": trained,
+            "data": data,
+            "eval_run": f"{out.parent.name}/{out.name}",
+        },
+    )
     try:
         for suite, report in reports.items():
             metrics = {f"{suite}/{k}": v for k, v in report["overall"].items() if isinstance(v, (int, float))}
@@ -58,9 +79,13 @@ def log_reports_to_wandb(recipe, checkpoint: str, out: Path, max_rows: int = 100
             rows = [r for r in report.get("samples", []) if isinstance(r, dict)][:max_rows]
             if rows:
                 columns = sorted({k for r in rows for k in r})
-                table = wandb.Table(columns=columns,
-                                    data=[[json.dumps(r.get(c)) if isinstance(r.get(c), (dict, list)) else r.get(c)
-                                           for c in columns] for r in rows])
+                table = wandb.Table(
+                    columns=columns,
+                    data=[
+                        [json.dumps(r.get(c)) if isinstance(r.get(c), (dict, list)) else r.get(c) for c in columns]
+                        for r in rows
+                    ],
+                )
                 run.log({f"{suite}/samples": table})
         return str(run.dir)
     finally:

@@ -59,19 +59,39 @@ def nar_by_cell(rows: list[dict], samples: list[dict]) -> dict:
 
 def tictoc_numbers(report: dict) -> dict:
     o = report["overall"]
-    return {"intervals": (report.get("intervals") or {}).get("metrics", {}), "nar": o["nar"], "attempt_rate_prefer_tool": o["attempt_rate_prefer_tool"],
-            "attempt_rate_prefer_no_tool": o["attempt_rate_prefer_no_tool"], "n": o["n"],
-            "by_sensitivity": {k: v["nar"] for k, v in report["by_sensitivity"].items()},
-            "by_elapse_level": {k: {"n": v["n"], "nar": v["nar"], "attempt_rate_prefer_tool":
-                                    v["attempt_rate_prefer_tool"], "attempt_rate_prefer_no_tool":
-                                    v["attempt_rate_prefer_no_tool"]} for k, v in report["by_elapse_level"].items()}}
+    return {
+        "intervals": (report.get("intervals") or {}).get("metrics", {}),
+        "nar": o["nar"],
+        "attempt_rate_prefer_tool": o["attempt_rate_prefer_tool"],
+        "attempt_rate_prefer_no_tool": o["attempt_rate_prefer_no_tool"],
+        "n": o["n"],
+        "by_sensitivity": {k: v["nar"] for k, v in report["by_sensitivity"].items()},
+        "by_elapse_level": {
+            k: {
+                "n": v["n"],
+                "nar": v["nar"],
+                "attempt_rate_prefer_tool": v["attempt_rate_prefer_tool"],
+                "attempt_rate_prefer_no_tool": v["attempt_rate_prefer_no_tool"],
+            }
+            for k, v in report["by_elapse_level"].items()
+        },
+    }
 
 
 def timing_numbers(report: dict) -> dict:
     t, o = report["timing"], report["overall"]
-    return {"f1": t["f1"], "fpr": t["fpr"], "precision": t["precision"], "recall": t["recall"], "rmsle": t["rmsle"],
-            "rmsle_target": t["rmsle_target"], "unparsed": t["unparsed"], "cases": t["cases"],
-            "bleu2": o.get("bleu2"), "rouge_l": o.get("rouge_l")}
+    return {
+        "f1": t["f1"],
+        "fpr": t["fpr"],
+        "precision": t["precision"],
+        "recall": t["recall"],
+        "rmsle": t["rmsle"],
+        "rmsle_target": t["rmsle_target"],
+        "unparsed": t["unparsed"],
+        "cases": t["cases"],
+        "bleu2": o.get("bleu2"),
+        "rouge_l": o.get("rouge_l"),
+    }
 
 
 def train_summary(checkpoint: Path) -> dict:
@@ -91,23 +111,35 @@ def live_curve(checkpoint: Path) -> list[dict]:
     from timealign.train.resume import TRAIN_LOG
 
     history = json.loads((checkpoint / TRAIN_LOG).read_text())
-    return [{"step": h["step"], **{k[len(PREFIX):]: v for k, v in h.items() if k.startswith(PREFIX)}}
-            for h in history if any(k.startswith(PREFIX) for k in h)]
+    return [
+        {"step": h["step"], **{k[len(PREFIX) :]: v for k, v in h.items() if k.startswith(PREFIX)}}
+        for h in history
+        if any(k.startswith(PREFIX) for k in h)
+    ]
 
 
 def check_targets(summary: dict) -> dict:
     out = {}
     if "dpo" in summary:
         d = summary["dpo"]
-        out["nar_after"] = {"target": f">= {TARGETS['nar_after']}", "value": d["nar_after"],
-                            "met": d["nar_after"] is not None and d["nar_after"] >= TARGETS["nar_after"]}
+        out["nar_after"] = {
+            "target": f">= {TARGETS['nar_after']}",
+            "value": d["nar_after"],
+            "met": d["nar_after"] is not None and d["nar_after"] >= TARGETS["nar_after"],
+        }
         control = d["nar_after_no_timestamps"]
-        out["no_timestamp_control"] = {"target": f"<= {CONTROL_MAX_NAR} (far below the timestamped model)",
-                                       "value": control, "met": control is not None and control <= CONTROL_MAX_NAR}
+        out["no_timestamp_control"] = {
+            "target": f"<= {CONTROL_MAX_NAR} (far below the timestamped model)",
+            "value": control,
+            "met": control is not None and control <= CONTROL_MAX_NAR,
+        }
     if "timer" in summary:
         f1 = summary["timer"]["f1_after"]
-        out["timer_f1_after"] = {"target": f">= {TARGETS['timer_f1_after']}", "value": f1,
-                                 "met": f1 is not None and f1 >= TARGETS["timer_f1_after"]}
+        out["timer_f1_after"] = {
+            "target": f">= {TARGETS['timer_f1_after']}",
+            "value": f1,
+            "met": f1 is not None and f1 >= TARGETS["timer_f1_after"],
+        }
     return out
 
 
@@ -116,5 +148,10 @@ def machine_info() -> dict:
 
     import torch
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "platform": platform.platform()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+    }

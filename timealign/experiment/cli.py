@@ -20,15 +20,16 @@ class ExperimentOptions:
     out: str = opt("results/experiment", "output folder: summary.json, report.md, nar.png, timing.png, eval/, models/")
     seed: int = opt(0, "data and training seed")
     parts: str = opt("dpo,timer", "comma list of the experiments to run: dpo (offset-DPO, NAR), timer (TIMER SFT)")
-    ablations: bool = opt(True, "also run delta = 0, lambda = 0 and no-special-tokens (false: method and control "
-                                "arms only)")
+    ablations: bool = opt(
+        True, "also run delta = 0, lambda = 0 and no-special-tokens (false: method and control arms only)"
+    )
 
 
 COMMAND = Command(
     prog="python -m timealign.experiment",
     summary="Tiny-model experiments that show (or refute) that offset-DPO teaches the tool-call decision to follow "
-            "elapsed time and TIMER SFT teaches response delays; 2 CPU cores, about 10 minutes. Recipes: "
-            "recipes/experiment-dpo.yaml and recipes/experiment-timer.yaml.",
+    "elapsed time and TIMER SFT teaches response delays; 2 CPU cores, about 10 minutes. Recipes: "
+    "recipes/experiment-dpo.yaml and recipes/experiment-timer.yaml.",
     options=ExperimentOptions,
     recipe="none",
 )
@@ -41,8 +42,12 @@ def run(invocation: Invocation) -> int:
     if unknown or not parts:
         raise RecipeError(f"parts takes dpo and/or timer, got {opts.parts!r}")
     summary = Experiment(Path(opts.out), seed=opts.seed, parts=parts, ablations=opts.ablations).run()
-    print(json.dumps({k: {m: v for m, v in summary[k].items() if not isinstance(v, dict)}
-                      for k in PARTS if k in summary}, indent=1))
+    print(
+        json.dumps(
+            {k: {m: v for m, v in summary[k].items() if not isinstance(v, dict)} for k in PARTS if k in summary},
+            indent=1,
+        )
+    )
     for name, t in summary["targets"].items():
         print(f"target {name}: {t['target']}: {fmt(t['value'])} -> {'met' if t['met'] else 'NOT met'}")
     return 0

@@ -28,8 +28,12 @@ from timealign.experiment.report import fmt
 # sample of 240 held-out pairs stratified by label and scenario (timealign/data/sampling.py) is scored every 20 steps
 # for the curve (measured: 0.500 up to step 140, 0.749 at step 160).
 DEMO_OVERRIDES = {
-    "dpo": {"training.num_train_epochs": "2", "live_eval.every_steps": "20",
-            "live_eval.max_samples": "240", "training.logging_steps": "20"},
+    "dpo": {
+        "training.num_train_epochs": "2",
+        "live_eval.every_steps": "20",
+        "live_eval.max_samples": "240",
+        "training.logging_steps": "20",
+    },
     "timer": {},
 }
 
@@ -43,8 +47,8 @@ class DemoOptions:
 COMMAND = Command(
     prog="python -m timealign.experiment.demo",
     summary="The demo (`make demo`): offset-DPO teaches the time-blind tiny agent when to call a tool again "
-            "(held-out NAR before/after, and a no-timestamp control), TIMER SFT teaches response delays; "
-            "about 5 minutes on 2 CPU cores. Writes summary.json and demo.png.",
+    "(held-out NAR before/after, and a no-timestamp control), TIMER SFT teaches response delays; "
+    "about 5 minutes on 2 CPU cores. Writes summary.json and demo.png.",
     options=DemoOptions,
     recipe="none",
 )
@@ -60,21 +64,31 @@ def demo_summary(summary: dict) -> dict:
     d, t = summary["dpo"], summary["timer"]
     offset, control = d["arms"]["offset"], d["arms"]["no_timestamps"]
     return {
-        "nar_before": d["nar_before"], "nar_after": d["nar_after"], "nar_control": d["nar_after_no_timestamps"],
+        "nar_before": d["nar_before"],
+        "nar_after": d["nar_after"],
+        "nar_control": d["nar_after_no_timestamps"],
         "nar_control_before": d["nar_before_no_timestamps"],
-        "nar_before_ci": interval(d["base"]["timestamps"], "nar"), "nar_after_ci": interval(offset, "nar"),
+        "nar_before_ci": interval(d["base"]["timestamps"], "nar"),
+        "nar_after_ci": interval(offset, "nar"),
         "nar_control_ci": interval(control, "nar"),
-        "attempt_rate_prefer_tool": {"before": d["base"]["timestamps"]["attempt_rate_prefer_tool"],
-                                     "after": offset["attempt_rate_prefer_tool"],
-                                     "control": control["attempt_rate_prefer_tool"]},
-        "attempt_rate_prefer_no_tool": {"before": d["base"]["timestamps"]["attempt_rate_prefer_no_tool"],
-                                        "after": offset["attempt_rate_prefer_no_tool"],
-                                        "control": control["attempt_rate_prefer_no_tool"]},
+        "attempt_rate_prefer_tool": {
+            "before": d["base"]["timestamps"]["attempt_rate_prefer_tool"],
+            "after": offset["attempt_rate_prefer_tool"],
+            "control": control["attempt_rate_prefer_tool"],
+        },
+        "attempt_rate_prefer_no_tool": {
+            "before": d["base"]["timestamps"]["attempt_rate_prefer_no_tool"],
+            "after": offset["attempt_rate_prefer_no_tool"],
+            "control": control["attempt_rate_prefer_no_tool"],
+        },
         "nar_curve": [{"step": p["step"], "nar": p.get("nar")} for p in offset["curve"]],
         "nar_curve_control": [{"step": p["step"], "nar": p.get("nar")} for p in control["curve"]],
-        "f1_before": t["f1_before"], "f1_after": t["f1_after"],
-        "rmsle_before": t["rmsle_before"], "rmsle_after": t["rmsle_after"],
-        "fpr_before": t["fpr_before"], "fpr_after": t["fpr_after"],
+        "f1_before": t["f1_before"],
+        "f1_after": t["f1_after"],
+        "rmsle_before": t["rmsle_before"],
+        "rmsle_after": t["rmsle_after"],
+        "fpr_before": t["fpr_before"],
+        "fpr_after": t["fpr_after"],
         "seconds": summary["seconds"]["total"],
     }
 
@@ -84,12 +98,24 @@ def table(s: dict) -> str:
         return "" if not v else f" [{fmt(v[0])}, {fmt(v[1])}]"
 
     rows = [
-        ("TicToc NAR, held-out scenarios", f"{fmt(s['nar_before'])}{ci(s['nar_before_ci'])}",
-         f"{fmt(s['nar_after'])}{ci(s['nar_after_ci'])}", f"{fmt(s['nar_control'])}{ci(s['nar_control_ci'])}"),
-        ("  attempt rate, prefer-Tool (gold: call)", fmt(s["attempt_rate_prefer_tool"]["before"]),
-         fmt(s["attempt_rate_prefer_tool"]["after"]), fmt(s["attempt_rate_prefer_tool"]["control"])),
-        ("  attempt rate, prefer-noTool (gold: answer)", fmt(s["attempt_rate_prefer_no_tool"]["before"]),
-         fmt(s["attempt_rate_prefer_no_tool"]["after"]), fmt(s["attempt_rate_prefer_no_tool"]["control"])),
+        (
+            "TicToc NAR, held-out scenarios",
+            f"{fmt(s['nar_before'])}{ci(s['nar_before_ci'])}",
+            f"{fmt(s['nar_after'])}{ci(s['nar_after_ci'])}",
+            f"{fmt(s['nar_control'])}{ci(s['nar_control_ci'])}",
+        ),
+        (
+            "  attempt rate, prefer-Tool (gold: call)",
+            fmt(s["attempt_rate_prefer_tool"]["before"]),
+            fmt(s["attempt_rate_prefer_tool"]["after"]),
+            fmt(s["attempt_rate_prefer_tool"]["control"]),
+        ),
+        (
+            "  attempt rate, prefer-noTool (gold: answer)",
+            fmt(s["attempt_rate_prefer_no_tool"]["before"]),
+            fmt(s["attempt_rate_prefer_no_tool"]["after"]),
+            fmt(s["attempt_rate_prefer_no_tool"]["control"]),
+        ),
         ("TIMER delay F1, held-out dialogs", fmt(s["f1_before"]), fmt(s["f1_after"]), ""),
         ("TIMER delay RMSLE (lower is better)", fmt(s["rmsle_before"]), fmt(s["rmsle_after"]), ""),
     ]
@@ -110,8 +136,10 @@ def plot(s: dict, path: Path) -> Path:
     names = ["NAR\nbefore", "NAR\nafter", "NAR control\n(no timestamps)", "TIMER F1\nbefore", "TIMER F1\nafter"]
     values = [s["nar_before"], s["nar_after"], s["nar_control"], s["f1_before"], s["f1_after"]]
     cis = [s["nar_before_ci"], s["nar_after_ci"], s["nar_control_ci"], None, None]
-    errs = [[0 if c is None or v is None else v - c[0] for v, c in zip(values, cis)],
-            [0 if c is None or v is None else c[1] - v for v, c in zip(values, cis)]]
+    errs = [
+        [0 if c is None or v is None else v - c[0] for v, c in zip(values, cis)],
+        [0 if c is None or v is None else c[1] - v for v, c in zip(values, cis)],
+    ]
     colors = ["#9aa5b1", "#2b7bba", "#d98c3f", "#9aa5b1", "#2b7bba"]
     bars.bar(names, [v or 0 for v in values], yerr=errs, color=colors, capsize=4)
     # Chance is a NAR notion: the line spans the three NAR bars only and is named in the legend, not on the plot.
@@ -122,8 +150,10 @@ def plot(s: dict, path: Path) -> Path:
     bars.set_ylim(0, 1.1)
     bars.set_title("before / after training (95% bootstrap intervals)", fontsize=9)
     bars.tick_params(axis="x", labelsize=7)
-    for key, label, color in (("nar_curve", "offset-DPO, timestamps", "#2b7bba"),
-                              ("nar_curve_control", "control: no timestamps", "#d98c3f")):
+    for key, label, color in (
+        ("nar_curve", "offset-DPO, timestamps", "#2b7bba"),
+        ("nar_curve_control", "control: no timestamps", "#d98c3f"),
+    ):
         pts = [p for p in s[key] if p["nar"] is not None]
         curve.plot([p["step"] for p in pts], [p["nar"] for p in pts], marker="o", label=label, color=color)
     curve.axhline(0.5, color="grey", lw=0.8, ls="--")
@@ -143,8 +173,13 @@ def run(invocation: Invocation) -> int:
 
     opts = invocation.options
     out = Path(opts.out)
-    summary = Experiment(out, seed=opts.seed, ablations=False, overrides=DEMO_OVERRIDES,
-                         title="The method learning on the tiny default (`make demo`)").run()
+    summary = Experiment(
+        out,
+        seed=opts.seed,
+        ablations=False,
+        overrides=DEMO_OVERRIDES,
+        title="The method learning on the tiny default (`make demo`)",
+    ).run()
     s = demo_summary(summary)
     (out / "summary.json").write_text(json.dumps({**s, "experiment": summary}, indent=1))
     png = plot(s, out / "demo.png")

@@ -66,8 +66,12 @@ class Experiment:
         from timealign.config import load_recipe
 
         part = "dpo" if task == "dpo" else "timer"
-        merged = {"data.seed": str(self.seed), "training.seed": str(self.seed), **self.overrides.get(part, {}),
-                  **overrides}
+        merged = {
+            "data.seed": str(self.seed),
+            "training.seed": str(self.seed),
+            **self.overrides.get(part, {}),
+            **overrides,
+        }
         return load_recipe(name, merged, task=task)
 
     def _timed(self, key: str, fn, *args, **kwargs):
@@ -96,36 +100,56 @@ class Experiment:
         base = self._timed("dpo/base_model", resolve_model_path, recipe.model.name_or_path)
         before = {
             "timestamps": self._timed("dpo/eval_base", self._evaluate, recipe, base, "tictoc", "dpo-base"),
-            "no_timestamps": self._timed("dpo/eval_base_no_timestamps", self._evaluate, recipe, base, "tictoc",
-                                         "dpo-base-no-timestamps", timestamps=False),
+            "no_timestamps": self._timed(
+                "dpo/eval_base_no_timestamps",
+                self._evaluate,
+                recipe,
+                base,
+                "tictoc",
+                "dpo-base-no-timestamps",
+                timestamps=False,
+            ),
         }
         test_rows = load_prepared(data_dir)[recipe.data.eval_split].to_list()
         arms = {}
         for arm in DPO_ARMS if self.ablations else DPO_ARMS[:2]:
-            arm_recipe = self._recipe(DPO_RECIPE, "dpo", {**common, **arm.overrides,
-                                                          "output_dir": str(self.out / "models" / f"dpo-{arm.name}")})
+            arm_recipe = self._recipe(
+                DPO_RECIPE,
+                "dpo",
+                {**common, **arm.overrides, "output_dir": str(self.out / "models" / f"dpo-{arm.name}")},
+            )
             checkpoint = self._timed(f"dpo/train_{arm.name}", dpo.run, arm_recipe)
-            report = self._timed(f"dpo/eval_{arm.name}", self._evaluate, arm_recipe, str(checkpoint), "tictoc",
-                                 f"dpo-{arm.name}")
-            arms[arm.name] = {"description": arm.description, "train": train_summary(Path(checkpoint)),
-                              **tictoc_numbers(report), "by_cell": nar_by_cell(test_rows, report["samples"]),
-                              "curve": live_curve(Path(checkpoint))}
+            report = self._timed(
+                f"dpo/eval_{arm.name}", self._evaluate, arm_recipe, str(checkpoint), "tictoc", f"dpo-{arm.name}"
+            )
+            arms[arm.name] = {
+                "description": arm.description,
+                "train": train_summary(Path(checkpoint)),
+                **tictoc_numbers(report),
+                "by_cell": nar_by_cell(test_rows, report["samples"]),
+                "curve": live_curve(Path(checkpoint)),
+            }
         result = {
             "nar_before": before["timestamps"]["overall"]["nar"],
             "nar_before_no_timestamps": before["no_timestamps"]["overall"]["nar"],
             "nar_after": arms["offset"]["nar"],
             "nar_after_no_timestamps": arms["no_timestamps"]["nar"] if "no_timestamps" in arms else None,
-            "base": {"checkpoint": recipe.model.name_or_path, "timestamps": tictoc_numbers(before["timestamps"]),
-                     "no_timestamps": tictoc_numbers(before["no_timestamps"]),
-                     "by_cell": nar_by_cell(test_rows, before["timestamps"]["samples"])},
+            "base": {
+                "checkpoint": recipe.model.name_or_path,
+                "timestamps": tictoc_numbers(before["timestamps"]),
+                "no_timestamps": tictoc_numbers(before["no_timestamps"]),
+                "by_cell": nar_by_cell(test_rows, before["timestamps"]["samples"]),
+            },
             "best_scenario_blind_threshold": best_blind_threshold(test_rows),
             "arms": arms,
-            "data": {"train_pairs": manifest["splits"]["train"]["pairs"],
-                     "test_pairs": manifest["splits"]["test"]["pairs"],
-                     "train_scenarios": manifest["splits"]["train"]["scenarios"],
-                     "test_scenarios": manifest["splits"]["test"]["scenarios"],
-                     "test_labels": manifest["splits"]["test"]["by_label"],
-                     "balance_dropped": manifest.get("balance_dropped", 0)},
+            "data": {
+                "train_pairs": manifest["splits"]["train"]["pairs"],
+                "test_pairs": manifest["splits"]["test"]["pairs"],
+                "train_scenarios": manifest["splits"]["train"]["scenarios"],
+                "test_scenarios": manifest["splits"]["test"]["scenarios"],
+                "test_labels": manifest["splits"]["test"]["by_label"],
+                "balance_dropped": manifest.get("balance_dropped", 0),
+            },
         }
         if "delta0" in arms:
             result["nar_after_delta0"] = arms["delta0"]["nar"]
@@ -137,27 +161,57 @@ class Experiment:
 
         arms, befores = {}, {}
         for arm in TIMER_ARMS if self.ablations else TIMER_ARMS[:1]:
-            arm_recipe = self._recipe(TIMER_RECIPE, "sft", {
-                **arm.overrides, "output_dir": str(self.out / "models" / f"timer-{arm.name}"),
-                "data.prepared_dir": str(self.out / "data" / "timelychat")})
+            arm_recipe = self._recipe(
+                TIMER_RECIPE,
+                "sft",
+                {
+                    **arm.overrides,
+                    "output_dir": str(self.out / "models" / f"timer-{arm.name}"),
+                    "data.prepared_dir": str(self.out / "data" / "timelychat"),
+                },
+            )
             suite_opts = {"timelychat": dict(TIMELYCHAT_OPTIONS)}
-            base = self._timed(f"timer/base_{arm.name}", save_timer_base, arm_recipe,
-                               self.out / "models" / f"timer-base-{arm.name}")
-            befores[arm.name] = timing_numbers(self._timed(
-                f"timer/eval_base_{arm.name}", self._evaluate, arm_recipe, str(base), "timelychat",
-                f"timer-base-{arm.name}", suite_options=suite_opts))
+            base = self._timed(
+                f"timer/base_{arm.name}", save_timer_base, arm_recipe, self.out / "models" / f"timer-base-{arm.name}"
+            )
+            befores[arm.name] = timing_numbers(
+                self._timed(
+                    f"timer/eval_base_{arm.name}",
+                    self._evaluate,
+                    arm_recipe,
+                    str(base),
+                    "timelychat",
+                    f"timer-base-{arm.name}",
+                    suite_options=suite_opts,
+                )
+            )
             checkpoint = self._timed(f"timer/train_{arm.name}", sft.run, arm_recipe)
-            report = self._timed(f"timer/eval_{arm.name}", self._evaluate, arm_recipe, str(checkpoint), "timelychat",
-                                 f"timer-{arm.name}", suite_options=suite_opts)
-            arms[arm.name] = {"description": arm.description, "before": befores[arm.name],
-                              "train": train_summary(Path(checkpoint)), **timing_numbers(report),
-                              "curve": live_curve(Path(checkpoint))}
+            report = self._timed(
+                f"timer/eval_{arm.name}",
+                self._evaluate,
+                arm_recipe,
+                str(checkpoint),
+                "timelychat",
+                f"timer-{arm.name}",
+                suite_options=suite_opts,
+            )
+            arms[arm.name] = {
+                "description": arm.description,
+                "before": befores[arm.name],
+                "train": train_summary(Path(checkpoint)),
+                **timing_numbers(report),
+                "curve": live_curve(Path(checkpoint)),
+            }
         main = arms["timer"]
         return {
-            "f1_before": main["before"]["f1"], "f1_after": main["f1"],
-            "fpr_before": main["before"]["fpr"], "fpr_after": main["fpr"],
-            "rmsle_before": main["before"]["rmsle"], "rmsle_after": main["rmsle"],
-            "rmsle_target_before": main["before"]["rmsle_target"], "rmsle_target_after": main["rmsle_target"],
+            "f1_before": main["before"]["f1"],
+            "f1_after": main["f1"],
+            "fpr_before": main["before"]["fpr"],
+            "fpr_after": main["fpr"],
+            "rmsle_before": main["before"]["rmsle"],
+            "rmsle_after": main["rmsle"],
+            "rmsle_target_before": main["before"]["rmsle_target"],
+            "rmsle_target_after": main["rmsle_target"],
             "arms": arms,
         }
 
@@ -171,9 +225,15 @@ class Experiment:
         if "timer" in self.parts:
             summary["timer"] = self.run_timer()
         summary["targets"] = check_targets(summary)
-        summary["settings"] = {"seed": self.seed, "parts": list(self.parts), "ablations": self.ablations,
-                               "recipes": {"dpo": DPO_RECIPE, "timer": TIMER_RECIPE}, "targets": TARGETS,
-                               "control_max_nar": CONTROL_MAX_NAR, "machine": machine_info()}
+        summary["settings"] = {
+            "seed": self.seed,
+            "parts": list(self.parts),
+            "ablations": self.ablations,
+            "recipes": {"dpo": DPO_RECIPE, "timer": TIMER_RECIPE},
+            "targets": TARGETS,
+            "control_max_nar": CONTROL_MAX_NAR,
+            "machine": machine_info(),
+        }
         self.timings["total"] = round(time.perf_counter() - start, 1)
         summary["seconds"] = dict(self.timings)
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -54,23 +54,38 @@ MODE_COLORS = {"plain": "#7f7f7f", "offset": "#1f77b4", "log_offset": "#2ca02c",
 @dataclass
 class MarginsOptions:
     out: str = opt("results/margins", "output folder: summary.json, report.md, margins.png, data/, eval/, models/")
-    seeds: str = opt("0,1,2", "comma list of seeds; each draws its own train trajectories, annotator answers and "
-                              "training order (the held-out set is the same for all)")
-    modes: str = opt(",".join(MODES), "comma list of dpo.margin_mode arms: plain | offset | log_offset | weight; "
-                                      "none is the baseline every other arm is compared with")
-    variants: str = opt(",".join(VARIANTS), "comma list of training data variants: confident (S outside [0.5, 2.5], "
-                                            "the paper's retention rule) | with_ambiguous (the ambiguous pairs too)")
-    train_trajectories: int = opt(240, "train-split trajectories per seed (3 gaps each, before retention and label "
-                                       "balancing)")
+    seeds: str = opt(
+        "0,1,2",
+        "comma list of seeds; each draws its own train trajectories, annotator answers and "
+        "training order (the held-out set is the same for all)",
+    )
+    modes: str = opt(
+        ",".join(MODES),
+        "comma list of dpo.margin_mode arms: plain | offset | log_offset | weight; "
+        "none is the baseline every other arm is compared with",
+    )
+    variants: str = opt(
+        ",".join(VARIANTS),
+        "comma list of training data variants: confident (S outside [0.5, 2.5], "
+        "the paper's retention rule) | with_ambiguous (the ambiguous pairs too)",
+    )
+    train_trajectories: int = opt(
+        240, "train-split trajectories per seed (3 gaps each, before retention and label balancing)"
+    )
     test_trajectories: int = opt(160, "held-out trajectories (3 gaps each; the confident ones are scored)")
     annotators: int = opt(5, "simulated annotators per sample (the paper: at least five)")
-    annotator_noise: float = opt(1.5, "each annotator's judgment noise in units of ln(gap / threshold) "
-                                      "(timealign/data/synthetic/annotators.py)")
+    annotator_noise: float = opt(
+        1.5, "each annotator's judgment noise in units of ln(gap / threshold) (timealign/data/synthetic/annotators.py)"
+    )
     scenario_disagreement: float = opt(0.5, "spread of the annotator noise across scenarios (0: all alike)")
-    epochs: float = opt(3.0, "training epochs per run (training.num_train_epochs; 3 as in recipe experiment-dpo: "
-                             "the held-out NAR flips after about 125-165 steps of 8 pairs)")
-    max_steps: int = opt(-1, "cap on optimizer steps per run (training.max_steps; -1: the epochs decide); the CI "
-                             "test runs a few")
+    epochs: float = opt(
+        3.0,
+        "training epochs per run (training.num_train_epochs; 3 as in recipe experiment-dpo: "
+        "the held-out NAR flips after about 125-165 steps of 8 pairs)",
+    )
+    max_steps: int = opt(
+        -1, "cap on optimizer steps per run (training.max_steps; -1: the epochs decide); the CI test runs a few"
+    )
     batch_size: int = opt(8, "pairs per optimizer step (training.per_device_train_batch_size, one process)")
     base: str = opt("tiny-agent-blind", "model.name_or_path of every arm (the CI test uses the random `tiny`)")
     resamples: int = opt(1000, "bootstrap resamples for the intervals and the paired differences")
@@ -79,8 +94,8 @@ class MarginsOptions:
 COMMAND = Command(
     prog="python -m timealign.experiment.margins",
     summary="Does the margin matter? Offset-DPO's margin modes (none, offset, log_offset, weight) x seeds, trained "
-            "on simulated-annotator data with and without the ambiguous pairs, scored on held-out scenarios with "
-            "paired bootstrap differences; CPU. Writes summary.json, report.md and margins.png.",
+    "on simulated-annotator data with and without the ambiguous pairs, scored on held-out scenarios with "
+    "paired bootstrap differences; CPU. Writes summary.json, report.md and margins.png.",
     options=MarginsOptions,
     recipe="none",
 )
@@ -117,22 +132,29 @@ def write_data(path: Path, variant: str, seed: int, opts: MarginsOptions) -> dic
     from timealign.data.synthetic.generator import generate_annotated
 
     def panel(panel_seed: int) -> AnnotatorPanel:
-        return AnnotatorPanel(count=opts.annotators, noise=opts.annotator_noise,
-                              disagreement=opts.scenario_disagreement, seed=panel_seed)
+        return AnnotatorPanel(
+            count=opts.annotators, noise=opts.annotator_noise, disagreement=opts.scenario_disagreement, seed=panel_seed
+        )
 
     # The train split as the experiment recipe generates it: one round, half the tools' sensitivity swapped.
-    train = generate_annotated(opts.train_trajectories, seed, split="train", max_rounds=1, sensitivity_swap=0.5,
-                               annotators=panel(seed))
-    test = generate_annotated(opts.test_trajectories, TEST_SEED, split="test", max_rounds=1,
-                              annotators=panel(TEST_SEED))
+    train = generate_annotated(
+        opts.train_trajectories, seed, split="train", max_rounds=1, sensitivity_swap=0.5, annotators=panel(seed)
+    )
+    test = generate_annotated(
+        opts.test_trajectories, TEST_SEED, split="test", max_rounds=1, annotators=panel(TEST_SEED)
+    )
     kept, counts = retain(train + test, VARIANTS[variant])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(kept, path)
     train_scenarios = {r["scenario"] for r in train}
     kept_train = [r for r in kept if r["scenario"] in train_scenarios]
-    return {**counts, "train_records": len(kept_train), "test_records": len(kept) - len(kept_train),
-            "train_ambiguous": sum(is_ambiguous(r["score"]) for r in kept_train),
-            "generated_train_ambiguous": sum(is_ambiguous(r["score"]) for r in train)}
+    return {
+        **counts,
+        "train_records": len(kept_train),
+        "test_records": len(kept) - len(kept_train),
+        "train_ambiguous": sum(is_ambiguous(r["score"]) for r in kept_train),
+        "generated_train_ambiguous": sum(is_ambiguous(r["score"]) for r in train),
+    }
 
 
 # --------------------------------------------------------------------------------------------------- analysis
@@ -148,8 +170,9 @@ def stacked_units(reports: dict[int, dict]):
     first = parts[0][1]
     ids = tuple(f"seed{seed}/{i}" for seed, units in parts for i in units.ids)
     strata = tuple(s for _, units in parts for s in units.strata)
-    counts = {k: np.concatenate([np.asarray(units.counts[k], dtype=float) for _, units in parts])
-              for k in first.counts}
+    counts = {
+        k: np.concatenate([np.asarray(units.counts[k], dtype=float) for _, units in parts]) for k in first.counts
+    }
     return SampleUnits(first.unit, ids, strata, counts, first.metrics, first.stratified_by, first.notes)
 
 
@@ -162,11 +185,20 @@ def difference_row(a: dict[int, dict], b: dict[int, dict], resamples: int) -> di
         return {"difference": row["difference"], "interval": row["interval"], "outside_noise": row["outside_noise"]}
 
     pooled = paired_differences(stacked_units(b), stacked_units(a), resamples=resamples)
-    by_seed = {str(seed): nar_only(paired_differences(suite_units(b[seed], "tictoc"), suite_units(a[seed], "tictoc"),
-                                                      resamples=resamples)) for seed in sorted(a)}
+    by_seed = {
+        str(seed): nar_only(
+            paired_differences(suite_units(b[seed], "tictoc"), suite_units(a[seed], "tictoc"), resamples=resamples)
+        )
+        for seed in sorted(a)
+    }
     diffs = [r["difference"] for r in by_seed.values() if r["difference"] is not None]
-    return {**nar_only(pooled), "units": pooled["units"], "by_seed": by_seed,
-            "seeds_positive": sum(d > 0 for d in diffs), "seeds_negative": sum(d < 0 for d in diffs)}
+    return {
+        **nar_only(pooled),
+        "units": pooled["units"],
+        "by_seed": by_seed,
+        "seeds_positive": sum(d > 0 for d in diffs),
+        "seeds_negative": sum(d < 0 for d in diffs),
+    }
 
 
 def arm_row(reports: dict[int, dict], resamples: int) -> dict:
@@ -176,16 +208,23 @@ def arm_row(reports: dict[int, dict], resamples: int) -> dict:
     nars = {str(seed): reports[seed]["overall"]["nar"] for seed in sorted(reports)}
     values = list(nars.values())
     pooled = bootstrap_intervals(stacked_units(reports), resamples=resamples)["metrics"]["nar"]
-    return {"nar_by_seed": nars,
-            "interval_by_seed": {str(s): ((reports[s].get("intervals") or {}).get("metrics") or {}).get("nar")
-                                 for s in sorted(reports)},
-            "nar_mean": statistics.fmean(values), "nar_mean_interval": pooled,
-            "seed_sd": statistics.stdev(values) if len(values) > 1 else None,
-            "seed_min": min(values), "seed_max": max(values),
-            "attempt_rate_prefer_tool": statistics.fmean(r["overall"]["attempt_rate_prefer_tool"]
-                                                         for r in reports.values()),
-            "attempt_rate_prefer_no_tool": statistics.fmean(r["overall"]["attempt_rate_prefer_no_tool"]
-                                                            for r in reports.values())}
+    return {
+        "nar_by_seed": nars,
+        "interval_by_seed": {
+            str(s): ((reports[s].get("intervals") or {}).get("metrics") or {}).get("nar") for s in sorted(reports)
+        },
+        "nar_mean": statistics.fmean(values),
+        "nar_mean_interval": pooled,
+        "seed_sd": statistics.stdev(values) if len(values) > 1 else None,
+        "seed_min": min(values),
+        "seed_max": max(values),
+        "attempt_rate_prefer_tool": statistics.fmean(
+            r["overall"]["attempt_rate_prefer_tool"] for r in reports.values()
+        ),
+        "attempt_rate_prefer_no_tool": statistics.fmean(
+            r["overall"]["attempt_rate_prefer_no_tool"] for r in reports.values()
+        ),
+    }
 
 
 # ----------------------------------------------------------------------------------------------------- runner
@@ -205,11 +244,15 @@ class MarginsExperiment:
         o = self.opts
         overrides = {
             "model.name_or_path": o.base,
-            "data.source": "annotated", "data.path": str(self.out / "data" / f"{variant}-seed{seed}.jsonl"),
+            "data.source": "annotated",
+            "data.path": str(self.out / "data" / f"{variant}-seed{seed}.jsonl"),
             "data.prepared_dir": str(self.out / "data" / "prepared" / f"{variant}-seed{seed}"),
-            "data.seed": str(seed), "training.seed": str(seed),
-            "training.num_train_epochs": str(o.epochs), "training.max_steps": str(o.max_steps),
-            "training.per_device_train_batch_size": str(o.batch_size), "training.logging_steps": "1",
+            "data.seed": str(seed),
+            "training.seed": str(seed),
+            "training.num_train_epochs": str(o.epochs),
+            "training.max_steps": str(o.max_steps),
+            "training.per_device_train_batch_size": str(o.batch_size),
+            "training.logging_steps": "1",
             "eval.bootstrap": str(o.resamples),
             "output_dir": str(self.out / "models" / f"{variant}-{mode}-seed{seed}"),
         }
@@ -223,8 +266,10 @@ class MarginsExperiment:
         start = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
         seconds: dict[str, float] = {}
-        data = {v: {str(s): write_data(self.out / "data" / f"{v}-seed{s}.jsonl", v, s, self.opts)
-                    for s in self.seeds} for v in self.variants}
+        data = {
+            v: {str(s): write_data(self.out / "data" / f"{v}-seed{s}.jsonl", v, s, self.opts) for s in self.seeds}
+            for v in self.variants
+        }
         for v in self.variants:  # every recipe loads (and refuses bad input) before the first training starts
             for m in self.modes:
                 for s in self.seeds:
@@ -242,28 +287,54 @@ class MarginsExperiment:
                     report = evaluate(recipe, str(checkpoint), ["tictoc"], self.out / "eval" / tag)["tictoc"]
                     seconds[tag] = round(time.perf_counter() - t0, 1)
                     reports[v][m][s] = report
-                    runs[tag] = {"variant": v, "mode": m, "seed": s, "nar": report["overall"]["nar"],
-                                 "n": report["overall"]["n"], "train": train_summary(Path(checkpoint)),
-                                 "train_seconds": round(t1 - t0, 1),
-                                 "eval_seconds": round(time.perf_counter() - t1, 1)}
+                    runs[tag] = {
+                        "variant": v,
+                        "mode": m,
+                        "seed": s,
+                        "nar": report["overall"]["nar"],
+                        "n": report["overall"]["n"],
+                        "train": train_summary(Path(checkpoint)),
+                        "train_seconds": round(t1 - t0, 1),
+                        "eval_seconds": round(time.perf_counter() - t1, 1),
+                    }
                     logger.info("%s: NAR %.3f (%.0f s)", tag, report["overall"]["nar"], seconds[tag])
         r = self.opts.resamples
         arms = {v: {m: arm_row(reports[v][m], r) for m in self.modes} for v in self.variants}
-        vs_baseline = {v: {m: difference_row(reports[v][m], reports[v][BASELINE_MODE], r)
-                           for m in self.modes if m != BASELINE_MODE}
-                       for v in self.variants if BASELINE_MODE in self.modes}
-        ambiguous_effect = ({m: difference_row(reports["with_ambiguous"][m], reports["confident"][m], r)
-                             for m in self.modes} if set(VARIANTS) <= set(self.variants) else {})
+        vs_baseline = {
+            v: {
+                m: difference_row(reports[v][m], reports[v][BASELINE_MODE], r)
+                for m in self.modes
+                if m != BASELINE_MODE
+            }
+            for v in self.variants
+            if BASELINE_MODE in self.modes
+        }
+        ambiguous_effect = (
+            {m: difference_row(reports["with_ambiguous"][m], reports["confident"][m], r) for m in self.modes}
+            if set(VARIANTS) <= set(self.variants)
+            else {}
+        )
         first = next(iter(next(iter(reports.values())).values()))[self.seeds[0]]
         seconds["total"] = round(time.perf_counter() - start, 1)
         summary: dict[str, Any] = {
-            "settings": {"seeds": list(self.seeds), "modes": list(self.modes), "variants": list(self.variants),
-                         "options": {k: getattr(self.opts, k) for k in self.opts.__dataclass_fields__},
-                         "recipe": DPO_RECIPE, "test_seed": TEST_SEED, "baseline_mode": BASELINE_MODE,
-                         "machine": machine_info()},
-            "test_pairs": first["overall"]["n"], "test_labels": _labels(first),
-            "data": data, "arms": arms, "vs_baseline": vs_baseline, "ambiguous_effect": ambiguous_effect,
-            "runs": runs, "seconds": seconds,
+            "settings": {
+                "seeds": list(self.seeds),
+                "modes": list(self.modes),
+                "variants": list(self.variants),
+                "options": {k: getattr(self.opts, k) for k in self.opts.__dataclass_fields__},
+                "recipe": DPO_RECIPE,
+                "test_seed": TEST_SEED,
+                "baseline_mode": BASELINE_MODE,
+                "machine": machine_info(),
+            },
+            "test_pairs": first["overall"]["n"],
+            "test_labels": _labels(first),
+            "data": data,
+            "arms": arms,
+            "vs_baseline": vs_baseline,
+            "ambiguous_effect": ambiguous_effect,
+            "runs": runs,
+            "seconds": seconds,
         }
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
         write_plot(summary, self.out / "margins.png")
@@ -287,44 +358,73 @@ def _ci(interval) -> str:
 def markdown_report(summary: dict) -> str:
     s = summary["settings"]
     lines = [
-        "# Does the margin matter? (`make experiment-margins`)", "",
+        "# Does the margin matter? (`make experiment-margins`)",
+        "",
         f"Recipe `{s['recipe']}`, base `{s['options']['base']}`; seeds {s['seeds']}; {summary['test_pairs']} "
-        f"held-out pairs (S outside [0.5, 2.5], labels {summary['test_labels']}), the same for every run.", "",
-        "## Data per variant and seed", "",
+        f"held-out pairs (S outside [0.5, 2.5], labels {summary['test_labels']}), the same for every run.",
+        "",
+        "## Data per variant and seed",
+        "",
         "| variant | seed | train records | of them ambiguous | ambiguous dropped | ties dropped |",
-        "|---|---|---|---|---|---|"]
+        "|---|---|---|---|---|---|",
+    ]
     for v, by_seed in summary["data"].items():
         for seed, c in by_seed.items():
-            lines.append(f"| {v} | {seed} | {c['train_records']} | {c['train_ambiguous']} | {c['ambiguous_dropped']} "
-                         f"| {c['ties_dropped']} |")
-    lines += ["", "## Held-out NAR per arm", "",
-              "| variant | margin_mode | NAR per seed | mean [95% CI] | seed sd | attempt rate Tool / noTool |",
-              "|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {v} | {seed} | {c['train_records']} | {c['train_ambiguous']} | {c['ambiguous_dropped']} "
+                f"| {c['ties_dropped']} |"
+            )
+    lines += [
+        "",
+        "## Held-out NAR per arm",
+        "",
+        "| variant | margin_mode | NAR per seed | mean [95% CI] | seed sd | attempt rate Tool / noTool |",
+        "|---|---|---|---|---|---|",
+    ]
     for v, by_mode in summary["arms"].items():
         for m, a in by_mode.items():
             per_seed = ", ".join(f"{x:.3f}" for x in a["nar_by_seed"].values())
             sd = "n/a" if a["seed_sd"] is None else f"{a['seed_sd']:.3f}"
-            lines.append(f"| {v} | {m} | {per_seed} | {a['nar_mean']:.3f} {_ci(a['nar_mean_interval'])} | {sd} | "
-                         f"{a['attempt_rate_prefer_tool']:.3f} / {a['attempt_rate_prefer_no_tool']:.3f} |")
+            lines.append(
+                f"| {v} | {m} | {per_seed} | {a['nar_mean']:.3f} {_ci(a['nar_mean_interval'])} | {sd} | "
+                f"{a['attempt_rate_prefer_tool']:.3f} / {a['attempt_rate_prefer_no_tool']:.3f} |"
+            )
 
     def diff_table(title: str, rows: dict, label) -> None:
         nonlocal lines
-        lines += ["", title, "", "| comparison | NAR difference (pooled) [95% CI] | outside noise | per seed | "
-                                 "seeds +/- |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            title,
+            "",
+            "| comparison | NAR difference (pooled) [95% CI] | outside noise | per seed | seeds +/- |",
+            "|---|---|---|---|---|",
+        ]
         for key, d in rows:
             per_seed = ", ".join(f"{x['difference']:+.3f} {_ci(x['interval'])}" for x in d["by_seed"].values())
-            lines.append(f"| {label(key)} | {d['difference']:+.3f} {_ci(d['interval'])} | {d['outside_noise']} | "
-                         f"{per_seed} | {d['seeds_positive']}/{d['seeds_negative']} |")
+            lines.append(
+                f"| {label(key)} | {d['difference']:+.3f} {_ci(d['interval'])} | {d['outside_noise']} | "
+                f"{per_seed} | {d['seeds_positive']}/{d['seeds_negative']} |"
+            )
 
     for v, rows in summary["vs_baseline"].items():
-        diff_table(f"## Paired differences vs plain DPO (margin_mode plain), {v}", rows.items(),
-                   lambda m: f"{m} - none")
+        diff_table(
+            f"## Paired differences vs plain DPO (margin_mode plain), {v}", rows.items(), lambda m: f"{m} - none"
+        )
     if summary["ambiguous_effect"]:
-        diff_table("## Adding the ambiguous pairs (with_ambiguous - confident), per margin_mode",
-                   summary["ambiguous_effect"].items(), lambda m: m)
-    lines += ["", "Pooled: a paired bootstrap over (seed, held-out pair) units, resampled within each label; it "
-                  "treats the seeds as fixed, so read it with the per-seed column and the seed sd.", "",
-              "![NAR per arm](margins.png)", "", f"Total {summary['seconds']['total']:.0f} s."]
+        diff_table(
+            "## Adding the ambiguous pairs (with_ambiguous - confident), per margin_mode",
+            summary["ambiguous_effect"].items(),
+            lambda m: m,
+        )
+    lines += [
+        "",
+        "Pooled: a paired bootstrap over (seed, held-out pair) units, resampled within each label; it "
+        "treats the seeds as fixed, so read it with the per-seed column and the seed sd.",
+        "",
+        "![NAR per arm](margins.png)",
+        "",
+        f"Total {summary['seconds']['total']:.0f} s.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -345,8 +445,15 @@ def write_plot(summary: dict, path: Path) -> None:
             x = i + (j - (len(modes) - 1) / 2) * width
             ci = a["nar_mean_interval"]
             err = None if not ci else [[a["nar_mean"] - ci[0]], [ci[1] - a["nar_mean"]]]
-            ax.bar(x, a["nar_mean"], width * 0.9, yerr=err, capsize=3, color=MODE_COLORS.get(m),
-                   label=m if i == 0 else None)
+            ax.bar(
+                x,
+                a["nar_mean"],
+                width * 0.9,
+                yerr=err,
+                capsize=3,
+                color=MODE_COLORS.get(m),
+                label=m if i == 0 else None,
+            )
             ax.scatter([x] * len(a["nar_by_seed"]), list(a["nar_by_seed"].values()), s=10, color="black", zorder=3)
     ax.set_xticks(range(len(variants)), variants)
     ax.set_ylim(0.4, 1.0)
@@ -382,8 +489,10 @@ def run(invocation: Invocation) -> int:
     summary = MarginsExperiment(Path(o.out), o, seeds, modes, variants).run()
     for v, by_mode in summary["arms"].items():
         for m, a in by_mode.items():
-            print(f"{v:15s} {m:11s} NAR {a['nar_mean']:.3f} {_ci(a['nar_mean_interval'])} seeds "
-                  + ", ".join(f"{x:.3f}" for x in a["nar_by_seed"].values()))
+            print(
+                f"{v:15s} {m:11s} NAR {a['nar_mean']:.3f} {_ci(a['nar_mean_interval'])} seeds "
+                + ", ".join(f"{x:.3f}" for x in a["nar_by_seed"].values())
+            )
     for v, rows in summary["vs_baseline"].items():
         for m, d in rows.items():
             print(f"{v:15s} {m} - none: {d['difference']:+.3f} {_ci(d['interval'])}")

@@ -40,8 +40,9 @@ def write_plots(summary: dict, out: Path) -> list[Path]:
         ax.bar_label(bars, labels=[fmt(v) for v in values], fontsize=8)
         ax.axhline(0.5, color="k", lw=0.8, ls=":", label="chance")
         ax.axhline(TARGETS["nar_after"], color="g", lw=0.8, ls="--", label="target")
-        ax.axhline(d["best_scenario_blind_threshold"]["nar"], color="r", lw=0.8, ls="-.",
-                   label="best single threshold")
+        ax.axhline(
+            d["best_scenario_blind_threshold"]["nar"], color="r", lw=0.8, ls="-.", label="best single threshold"
+        )
         ax.set_ylim(0, 1.05)
         ax.set_ylabel("NAR (held-out scenarios)")
         ax.set_title("Offset-DPO on the tiny agent: tool-call alignment")
@@ -63,8 +64,10 @@ def write_plots(summary: dict, out: Path) -> list[Path]:
             bars_before = ax.bar([x - 0.2 for x in xs], before, 0.4, label="before", color="#bbbbbb")
             bars_after = ax.bar([x + 0.2 for x in xs], after, 0.4, label="after", color="#1f77b4")
             # Values printed on every bar: a panel whose values are all 0 (FPR) then still says so.
-            for group, raw in ((bars_before, [arms[n]["before"][metric] for n in names]),
-                               (bars_after, [arms[n][metric] for n in names])):
+            for group, raw in (
+                (bars_before, [arms[n]["before"][metric] for n in names]),
+                (bars_after, [arms[n][metric] for n in names]),
+            ):
                 ax.bar_label(group, labels=[fmt(v, 2) for v in raw], fontsize=6, padding=1)
             ax.set_xticks(list(xs), [n.replace("_", "\n") for n in names], fontsize=7)
             ax.set_title(title, fontsize=9)
@@ -94,11 +97,13 @@ def markdown_report(summary: dict, out: Path, title: str = "Does the pipeline te
         d = summary["dpo"]
         data = d["data"]
         lines += [
-            "## Offset-DPO: the tool-call decision (TicToc NAR, held-out scenarios)", "",
+            "## Offset-DPO: the tool-call decision (TicToc NAR, held-out scenarios)",
+            "",
             f"Recipe `{DPO_RECIPE}`; base `{d['base']['checkpoint']}`; {data['train_pairs']} train pairs "
             f"({data['train_scenarios']} scenarios, label-balanced: {data['balance_dropped']} dropped), "
             f"{data['test_pairs']} test pairs ({data['test_scenarios']} held-out scenarios, labels "
-            f"{data['test_labels']}).", "",
+            f"{data['test_labels']}).",
+            "",
             "| model | NAR | attempt rate, prefer-Tool | attempt rate, prefer-noTool | NAR high / medium / low |",
             "|---|---|---|---|---|",
         ]
@@ -106,39 +111,66 @@ def markdown_report(summary: dict, out: Path, title: str = "Does the pipeline te
         rows += [(f"{name}: {table_cell(a['description'])}", a) for name, a in d["arms"].items()]
         for label, m in rows:
             sens = m["by_sensitivity"]
-            lines.append(f"| {label} | {fmt(m['nar'])} | {fmt(m['attempt_rate_prefer_tool'])} | "
-                         f"{fmt(m['attempt_rate_prefer_no_tool'])} | "
-                         f"{' / '.join(fmt(sens.get(s)) for s in ('high', 'medium', 'low'))} |")
+            lines.append(
+                f"| {label} | {fmt(m['nar'])} | {fmt(m['attempt_rate_prefer_tool'])} | "
+                f"{fmt(m['attempt_rate_prefer_no_tool'])} | "
+                f"{' / '.join(fmt(sens.get(s)) for s in ('high', 'medium', 'low'))} |"
+            )
         blind = d["best_scenario_blind_threshold"]
-        lines += ["", f"Reference: the best single gap threshold for all scenarios (call iff gap > "
-                  f"{blind['threshold_seconds']:.0f} s) reaches NAR {fmt(blind['nar'])} on this test split; above it, "
-                  "a model uses the scenario's sensitivity as well as the gap.", "",
-                  "Attempt rate per held-out cell (sensitivity / elapse level; gold = share of prefer-Tool):", ""]
-        cell_sources = [("base", d["base"].get("by_cell", {}))] + [(n, a.get("by_cell", {})) for n, a in d["arms"].items()]
+        lines += [
+            "",
+            f"Reference: the best single gap threshold for all scenarios (call iff gap > "
+            f"{blind['threshold_seconds']:.0f} s) reaches NAR {fmt(blind['nar'])} on this test split; above it, "
+            "a model uses the scenario's sensitivity as well as the gap.",
+            "",
+            "Attempt rate per held-out cell (sensitivity / elapse level; gold = share of prefer-Tool):",
+            "",
+        ]
+        cell_sources = [("base", d["base"].get("by_cell", {}))] + [
+            (n, a.get("by_cell", {})) for n, a in d["arms"].items()
+        ]
         keys = list(cell_sources[0][1])
         if keys:
-            lines += ["| cell | gold | " + " | ".join(n for n, _ in cell_sources) + " |",
-                      "|---|---|" + "---|" * len(cell_sources)]
+            lines += [
+                "| cell | gold | " + " | ".join(n for n, _ in cell_sources) + " |",
+                "|---|---|" + "---|" * len(cell_sources),
+            ]
             for key in keys:
                 gold = cell_sources[0][1][key]["gold_tool_rate"]
-                lines.append(f"| {key} | {fmt(gold, 2)} | " + " | ".join(
-                    fmt(cells.get(key, {}).get("attempt_rate"), 2) for _, cells in cell_sources) + " |")
+                lines.append(
+                    f"| {key} | {fmt(gold, 2)} | "
+                    + " | ".join(fmt(cells.get(key, {}).get("attempt_rate"), 2) for _, cells in cell_sources)
+                    + " |"
+                )
         lines += ["", "![NAR per arm](nar.png)", ""]
     if "timer" in summary:
-        lines += ["## TIMER SFT: when to respond (TimelyChat timing, held-out dialogs)", "",
-                  f"Recipe `{TIMER_RECIPE}`; every turn scored (context turns: gold 0 minutes; delayed = positive).",
-                  "", "| arm | F1 before -> after | FPR before -> after | RMSLE before -> after | "
-                  "RMSLE target turn after | BLEU-2 after | ROUGE-L after |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "## TIMER SFT: when to respond (TimelyChat timing, held-out dialogs)",
+            "",
+            f"Recipe `{TIMER_RECIPE}`; every turn scored (context turns: gold 0 minutes; delayed = positive).",
+            "",
+            "| arm | F1 before -> after | FPR before -> after | RMSLE before -> after | "
+            "RMSLE target turn after | BLEU-2 after | ROUGE-L after |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, a in summary["timer"]["arms"].items():
             b = a["before"]
-            lines.append(f"| {name}: {table_cell(a['description'])} | {fmt(b['f1'])} -> {fmt(a['f1'])} | {fmt(b['fpr'])} -> "
-                         f"{fmt(a['fpr'])} | {fmt(b['rmsle'])} -> {fmt(a['rmsle'])} | {fmt(a['rmsle_target'])} "
-                         f"| {fmt(a['bleu2'], 2)} | {fmt(a['rouge_l'], 2)} |")
+            lines.append(
+                f"| {name}: {table_cell(a['description'])} | {fmt(b['f1'])} -> {fmt(a['f1'])} | {fmt(b['fpr'])} -> "
+                f"{fmt(a['fpr'])} | {fmt(b['rmsle'])} -> {fmt(a['rmsle'])} | {fmt(a['rmsle_target'])} "
+                f"| {fmt(a['bleu2'], 2)} | {fmt(a['rouge_l'], 2)} |"
+            )
         lines += ["", "![timing per arm](timing.png)", ""]
     secs = summary.get("seconds", {})
     if secs:
-        lines += ["## Time", "", f"Total {secs.get('total', 0):.0f} s on {summary['settings']['machine']['cpus']} "
-                  f"CPUs.", "", "| stage | seconds |", "|---|---|"]
+        lines += [
+            "## Time",
+            "",
+            f"Total {secs.get('total', 0):.0f} s on {summary['settings']['machine']['cpus']} CPUs.",
+            "",
+            "| stage | seconds |",
+            "|---|---|",
+        ]
         lines += [f"| {k} | {v} |" for k, v in secs.items() if k != "total"]
         lines.append("")
     return "\n".join(lines)

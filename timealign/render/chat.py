@@ -82,8 +82,10 @@ def clean_message(message: dict) -> dict:
         calls = []
         for call in out["tool_calls"]:
             fn = call.get("function") or call
-            fixed = {"type": "function", "function": {"name": fn["name"],
-                                                      "arguments": parse_tool_arguments(fn.get("arguments"))}}
+            fixed = {
+                "type": "function",
+                "function": {"name": fn["name"], "arguments": parse_tool_arguments(fn.get("arguments"))},
+            }
             if call.get("id"):
                 fixed["id"] = call["id"]
             calls.append(fixed)
@@ -121,8 +123,16 @@ class PromptRenderer:
     elapsed: bool = False
 
     @classmethod
-    def for_data(cls, tokenizer: Any, data: Any, *, timestamps: bool | None = None, prompt_mode: str = "none",
-                 family: str | None = None, reasoning: bool | None = None) -> "PromptRenderer | PaperRenderer":
+    def for_data(
+        cls,
+        tokenizer: Any,
+        data: Any,
+        *,
+        timestamps: bool | None = None,
+        prompt_mode: str = "none",
+        family: str | None = None,
+        reasoning: bool | None = None,
+    ) -> "PromptRenderer | PaperRenderer":
         """The renderer a recipe's `data` section asks for: the one way to build a chat renderer from settings.
 
         Training, the tiny agent's warm-up and the TicToc suite all build it here, so a render option added to
@@ -134,8 +144,14 @@ class PromptRenderer:
         timestamps = data.timestamps if timestamps is None else timestamps
         protocol = getattr(data, "protocol", "timealign")
         if protocol == "paper":
-            return PaperRenderer(tokenizer, timestamps=timestamps, prompt_mode=prompt_mode, family=family,
-                                 thinking=bool(reasoning), elapsed=data.elapsed)
+            return PaperRenderer(
+                tokenizer,
+                timestamps=timestamps,
+                prompt_mode=prompt_mode,
+                family=family,
+                thinking=bool(reasoning),
+                elapsed=data.elapsed,
+            )
         if protocol != "timealign":
             raise ValueError(f"data.protocol must be timealign or paper, got {protocol!r}")
         return cls(tokenizer, timestamps=timestamps, prompt_mode=prompt_mode, elapsed=data.elapsed)
@@ -189,14 +205,17 @@ class PromptRenderer:
     def _apply(self, messages: list[dict], tools, add_generation_prompt: bool, date: str) -> str:
         # date_string is the variable Llama 3.x templates read; templates without it ignore extra variables.
         text = self.tokenizer.apply_chat_template(
-            messages, tools=_decode_tools(tools), tokenize=False, add_generation_prompt=add_generation_prompt,
+            messages,
+            tools=_decode_tools(tools),
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
             date_string=date,
         )
         # Rendered text is tokenized later with add_special_tokens=True (TRL's string path, vLLM, our HF backend),
         # which adds BOS again for Llama-style tokenizers: leave the template's BOS out so there is exactly one.
         bos = self._auto_bos
         if bos and text.startswith(bos):
-            text = text[len(bos):]
+            text = text[len(bos) :]
         return text
 
     @functools.cached_property
@@ -216,8 +235,9 @@ class PromptRenderer:
     # -- public API ----------------------------------------------------------------------------------------
     def prompt(self, messages: list[dict], tools: Any = None) -> str:
         """The generation prompt that training and evaluation both feed the model."""
-        text = self._apply(self.prepare_messages(messages), tools, add_generation_prompt=True,
-                           date=self.template_date(messages))
+        text = self._apply(
+            self.prepare_messages(messages), tools, add_generation_prompt=True, date=self.template_date(messages)
+        )
         if self.timestamps:
             text += self.reply_stamp(messages, self.reply_time(messages))
         return text
@@ -232,23 +252,29 @@ class PromptRenderer:
         reply = dict(response)
         if self.timestamps:
             reply["time"] = self.reply_time(messages)
-        full = self._apply(prepared + [self._prepare_one(reply, messages)], tools, add_generation_prompt=False,
-                           date=self.template_date(messages))
+        full = self._apply(
+            prepared + [self._prepare_one(reply, messages)],
+            tools,
+            add_generation_prompt=False,
+            date=self.template_date(messages),
+        )
         if not full.startswith(prompt_plain):
             raise ValueError(
                 "the chat template renders the prompt differently once a reply follows it; cannot split "
                 "prompt and completion (is the template's generation prompt consistent?)"
             )
-        text = full[len(prompt_plain):]
+        text = full[len(prompt_plain) :]
         if self.timestamps:
             stamp = self.reply_stamp(messages, self.reply_time(messages))
             if text.startswith(stamp):
-                text = text[len(stamp):]
+                text = text[len(stamp) :]
             else:
                 # The template dropped the reply's content (e.g. Llama 3.1 on tool calls): the prompt still ends
                 # with the stamp, and the completion is the template's own rendering of the reply.
-                logger.warning("chat template drops the timestamp of this %s reply",
-                               "tool-call" if response.get("tool_calls") else "text")
+                logger.warning(
+                    "chat template drops the timestamp of this %s reply",
+                    "tool-call" if response.get("tool_calls") else "text",
+                )
         # End on the EOS token itself (ChatML adds "\n" after <|im_end|>); TRL would otherwise append a second EOS.
         eos = getattr(self.tokenizer, "eos_token", None)
         if eos and text.rstrip().endswith(eos):
@@ -270,8 +296,11 @@ class PromptRenderer:
         """Names the roles whose timestamps the template drops (empty list: all stamps rendered)."""
         if not self.timestamps:
             return []
-        text = self._apply(self.prepare_messages(messages), tools, add_generation_prompt=False,
-                           date=self.template_date(messages))
-        return [m["role"] for m in messages
-                if m.get("role") in ("user", "assistant", "tool") and format_timestamp(m["time"]) not in text]
-
+        text = self._apply(
+            self.prepare_messages(messages), tools, add_generation_prompt=False, date=self.template_date(messages)
+        )
+        return [
+            m["role"]
+            for m in messages
+            if m.get("role") in ("user", "assistant", "tool") and format_timestamp(m["time"]) not in text
+        ]

@@ -24,7 +24,8 @@ NOT_TIMER = (
     "the TimelyChat suite evaluates a TIMER-trained checkpoint (the two-step <SPK> s <TIME> tau <UTT> u format), but "
     "{what}. Train one first with `python train/sft.py recipe=tiny-timer` (or recipe=timer3b) and evaluate that "
     "output_dir; a checkpoint trained with timer.special_tokens=false (the no-special-tokens ablation) is read from "
-    f"its {CHECKPOINT_RECIPE}, or say so with timelychat.special_tokens=false.")
+    f"its {CHECKPOINT_RECIPE}, or say so with timelychat.special_tokens=false."
+)
 
 
 class TimerCheckpointError(ValueError):
@@ -64,8 +65,13 @@ def trained_timer_section(checkpoint: str | Path | None, tokenizer: Any = None) 
     return TimerSection(**{k: v for k, v in (saved.get("timer") or {}).items() if k in known})
 
 
-def timer_renderer_for_checkpoint(tokenizer: Any, checkpoint: str | Path | None = None, *,
-                                  special_tokens: bool | None = None, order: str | None = None) -> TimerRenderer:
+def timer_renderer_for_checkpoint(
+    tokenizer: Any,
+    checkpoint: str | Path | None = None,
+    *,
+    special_tokens: bool | None = None,
+    order: str | None = None,
+) -> TimerRenderer:
     """The `TimerRenderer` a checkpoint was trained with: what the TimelyChat suite and TIMER inference prompt with.
 
     Settings come from the checkpoint's saved recipe (`trained_timer_section`); `special_tokens` / `order` override
@@ -76,16 +82,22 @@ def timer_renderer_for_checkpoint(tokenizer: Any, checkpoint: str | Path | None 
     if tokenizer is None:
         raise TimerCheckpointError(NOT_TIMER.format(what="the backend has no tokenizer to render TIMER prompts with"))
     trained = trained_timer_section(checkpoint, tokenizer)
-    overrides = {key: value for key, value in (("special_tokens", special_tokens), ("order", order))
-                 if value is not None}
+    overrides = {
+        key: value for key, value in (("special_tokens", special_tokens), ("order", order)) if value is not None
+    }
     settings = dataclasses.replace(trained or TimerSection(), **overrides)
     missing = missing_timer_markers(tokenizer)
     if settings.special_tokens and missing:
-        raise TimerCheckpointError(NOT_TIMER.format(
-            what=f"its tokenizer lacks the TIMER markers {missing}" + (f" ({checkpoint})" if checkpoint else "")))
+        raise TimerCheckpointError(
+            NOT_TIMER.format(
+                what=f"its tokenizer lacks the TIMER markers {missing}" + (f" ({checkpoint})" if checkpoint else "")
+            )
+        )
     if not settings.special_tokens and trained is None:
-        logger.warning("TIMER: rendering without special tokens for a checkpoint with no TIMER recipe; the scores only "
-                       "mean something for a model trained with timer.special_tokens=false")
+        logger.warning(
+            "TIMER: rendering without special tokens for a checkpoint with no TIMER recipe; the scores only "
+            "mean something for a model trained with timer.special_tokens=false"
+        )
     return TimerRenderer.for_timer(tokenizer, settings)
 
 

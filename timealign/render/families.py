@@ -36,41 +36,85 @@ class ModelFamily:
     template_absent: tuple[str, ...] = ()
 
     def matches(self, chat_template: str) -> bool:
-        return any(all(m in chat_template for m in group) for group in self.template_markers) and \
-            not any(m in chat_template for m in self.template_absent)
+        return any(all(m in chat_template for m in group) for group in self.template_markers) and not any(
+            m in chat_template for m in self.template_absent
+        )
 
 
 _CHATML_SPECIAL = r"<\|[a-z_]+\|>"
 _HERMES_SIGNATURE = ("<tool_call>", "</tool_call>")
 
 # Checked in this order by `detect_family` (tiny before qwen: both speak ChatML with <tool_call>).
-FAMILIES: dict[str, ModelFamily] = {f.name: f for f in (
-    # DeepSeek-R1 distills (Llama and Qwen bases): the R1 template and its tool-call markers
-    ModelFamily("deepseek_r1", (("<｜tool▁calls▁begin｜>",), ("<｜Assistant｜>",)), r"<｜tool▁calls?▁begin｜>",
-                "prompt_opens", ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
-                r"<｜(?:end▁of▁sentence|begin▁of▁sentence|Assistant|User)｜>", "deepseek_r1", ("llama", "qwen2")),
-    # Ministral / Mistral: [TOOL_CALLS] [{"name": ..., "arguments": ...}]
-    ModelFamily("mistral", (("[TOOL_CALLS]",),), r"\[TOOL_CALLS\]", "none", ('"arguments"', '"name"'),
-                r"</?s>|\[/?(?:TOOL_CALLS|ARGS|CALL_ID|INST|TOOL_RESULTS|AVAILABLE_TOOLS)\]", "mistral",
-                ("mistral", "ministral")),
-    # Llama 3.1 / 3.2: custom tools as {"name": ..., "parameters": ...}; builtins after <|python_tag|>
-    ModelFamily("llama3", (("<|start_header_id|>",),), r"<\|python_tag\|>", "none", ('"name"', '"parameters"'),
-                r"<\|[a-z_0-9]+\|>", "llama3", ("llama",)),
-    # timealign's own test models (timealign/tiny.py): ChatML with <tool_call>, a "# Tools" section, no <tools>
-    ModelFamily("tiny", (("<tool_call>", "<|im_start|>", "# Tools"),), r"<tool_call>", "tags", _HERMES_SIGNATURE,
-                _CHATML_SPECIAL, "qwen", ("llama",), template_absent=("<tools>",)),
-    # Qwen 2.5 / Qwen 3 (Hermes-style <tool_call>{...}</tool_call>; Qwen3 thinks in <think> blocks)
-    ModelFamily("qwen", (("<tool_call>", "<|im_start|>"),), r"<tool_call>", "tags", _HERMES_SIGNATURE,
-                _CHATML_SPECIAL, "qwen", ("qwen2", "qwen3")),
-)}
+FAMILIES: dict[str, ModelFamily] = {
+    f.name: f
+    for f in (
+        # DeepSeek-R1 distills (Llama and Qwen bases): the R1 template and its tool-call markers
+        ModelFamily(
+            "deepseek_r1",
+            (("<｜tool▁calls▁begin｜>",), ("<｜Assistant｜>",)),
+            r"<｜tool▁calls?▁begin｜>",
+            "prompt_opens",
+            ("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+            r"<｜(?:end▁of▁sentence|begin▁of▁sentence|Assistant|User)｜>",
+            "deepseek_r1",
+            ("llama", "qwen2"),
+        ),
+        # Ministral / Mistral: [TOOL_CALLS] [{"name": ..., "arguments": ...}]
+        ModelFamily(
+            "mistral",
+            (("[TOOL_CALLS]",),),
+            r"\[TOOL_CALLS\]",
+            "none",
+            ('"arguments"', '"name"'),
+            r"</?s>|\[/?(?:TOOL_CALLS|ARGS|CALL_ID|INST|TOOL_RESULTS|AVAILABLE_TOOLS)\]",
+            "mistral",
+            ("mistral", "ministral"),
+        ),
+        # Llama 3.1 / 3.2: custom tools as {"name": ..., "parameters": ...}; builtins after <|python_tag|>
+        ModelFamily(
+            "llama3",
+            (("<|start_header_id|>",),),
+            r"<\|python_tag\|>",
+            "none",
+            ('"name"', '"parameters"'),
+            r"<\|[a-z_0-9]+\|>",
+            "llama3",
+            ("llama",),
+        ),
+        # timealign's own test models (timealign/tiny.py): ChatML with <tool_call>, a "# Tools" section, no <tools>
+        ModelFamily(
+            "tiny",
+            (("<tool_call>", "<|im_start|>", "# Tools"),),
+            r"<tool_call>",
+            "tags",
+            _HERMES_SIGNATURE,
+            _CHATML_SPECIAL,
+            "qwen",
+            ("llama",),
+            template_absent=("<tools>",),
+        ),
+        # Qwen 2.5 / Qwen 3 (Hermes-style <tool_call>{...}</tool_call>; Qwen3 thinks in <think> blocks)
+        ModelFamily(
+            "qwen",
+            (("<tool_call>", "<|im_start|>"),),
+            r"<tool_call>",
+            "tags",
+            _HERMES_SIGNATURE,
+            _CHATML_SPECIAL,
+            "qwen",
+            ("qwen2", "qwen3"),
+        ),
+    )
+}
 
 
 def get_family(name: str) -> ModelFamily:
     try:
         return FAMILIES[name]
     except KeyError:
-        raise RecipeError(f"unknown model family {name!r}; one of: {', '.join(sorted(FAMILIES))} "
-                          "(timealign/render/families.py)") from None
+        raise RecipeError(
+            f"unknown model family {name!r}; one of: {', '.join(sorted(FAMILIES))} (timealign/render/families.py)"
+        ) from None
 
 
 def shared_prompt_model_types() -> tuple[str, ...]:
@@ -84,5 +128,7 @@ def detect_family(chat_template: str | None) -> str:
     for family in FAMILIES.values():
         if family.matches(template):
             return family.name
-    raise RecipeError("cannot tell the tool-call format of this model's chat template; name it with family=NAME "
-                      "(python eval/run.py ... family=NAME), one of: " + ", ".join(sorted(FAMILIES)))
+    raise RecipeError(
+        "cannot tell the tool-call format of this model's chat template; name it with family=NAME "
+        "(python eval/run.py ... family=NAME), one of: " + ", ".join(sorted(FAMILIES))
+    )

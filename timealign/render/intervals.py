@@ -65,7 +65,12 @@ class IntervalParseError(ValueError):
 
 
 MINUTES_PER = {
-    "second": 1 / 60, "minute": 1.0, "hour": 60.0, "day": 1440.0, "week": 10080.0, "month": 43200.0,
+    "second": 1 / 60,
+    "minute": 1.0,
+    "hour": 60.0,
+    "day": 1440.0,
+    "week": 10080.0,
+    "month": 43200.0,
     "year": 525600.0,
 }
 _UNIT_WORDS = {
@@ -79,16 +84,67 @@ _UNIT_WORDS = {
 }
 UNITS = {word: MINUTES_PER[unit] for unit, words in _UNIT_WORDS.items() for word in words}
 
-_ONES = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-         "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-         "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19}
-_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-         "ninety": 90}
+_ONES = {
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+}
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 VAGUE_QUANTITIES = {"couple": 2.0, "few": 3.0, "several": 5.0}
-_ZERO_PHRASES = {"no delay", "immediately", "instantly", "instant", "right away", "right now", "now", "none",
-                 "no time", "no wait", "straight away", "at once"}
-_HEDGES = {"about", "around", "approximately", "approx", "roughly", "almost", "nearly", "some", "after", "in", "for",
-           "just", "only", "maybe", "perhaps", "probably", "like", "estimated", "est", "exactly", "another"}
+_ZERO_PHRASES = {
+    "no delay",
+    "immediately",
+    "instantly",
+    "instant",
+    "right away",
+    "right now",
+    "now",
+    "none",
+    "no time",
+    "no wait",
+    "straight away",
+    "at once",
+}
+_HEDGES = {
+    "about",
+    "around",
+    "approximately",
+    "approx",
+    "roughly",
+    "almost",
+    "nearly",
+    "some",
+    "after",
+    "in",
+    "for",
+    "just",
+    "only",
+    "maybe",
+    "perhaps",
+    "probably",
+    "like",
+    "estimated",
+    "est",
+    "exactly",
+    "another",
+}
 _TRAILERS = ("later", "ago", "have passed", "has passed", "passed", "elapsed", "afterwards", "after that", "from now")
 _ISO = re.compile(
     r"^P(?!$)(?:(?P<year>\d+(?:\.\d+)?)Y)?(?:(?P<month>\d+(?:\.\d+)?)M)?(?:(?P<week>\d+(?:\.\d+)?)W)?"
@@ -272,8 +328,7 @@ class _Parser:
         else:
             self.fail(f"expected a quantity, got {tok!r}")
         # "one and a half hours", "2 and a half hours"
-        if self.peek() == "and" and self.peek(1) in ("a", "an") and self.peek(2) == "half" and \
-                self.peek(3) in UNITS:
+        if self.peek() == "and" and self.peek(1) in ("a", "an") and self.peek(2) == "half" and self.peek(3) in UNITS:
             self.i += 3
             value += 0.5
         return value
@@ -360,8 +415,12 @@ _QUANTITY_STARTS = set(_ONES) | set(_TENS) | {"a", "an", "half", "quarter", "few
 
 def _could_start_interval(word: str) -> bool:
     w = word.lstrip("[({<\"'~*_").lower()
-    return bool(w) and (w[0].isdigit() or w in _QUANTITY_STARTS or w.rstrip(",.;:!?)]\"'") in _QUANTITY_STARTS
-                        or bool(_ISO.match(w.rstrip(",.;:!?)]\"'"))))
+    return bool(w) and (
+        w[0].isdigit()
+        or w in _QUANTITY_STARTS
+        or w.rstrip(",.;:!?)]\"'") in _QUANTITY_STARTS
+        or bool(_ISO.match(w.rstrip(",.;:!?)]\"'")))
+    )
 
 
 def _first_interval(text: str, max_words: int) -> float | None:
@@ -369,7 +428,7 @@ def _first_interval(text: str, max_words: int) -> float | None:
     for match in re.finditer(r"\S+", text):
         if not _could_start_interval(match.group()):
             continue
-        found = split_leading_interval(text[match.start():], max_words=max_words)
+        found = split_leading_interval(text[match.start() :], max_words=max_words)
         if found is not None:
             return found[0]
     return None
@@ -405,7 +464,7 @@ def extract_interval(text, max_words: int = 8) -> float | None:
     plain = _MARKUP.sub(" ", text)
     markers = list(_ANSWER_MARKER.finditer(plain))
     if markers:
-        found = _first_interval(plain[markers[-1].end():], max_words)
+        found = _first_interval(plain[markers[-1].end() :], max_words)
         if found is not None:
             return found
     found = _first_interval(plain, max_words)
@@ -442,17 +501,56 @@ def interval_bucket(minutes: float) -> str:
 # anything it cannot read (it never fails).
 # Text rewrites, in order, after lower-casing. Their "$\boxed{" is a plain (not raw) string whose "\b" is a
 # backspace, so it removes "$\x08oxed{" and a LaTeX "$\boxed{" stays (its "}" goes with the last-but-one rewrite).
-_PAPER_REWRITES = (("**", ""), ("few", "3"), ("several", "3"), ("$\x08oxed{", ""), ("}$", ""), ("\\sqrt{", ""),
-                   ("}", ""), ("half an", "0.5"), ("half a", "0.5"), ("a half", "0.5"))
-_PAPER_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-                       "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
-                       "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
-                       "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80,
-                       "ninety": 90, "hundred": 100, "thousand": 1000}
+_PAPER_REWRITES = (
+    ("**", ""),
+    ("few", "3"),
+    ("several", "3"),
+    ("$\x08oxed{", ""),
+    ("}$", ""),
+    ("\\sqrt{", ""),
+    ("}", ""),
+    ("half an", "0.5"),
+    ("half a", "0.5"),
+    ("a half", "0.5"),
+)
+_PAPER_NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+    "hundred": 100,
+    "thousand": 1000,
+}
 _PAPER_UNIT_MINUTES = {"minute": 1, "hour": 60, "day": 1440, "week": 10080}  # seconds: divided by 60
 # No word boundaries, as theirs: "often minutes" holds "ten minutes".
-_PAPER_QUANTITY = re.compile(r"(\d*\.?\d+|" + "|".join(_PAPER_NUMBER_WORDS) + r")\s*(second|minute|hour|day|week)s?",
-                             re.IGNORECASE)
+_PAPER_QUANTITY = re.compile(
+    r"(\d*\.?\d+|" + "|".join(_PAPER_NUMBER_WORDS) + r")\s*(second|minute|hour|day|week)s?", re.IGNORECASE
+)
 _PAPER_RANGE = re.compile(r"(\d+)-(\d+)\s*(minute|hour)s?", re.IGNORECASE)
 # Every part optional: it matches at the first "p" of the text, and only digits right after that "p" count.
 _PAPER_ISO = re.compile(r"P(?:(\d+)D)?T?(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?", re.IGNORECASE)
@@ -465,9 +563,9 @@ def _paper_in_minutes(value: float, unit: str) -> float:
 def paper_interval_minutes(text: str) -> float:
     """Minutes of a predicted interval as the TimelyChat authors' script reads it (0.0 where it reads none).
 
-        paper_interval_minutes("1 hour 30 minutes") == 60.0     paper_interval_minutes("2-3 hours") == 150.0
-        paper_interval_minutes("twenty-five minutes") == 5.0    paper_interval_minutes("several hours") == 180.0
-        paper_interval_minutes("2 to 3 hours") == 180.0         paper_interval_minutes("PT1H30M") == 90.0
+    paper_interval_minutes("1 hour 30 minutes") == 60.0     paper_interval_minutes("2-3 hours") == 150.0
+    paper_interval_minutes("twenty-five minutes") == 5.0    paper_interval_minutes("several hours") == 180.0
+    paper_interval_minutes("2 to 3 hours") == 180.0         paper_interval_minutes("PT1H30M") == 90.0
     """
     text = text.strip().lower()
     for old, new in _PAPER_REWRITES:

@@ -78,8 +78,9 @@ def _time_string(message: dict) -> str:
     return str(time)
 
 
-def paper_messages(messages: list[dict], *, timestamps: bool, prompt_mode: str = "none",
-                   api: bool = False) -> list[dict]:
+def paper_messages(
+    messages: list[dict], *, timestamps: bool, prompt_mode: str = "none", api: bool = False
+) -> list[dict]:
     """The messages as the authors' handlers pass them on (to a template, or to a chat-completions API if `api`)."""
     if prompt_mode not in PAPER_PROMPT_MODES:
         raise ValueError(f"unknown prompt_mode {prompt_mode!r}; known: {', '.join(PAPER_PROMPT_MODES)}")
@@ -104,8 +105,11 @@ def paper_messages(messages: list[dict], *, timestamps: bool, prompt_mode: str =
 
 def _raw_call(call: dict) -> dict:
     fn = call.get("function") or {}
-    out = {"id": call.get("id"), "function": {"name": fn.get("name"), "arguments": fn.get("arguments")},
-           "type": call.get("type") or "function"}
+    out = {
+        "id": call.get("id"),
+        "function": {"name": fn.get("name"), "arguments": fn.get("arguments")},
+        "type": call.get("type") or "function",
+    }
     if out["id"] is None:
         del out["id"]
     return out
@@ -131,8 +135,13 @@ def _llama3(messages: list[dict], tools: list | None, *, add_generation_prompt: 
             if len(m["tool_calls"]) != 1:
                 raise UnrenderableSample("the Llama 3.1 template only supports single tool-calls at once")
             fn = m["tool_calls"][0]["function"]
-            parts.append('<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "' + str(fn["name"])
-                         + '", "parameters": ' + jinja_tojson(fn["arguments"]) + "}<|eot_id|>")
+            parts.append(
+                '<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "'
+                + str(fn["name"])
+                + '", "parameters": '
+                + jinja_tojson(fn["arguments"])
+                + "}<|eot_id|>"
+            )
         else:
             content = m.get("content")
             if content is None:
@@ -151,20 +160,27 @@ def _qwen(messages: list[dict], tools: list | None, *, add_generation_prompt: bo
         parts.append("<|im_start|>system\n")
         if messages[0]["role"] == "system":
             parts.append(messages[0]["content"] + "\n\n")
-        parts.append("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
-                     "provided with function signatures within <tools></tools> XML tags:\n<tools>")
+        parts.append(
+            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+            "provided with function signatures within <tools></tools> XML tags:\n<tools>"
+        )
         parts += ["\n" + jinja_tojson(tool) for tool in tools]
-        parts.append('\n</tools>\n\nFor each function call, return a json object with function name and arguments '
-                     'within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": '
-                     "<args-json-object>}\n</tool_call><|im_end|>\n")
+        parts.append(
+            "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+            'within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": '
+            "<args-json-object>}\n</tool_call><|im_end|>\n"
+        )
     elif messages[0]["role"] == "system":
         parts.append(f"<|im_start|>system\n{messages[0]['content']}<|im_end|>\n")
     last_query = len(messages) - 1
     for index in range(len(messages) - 1, -1, -1):
         m = messages[index]
         text = m.get("content")
-        if m["role"] == "user" and isinstance(text, str) and not (
-                text.startswith("<tool_response>") and text.endswith("</tool_response>")):
+        if (
+            m["role"] == "user"
+            and isinstance(text, str)
+            and not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
+        ):
             last_query = index
             break
     for i, m in enumerate(messages):
@@ -179,8 +195,9 @@ def _qwen(messages: list[dict], tools: list | None, *, add_generation_prompt: bo
                 reasoning = content.split("</think>")[0].rstrip("\n").split("<think>")[-1].lstrip("\n")
                 content = content.split("</think>")[-1].lstrip("\n")
             if i > last_query and (last or reasoning):
-                parts.append(f"<|im_start|>{role}\n<think>\n{reasoning.strip(chr(10))}\n</think>\n\n"
-                             + content.lstrip("\n"))
+                parts.append(
+                    f"<|im_start|>{role}\n<think>\n{reasoning.strip(chr(10))}\n</think>\n\n" + content.lstrip("\n")
+                )
             else:
                 parts.append(f"<|im_start|>{role}\n{content}")
             for k, call in enumerate(m.get("tool_calls") or []):
@@ -188,8 +205,13 @@ def _qwen(messages: list[dict], tools: list | None, *, add_generation_prompt: bo
                     parts.append("\n")
                 fn = call.get("function") or call
                 arguments = fn["arguments"]
-                parts.append('<tool_call>\n{"name": "' + str(fn["name"]) + '", "arguments": '
-                             + (arguments if isinstance(arguments, str) else jinja_tojson(arguments)) + "}\n</tool_call>")
+                parts.append(
+                    '<tool_call>\n{"name": "'
+                    + str(fn["name"])
+                    + '", "arguments": '
+                    + (arguments if isinstance(arguments, str) else jinja_tojson(arguments))
+                    + "}\n</tool_call>"
+                )
             parts.append("<|im_end|>\n")
         elif role == "tool":
             if first or messages[i - 1]["role"] != "tool":
@@ -210,8 +232,10 @@ def _ministral_tools(tools: list) -> str:
         fn = tool["function"]
         items = [(key, val) for key, val in fn.items() if key != "return"]
         # `"\"" + key + "\": " + val | tojson` adds a str to tojson's Markup, which HTML-escapes the str part.
-        fields = [f'"{key}": "{val}"' if isinstance(val, str) else _markup_escape(f'"{key}": ') + jinja_tojson(val)
-                  for key, val in items]
+        fields = [
+            f'"{key}": "{val}"' if isinstance(val, str) else _markup_escape(f'"{key}": ') + jinja_tojson(val)
+            for key, val in items
+        ]
         parts.append('{"type": "function", "function": {' + ", ".join(fields) + "}}")
         parts.append(", " if k < len(tools) - 1 else "]")
     parts.append("[/AVAILABLE_TOOLS]")
@@ -220,8 +244,13 @@ def _ministral_tools(tools: list) -> str:
 
 def _markup_escape(text: str) -> str:
     """markupsafe.escape, as Jinja applies it to a plain string added to a Markup value."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;")
-            .replace('"', "&#34;"))
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("'", "&#39;")
+        .replace('"', "&#34;")
+    )
 
 
 def _ministral_id(value: Any) -> str:
@@ -240,8 +269,10 @@ def _ministral_turn(m: dict) -> str:
     if m["role"] == "assistant":
         return str(m.get("content")) + "</s>"
     if m["role"] in ("tool", "tool_results"):
-        return (f'[TOOL_RESULTS]{{"content": {m.get("content")}, '
-                f'"call_id": "{_ministral_id(m.get("tool_call_id"))}"}}[/TOOL_RESULTS]')
+        return (
+            f'[TOOL_RESULTS]{{"content": {m.get("content")}, '
+            f'"call_id": "{_ministral_id(m.get("tool_call_id"))}"}}[/TOOL_RESULTS]'
+        )
     raise UnrenderableSample("Ministral's template supports user and assistant roles after an optional system message")
 
 
@@ -256,8 +287,9 @@ def _ministral(messages: list[dict], tools: list | None, *, add_generation_promp
         if m["role"] in ("tool", "tool_results") or m.get("tool_calls") is not None:
             continue
         if (m["role"] == "user") != expected_user:
-            raise UnrenderableSample("after the optional system message, Ministral's roles must alternate "
-                                     "user/assistant")
+            raise UnrenderableSample(
+                "after the optional system message, Ministral's roles must alternate user/assistant"
+            )
         expected_user = not expected_user
     parts = ["<s>"]
     for i, m in enumerate(messages):
@@ -273,8 +305,7 @@ def _ministral(messages: list[dict], tools: list | None, *, add_generation_promp
     return "".join(parts)
 
 
-def _deepseek_r1(messages: list[dict], tools: list | None, *, add_generation_prompt: bool, bos: str = "",
-                 **_) -> str:
+def _deepseek_r1(messages: list[dict], tools: list | None, *, add_generation_prompt: bool, bos: str = "", **_) -> str:
     # The authors' R1-Distill-Llama handler passes Llama 3's "<|begin_of_text|>" as bos_token; the Qwen one passes
     # none, so the template writes "".
     system = ""
@@ -292,8 +323,14 @@ def _deepseek_r1(messages: list[dict], tools: list | None, *, add_generation_pro
             in_tools = False
             for call in m.get("tool_calls") or []:
                 fn = call["function"]
-                body = (call.get("type") or "function") + "<｜tool▁sep｜>" + fn["name"] + "\n```json\n" \
-                    + _string(fn["arguments"]) + "\n```<｜tool▁call▁end｜>"
+                body = (
+                    (call.get("type") or "function")
+                    + "<｜tool▁sep｜>"
+                    + fn["name"]
+                    + "\n```json\n"
+                    + _string(fn["arguments"])
+                    + "\n```<｜tool▁call▁end｜>"
+                )
                 if first_call:
                     parts.append("<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + body)
                     first_call = False
@@ -310,7 +347,9 @@ def _deepseek_r1(messages: list[dict], tools: list | None, *, add_generation_pro
         if role == "tool":
             in_tools = True
             if first_output:
-                parts.append("<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" + _string(content) + "<｜tool▁output▁end｜>")
+                parts.append(
+                    "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>" + _string(content) + "<｜tool▁output▁end｜>"
+                )
                 first_output = False
             else:
                 parts.append("\n<｜tool▁output▁begin｜>" + _string(content) + "<｜tool▁output▁end｜>")
@@ -339,12 +378,12 @@ TEMPLATES: dict[str, tuple[Callable[..., str], str]] = {
 
 # The authors' local handlers (inference/model_map.py) -> how PaperRenderer reproduces each, and its vLLM budget.
 PAPER_MODELS: dict[str, dict[str, Any]] = {
-    "llama3_1": {"family": "llama3", "max_tokens": 2048},            # meta-llama/Llama-3.1-8B-Instruct
-    "llama3_2": {"family": "llama3", "max_tokens": 4096},            # meta-llama/Llama-3.2-3B-Instruct
+    "llama3_1": {"family": "llama3", "max_tokens": 2048},  # meta-llama/Llama-3.1-8B-Instruct
+    "llama3_2": {"family": "llama3", "max_tokens": 4096},  # meta-llama/Llama-3.2-3B-Instruct
     "qwen2_5": {"family": "qwen", "thinking": False, "max_tokens": 4096},  # Qwen/Qwen2.5-7B-Instruct
-    "qwen3": {"family": "qwen", "thinking": False, "max_tokens": 4096},    # Qwen/Qwen3-8B
+    "qwen3": {"family": "qwen", "thinking": False, "max_tokens": 4096},  # Qwen/Qwen3-8B
     "qwen3_reason": {"family": "qwen", "thinking": True, "max_tokens": 4096},  # Qwen/Qwen3-8B, reasoning
-    "ministral": {"family": "mistral", "max_tokens": 2048},          # mistralai/Ministral-8B-Instruct-2410
+    "ministral": {"family": "mistral", "max_tokens": 2048},  # mistralai/Ministral-8B-Instruct-2410
     "deepseek_distill_llama": {"family": "deepseek_r1", "bos": "<|begin_of_text|>", "max_tokens": 4096},
     "deepseek_distill_qwen": {"family": "deepseek_r1", "bos": "", "max_tokens": 4096},
 }
@@ -370,8 +409,10 @@ class PaperRenderer:
         if self.prompt_mode not in PAPER_PROMPT_MODES:
             raise ValueError(f"unknown prompt_mode {self.prompt_mode!r}; known: {', '.join(PAPER_PROMPT_MODES)}")
         if self.elapsed:
-            raise ValueError("data.elapsed (the elapsed-time badge) is a timealign addition; the paper protocol has "
-                             "none: set data.elapsed=false or data.protocol=timealign")
+            raise ValueError(
+                "data.elapsed (the elapsed-time badge) is a timealign addition; the paper protocol has "
+                "none: set data.elapsed=false or data.protocol=timealign"
+            )
         if self.family is None:
             self.family = detect_family(getattr(self.tokenizer, "chat_template", None))
         if self.family not in FAMILIES:
@@ -387,8 +428,14 @@ class PaperRenderer:
             raise UnrenderableSample("no messages")
         render, _ = TEMPLATES[FAMILIES[self.family].paper_template]
         date = str(messages[0].get("time") or "").split("T")[0]
-        return render(prepared, _decode_tools(tools), add_generation_prompt=add_generation_prompt, date=date,
-                      thinking=self.thinking, bos=self.bos)
+        return render(
+            prepared,
+            _decode_tools(tools),
+            add_generation_prompt=add_generation_prompt,
+            date=date,
+            thinking=self.thinking,
+            bos=self.bos,
+        )
 
     def prompt(self, messages: list[dict], tools: Any = None) -> str:
         """The generation prompt, byte for byte what the authors' handler renders for these messages."""
@@ -402,15 +449,17 @@ class PaperRenderer:
             # conversation with the reply added; the reply is rendered on its own, as the template writes it.
             return _ministral_turn(paper_messages([reply], timestamps=False)[0])
         if FAMILIES[self.family].paper_template == "deepseek_r1":
-            raise ValueError("the authors' DeepSeek-R1 template opens a <think> block in the generation prompt that a "
-                             "rendered reply never continues: training in the paper protocol is not defined for it; "
-                             "use data.protocol=timealign")
+            raise ValueError(
+                "the authors' DeepSeek-R1 template opens a <think> block in the generation prompt that a "
+                "rendered reply never continues: training in the paper protocol is not defined for it; "
+                "use data.protocol=timealign"
+            )
         prompt = self.prompt(messages, tools)
         # Replies carry no stamp in the authors' prompts' last turn: render the reply's text without one.
         full = self._render_with_reply(messages, reply, tools)
         if not full.startswith(prompt):
             raise ValueError(f"the paper {self.family} template renders the prompt differently once a reply follows")
-        text = full[len(prompt):]
+        text = full[len(prompt) :]
         return text.rstrip("\n") if text.endswith("<|im_end|>\n") else text
 
     def _render_with_reply(self, messages: list[dict], reply: dict, tools: Any) -> str:
@@ -418,13 +467,22 @@ class PaperRenderer:
         prepared += paper_messages([reply], timestamps=False)
         render, _ = TEMPLATES[FAMILIES[self.family].paper_template]
         date = str(messages[0].get("time") or "").split("T")[0]
-        return render(prepared, _decode_tools(tools), add_generation_prompt=False, date=date, thinking=self.thinking,
-                      bos=self.bos)
+        return render(
+            prepared,
+            _decode_tools(tools),
+            add_generation_prompt=False,
+            date=date,
+            thinking=self.thinking,
+            bos=self.bos,
+        )
 
     def pair(self, messages: list[dict], chosen: dict, rejected: dict, tools: Any = None) -> dict[str, str]:
         """TRL's preference layout (strings) for one pair, rendered in this protocol."""
-        return {"prompt": self.prompt(messages, tools), "chosen": self.completion(messages, chosen, tools),
-                "rejected": self.completion(messages, rejected, tools)}
+        return {
+            "prompt": self.prompt(messages, tools),
+            "chosen": self.completion(messages, chosen, tools),
+            "rejected": self.completion(messages, rejected, tools),
+        }
 
     def check_template(self, messages: list[dict], tools: Any = None) -> list[str]:
         """The authors never stamp tool-call messages; that is the protocol, not a template defect."""
@@ -455,9 +513,11 @@ def deepseek_distill(tokenizer: Any) -> str:
     for marker, model in DEEPSEEK_DISTILL_NAMES.items():
         if model_type is None and marker in name.lower():
             return model
-    raise ValueError(f"cannot tell which DeepSeek-R1 distill {name or 'this tokenizer'!r} is (its config.json "
-                     f"model_type is {model_type!r}; the paper protocol needs llama or qwen2 to pick the BOS the "
-                     "authors wrote): load the tokenizer from the model's folder or its released name")
+    raise ValueError(
+        f"cannot tell which DeepSeek-R1 distill {name or 'this tokenizer'!r} is (its config.json "
+        f"model_type is {model_type!r}; the paper protocol needs llama or qwen2 to pick the BOS the "
+        "authors wrote): load the tokenizer from the model's folder or its released name"
+    )
 
 
 def _model_type(name: str) -> str | None:
@@ -471,8 +531,13 @@ def _model_type(name: str) -> str | None:
         return None
     from transformers.utils import cached_file
 
-    path = cached_file(name, "config.json", local_files_only=True, _raise_exceptions_for_missing_entries=False,
-                       _raise_exceptions_for_connection_errors=False)
+    path = cached_file(
+        name,
+        "config.json",
+        local_files_only=True,
+        _raise_exceptions_for_missing_entries=False,
+        _raise_exceptions_for_connection_errors=False,
+    )
     return json.loads(Path(path).read_text()).get("model_type") if path else None
 
 

@@ -32,8 +32,14 @@ def format_timestamp(value: str | datetime) -> str:
 
 
 # Units of the elapsed-time badge, largest first (30-day months, 365-day years: the badge is a reading aid).
-_ELAPSED_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60),
-                  ("second", 1))
+_ELAPSED_UNITS = (
+    ("year", 365 * 86400),
+    ("month", 30 * 86400),
+    ("day", 86400),
+    ("hour", 3600),
+    ("minute", 60),
+    ("second", 1),
+)
 
 
 def format_elapsed(seconds: float) -> str:
@@ -56,4 +62,3 @@ def elapsed_badge(messages: list[dict], now: str | datetime) -> str:
     if last is None:
         return ""
     return f" (+{format_elapsed((parse_time(now) - parse_time(last)).total_seconds())} since the last tool result)"
-

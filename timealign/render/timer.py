@@ -67,8 +67,10 @@ def add_timer_tokens(tokenizer) -> list[int]:
     vocab = tokenizer.get_vocab()
     missing = [t for t in TIMER_TOKENS if t not in vocab]
     if missing:
-        tokenizer.add_tokens([AddedToken(t, special=True, normalized=False, lstrip=False, rstrip=False)
-                              for t in missing], special_tokens=True)
+        tokenizer.add_tokens(
+            [AddedToken(t, special=True, normalized=False, lstrip=False, rstrip=False) for t in missing],
+            special_tokens=True,
+        )
     return tokenizer.convert_tokens_to_ids(list(TIMER_TOKENS))
 
 
@@ -98,8 +100,10 @@ class TimerRenderer:
             vocab = self.tokenizer.get_vocab()
             missing = [t for t in TIMER_TOKENS if t not in vocab]
             if missing:
-                raise ValueError(f"the tokenizer lacks the TIMER tokens {missing}; call add_timer_tokens(tokenizer) "
-                                 "(and resize the model's embeddings) first")
+                raise ValueError(
+                    f"the tokenizer lacks the TIMER tokens {missing}; call add_timer_tokens(tokenizer) "
+                    "(and resize the model's embeddings) first"
+                )
 
     # -- text ----------------------------------------------------------------------------------------------------
     @property
@@ -126,8 +130,9 @@ class TimerRenderer:
             return [(turn.speaker, "speaker"), (" " + tau, "time"), (" " + turn.utterance, "utt")]
         return [(turn.speaker, "speaker"), (" " + turn.utterance, "utt"), (" " + tau, "time")]
 
-    def spans(self, turns: list[TimerTurn], train_turns=(), end: bool = True,
-              time_turns=None) -> list[tuple[str, int]]:
+    def spans(
+        self, turns: list[TimerTurn], train_turns=(), end: bool = True, time_turns=None
+    ) -> list[tuple[str, int]]:
         """(text, kind) spans of a whole sequence.
 
         `train_turns`: turn indices whose utterance (and, unless `time_turns` is given, interval) is trained;
@@ -170,8 +175,9 @@ class TimerRenderer:
             return [num_turns - 1]
         return list(range(1, num_turns))  # Eq. 4: t = 2..T
 
-    def features(self, turns: list[TimerTurn], train_turns=None, *, time_turns=None,
-                 max_length: int | None = None) -> dict[str, list[int]]:
+    def features(
+        self, turns: list[TimerTurn], train_turns=None, *, time_turns=None, max_length: int | None = None
+    ) -> dict[str, list[int]]:
         """`input_ids`, `labels` (-100 off the trained spans) and `token_types` (0 other, 1 time, 2 response)."""
         return self.batch_features([(turns, train_turns, time_turns)], max_length=max_length)[0]
 
@@ -209,7 +215,7 @@ class TimerRenderer:
     def _truncate_left(ids, offsets, types, max_length, spk_id):
         head = 1 if offsets and offsets[0][0] == offsets[0][1] == 0 and len(ids) > 1 else 0  # tokenizer's BOS
         keep = max_length - head
-        tail_ids, tail_types = ids[len(ids) - keep:], types[len(types) - keep:]
+        tail_ids, tail_types = ids[len(ids) - keep :], types[len(types) - keep :]
         if spk_id is not None and spk_id in tail_ids:
             first = tail_ids.index(spk_id)
             tail_ids, tail_types = tail_ids[first:], tail_types[first:]
@@ -345,8 +351,9 @@ def _batch_token_types(texts: list[str], all_spans: list[list[tuple[str, int]]],
     cum = np.concatenate([[0], np.cumsum(span_lengths, dtype=np.int64)])
     # start of each span within its own row, then in the joined coordinates
     span_starts_a = cum[:-1] - cum[row_offsets[span_rows]] + bases[span_rows]
-    flat = np.fromiter(itertools.chain.from_iterable(itertools.chain.from_iterable(all_offsets)), dtype=np.int64,
-                       count=2 * sum(sizes)).reshape(-1, 2)
+    flat = np.fromiter(
+        itertools.chain.from_iterable(itertools.chain.from_iterable(all_offsets)), dtype=np.int64, count=2 * sum(sizes)
+    ).reshape(-1, 2)
     row_base = np.repeat(bases, sizes)
     starts = flat[:, 0] + row_base
     ends = np.where(flat[:, 1] > flat[:, 0], flat[:, 1] + row_base, -1)  # -1: added by the tokenizer (no chars)
@@ -366,6 +373,6 @@ def _batch_token_types(texts: list[str], all_spans: list[list[tuple[str, int]]],
     out, pos = [], 0
     flat_types = types.tolist()
     for size in sizes:
-        out.append(flat_types[pos:pos + size])
+        out.append(flat_types[pos : pos + size])
         pos += size
     return out

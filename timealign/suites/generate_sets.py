@@ -42,18 +42,31 @@ def generating_suites() -> dict[str, Suite]:
 def suite_command(name: str) -> Command:
     """The command for one suite: `suite=` and `out=` plus that suite's data-set options."""
     suite = generating_suites()[name]
-    options = dataclasses.make_dataclass(f"Generate{suite.dataset.options.__name__}", [],
-                                         bases=(suite.dataset.options, GenerateOptions))
-    return Command(prog=f"{PROG} suite={name}", summary=f"{SUMMARY}\n\nsuite={name}: {suite.description}",
-                   options=options, recipe="none", examples=EXAMPLES)
+    options = dataclasses.make_dataclass(
+        f"Generate{suite.dataset.options.__name__}", [], bases=(suite.dataset.options, GenerateOptions)
+    )
+    return Command(
+        prog=f"{PROG} suite={name}",
+        summary=f"{SUMMARY}\n\nsuite={name}: {suite.description}",
+        options=options,
+        recipe="none",
+        examples=EXAMPLES,
+    )
 
 
 def overview_command() -> Command:
     """The command `--help` shows when no suite is chosen: every suite's data-set options."""
-    listing = [f"suite={name}: {suite.description}\n{describe(suite.dataset.options)}"
-               for name, suite in generating_suites().items()]
-    return Command(prog=PROG, summary=SUMMARY, options=GenerateOptions, recipe="none",
-                   examples="\n".join([EXAMPLES, "", "Data-set options of each suite:", "", "\n\n".join(listing)]))
+    listing = [
+        f"suite={name}: {suite.description}\n{describe(suite.dataset.options)}"
+        for name, suite in generating_suites().items()
+    ]
+    return Command(
+        prog=PROG,
+        summary=SUMMARY,
+        options=GenerateOptions,
+        recipe="none",
+        examples="\n".join([EXAMPLES, "", "Data-set options of each suite:", "", "\n\n".join(listing)]),
+    )
 
 
 def chosen_suite(argv: list[str]) -> str | None:
@@ -75,8 +88,10 @@ def write_set(name: str, invocation: Invocation) -> int:
     seconds = time.perf_counter() - start
     if options.out:
         path = write_jsonl(items, options.out)
-        print(f"wrote {len(items)} {name} items to {path} in {seconds:.2f} s "
-              f"({1000 * seconds / max(len(items), 1):.1f} ms per item)")
+        print(
+            f"wrote {len(items)} {name} items to {path} in {seconds:.2f} s "
+            f"({1000 * seconds / max(len(items), 1):.1f} ms per item)"
+        )
     elif items:
         print(f"{len(items)} {name} items in {seconds:.2f} s; the first one (write them all with out=FILE):\n")
         print(items[0]["prompt"])
@@ -94,11 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     if name is None:
         if any(a in HELP_FLAGS for a in argv):
             return run_command(overview_command(), argv, lambda _: 0)
-        print(f"error: choose a suite with suite=NAME ({', '.join(generating_suites())}); see {PROG} --help",
-              file=sys.stderr)
+        print(
+            f"error: choose a suite with suite=NAME ({', '.join(generating_suites())}); see {PROG} --help",
+            file=sys.stderr,
+        )
         return 2
-    return run_command(suite_command(name), argv, lambda invocation: write_set(name, invocation),
-                       errors={ValueError: 2, OSError: 1})
+    return run_command(
+        suite_command(name), argv, lambda invocation: write_set(name, invocation), errors={ValueError: 2, OSError: 1}
+    )
 
 
 if __name__ == "__main__":

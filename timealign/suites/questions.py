@@ -15,8 +15,9 @@ from timealign.backends.cache import generate_texts
 THINK_BLOCK = re.compile(r"<think>.*?(</think>|$)", re.S | re.I)
 
 
-def ask(backend, items: Sequence[dict], *, suite: str, max_new_tokens: int, cache_dir=None,
-        desc: str | None = None) -> tuple[list[str], dict]:
+def ask(
+    backend, items: Sequence[dict], *, suite: str, max_new_tokens: int, cache_dir=None, desc: str | None = None
+) -> tuple[list[str], dict]:
     """Each item's `prompt` as one user turn through the shared PromptRenderer, generated with the suite's cache.
 
     Returns the outputs (a failed sample is "", scored as unparseable) and the generation info (`errors`, cache use)
@@ -26,8 +27,9 @@ def ask(backend, items: Sequence[dict], *, suite: str, max_new_tokens: int, cach
 
     renderer = PromptRenderer(backend.tokenizer, timestamps=False)
     prompts = [renderer.prompt([{"role": "user", "content": it["prompt"]}]) for it in items]
-    outputs, generation = generate_texts(backend, prompts, suite=suite, max_new_tokens=max_new_tokens,
-                                         cache_dir=cache_dir, desc=desc or suite)
+    outputs, generation = generate_texts(
+        backend, prompts, suite=suite, max_new_tokens=max_new_tokens, cache_dir=cache_dir, desc=desc or suite
+    )
     return list(outputs), generation
 
 
@@ -47,5 +49,10 @@ def accuracy_counts(rows: Sequence[tuple[dict, str | None]]) -> dict:
     n = len(rows)
     correct = sum(pred == item["answer"] for item, pred in rows)
     unclear = sum(pred is None for _, pred in rows)
-    return {"n": n, "accuracy": correct / n if n else None, "correct": correct, "unclear": unclear,
-            "unclear_rate": unclear / n if n else None}
+    return {
+        "n": n,
+        "accuracy": correct / n if n else None,
+        "correct": correct,
+        "unclear": unclear,
+        "unclear_rate": unclear / n if n else None,
+    }

@@ -64,8 +64,10 @@ class Suite:
 
     def __post_init__(self) -> None:
         if self.dataset is not None and not (self.options and issubclass(self.options, self.dataset.options)):
-            raise TypeError(f"suite {self.name!r}: its options must extend its data set's options "
-                            f"({self.dataset.options.__name__}), so both read the same keys the same way")
+            raise TypeError(
+                f"suite {self.name!r}: its options must extend its data set's options "
+                f"({self.dataset.options.__name__}), so both read the same keys the same way"
+            )
 
     def parse_options(self, raw: dict[str, str] | None = None) -> Any:
         """The suite's options from command-line text (`{"n": "200"}`), defaults filled in; None for a suite

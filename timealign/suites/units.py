@@ -53,8 +53,11 @@ class SampleUnits:
     def columns(self) -> tuple[list[str], np.ndarray]:
         """The count names and the (units x names) matrix of floats."""
         names = list(self.counts)
-        matrix = np.column_stack([np.asarray(self.counts[k], dtype=float) for k in names]) if names else \
-            np.zeros((len(self), 0))
+        matrix = (
+            np.column_stack([np.asarray(self.counts[k], dtype=float) for k in names])
+            if names
+            else np.zeros((len(self), 0))
+        )
         return names, matrix
 
     def value(self, key: str) -> float | None:
@@ -92,5 +95,10 @@ def mean_units(report: dict, fields: Mapping[str, str], unit: str) -> SampleUnit
         if missing:
             raise ValueError(f"{len(missing)} sample records have no {name!r} (first: {missing[0]})")
         counts[key] = np.asarray([float(s[name]) for s in samples])
-    return SampleUnits(unit, tuple(str(s["id"]) for s in samples), ("all",) * len(samples), counts,
-                       {key: mean_metric(key, "samples") for key in fields})
+    return SampleUnits(
+        unit,
+        tuple(str(s["id"]) for s in samples),
+        ("all",) * len(samples),
+        counts,
+        {key: mean_metric(key, "samples") for key in fields},
+    )

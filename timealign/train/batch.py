@@ -45,8 +45,10 @@ class BatchPlan:
     source: str  # what stated it: batch.global_size=N, or the training.* values
 
     def describe(self) -> str:
-        return (f"global batch {self.global_size} = {self.per_device} per device x {self.processes} "
-                f"process{'es' if self.processes != 1 else ''} x {self.accumulation} accumulation ({self.source})")
+        return (
+            f"global batch {self.global_size} = {self.per_device} per device x {self.processes} "
+            f"process{'es' if self.processes != 1 else ''} x {self.accumulation} accumulation ({self.source})"
+        )
 
     def training_overrides(self) -> dict[str, int]:
         return {"per_device_train_batch_size": self.per_device, "gradient_accumulation_steps": self.accumulation}
@@ -61,37 +63,52 @@ def plan_batch(recipe, config_cls, processes: int) -> BatchPlan:
     """The per-device batch and accumulation for `processes` processes (RecipeError naming the arithmetic when the
     recipe's global batch cannot be made with them, or conflicts with the training.* values it also sets)."""
     training: dict[str, Any] = recipe.training or {}
-    given_device, given_accumulation = training.get("per_device_train_batch_size"), training.get(
-        "gradient_accumulation_steps")
+    given_device, given_accumulation = (
+        training.get("per_device_train_batch_size"),
+        training.get("gradient_accumulation_steps"),
+    )
     total = recipe.batch.global_size
     if total is None:
         per_device = int(given_device or _default(config_cls, "per_device_train_batch_size", 8))
         accumulation = int(given_accumulation or _default(config_cls, "gradient_accumulation_steps", 1))
-        said = ", ".join(f"{key}={training[key.split('.', 1)[1]]}" for key in (PER_DEVICE, ACCUMULATION)
-                         if training.get(key.split(".", 1)[1]) is not None) or "TRL's defaults"
-        return BatchPlan(per_device * processes * accumulation, per_device, processes, accumulation,
-                         f"{said}; no batch.global_size")
+        said = (
+            ", ".join(
+                f"{key}={training[key.split('.', 1)[1]]}"
+                for key in (PER_DEVICE, ACCUMULATION)
+                if training.get(key.split(".", 1)[1]) is not None
+            )
+            or "TRL's defaults"
+        )
+        return BatchPlan(
+            per_device * processes * accumulation, per_device, processes, accumulation, f"{said}; no batch.global_size"
+        )
     source = f"batch.global_size={total}"
     if total % processes:
-        raise RecipeError(f"batch.global_size={total} cannot be split over {processes} processes: {total} is not a "
-                          f"multiple of {processes} (global batch = per device x processes x accumulation); launch a "
-                          f"process count that divides {total}, or set batch.global_size to a multiple of "
-                          f"{processes}")
+        raise RecipeError(
+            f"batch.global_size={total} cannot be split over {processes} processes: {total} is not a "
+            f"multiple of {processes} (global batch = per device x processes x accumulation); launch a "
+            f"process count that divides {total}, or set batch.global_size to a multiple of "
+            f"{processes}"
+        )
     per_process = total // processes
     if given_device is not None:
         per_device = int(given_device)
         if per_process % per_device:
-            raise RecipeError(f"batch.global_size={total} over {processes} processes is {per_process} per process, "
-                              f"not a multiple of {PER_DEVICE}={per_device}: set {PER_DEVICE} to a divisor of "
-                              f"{per_process}, or leave it out (the largest that divides is then chosen)")
+            raise RecipeError(
+                f"batch.global_size={total} over {processes} processes is {per_process} per process, "
+                f"not a multiple of {PER_DEVICE}={per_device}: set {PER_DEVICE} to a divisor of "
+                f"{per_process}, or leave it out (the largest that divides is then chosen)"
+            )
     else:  # the largest micro-batch up to TRL's default that divides the share of each process
         per_device = _divisors_up_to(per_process, _default(config_cls, "per_device_train_batch_size", 8))
     accumulation = per_process // per_device
     if given_accumulation is not None and int(given_accumulation) != accumulation:
-        raise RecipeError(f"batch.global_size={total} and {ACCUMULATION}={given_accumulation} disagree on "
-                          f"{processes} processes: {per_device} per device x {processes} x {given_accumulation} = "
-                          f"{per_device * processes * int(given_accumulation)}, not {total}; leave "
-                          f"{ACCUMULATION} out (it follows from the global batch) or set batch.global_size=null")
+        raise RecipeError(
+            f"batch.global_size={total} and {ACCUMULATION}={given_accumulation} disagree on "
+            f"{processes} processes: {per_device} per device x {processes} x {given_accumulation} = "
+            f"{per_device * processes * int(given_accumulation)}, not {total}; leave "
+            f"{ACCUMULATION} out (it follows from the global batch) or set batch.global_size=null"
+        )
     return BatchPlan(total, per_device, processes, accumulation, source)
 
 
@@ -128,29 +145,39 @@ def schedule_warnings(args, rows: int, plan: BatchPlan) -> list[str]:
     per_epoch = optimizer_steps(rows, plan)
     epochs = float(args.num_train_epochs)
     total = int(args.max_steps) if args.max_steps and args.max_steps > 0 else math.ceil(epochs * per_epoch)
-    steps_text = (f"{rows} rows / global batch {plan.global_size} = {per_epoch} optimizer step"
-                  f"{'s' if per_epoch != 1 else ''} per epoch, {total} in all")
+    steps_text = (
+        f"{rows} rows / global batch {plan.global_size} = {per_epoch} optimizer step"
+        f"{'s' if per_epoch != 1 else ''} per epoch, {total} in all"
+    )
     out = []
     strategy = str(getattr(args.logging_strategy, "value", args.logging_strategy))
     if strategy == "steps":
         every = _steps_of(float(args.logging_steps), total)
         if per_epoch < every:
             logged = "no loss is logged at all" if total < every else "an epoch ends before a loss is logged"
-            out.append(f"training.logging_steps={args.logging_steps} but {steps_text}: {logged}; lower "
-                       f"training.logging_steps (e.g. {max(1, per_epoch // 4)}) or batch.global_size")
+            out.append(
+                f"training.logging_steps={args.logging_steps} but {steps_text}: {logged}; lower "
+                f"training.logging_steps (e.g. {max(1, per_epoch // 4)}) or batch.global_size"
+            )
     warmup = float(args.warmup_steps or 0)
     if 0 < warmup < 1 and total * warmup < 1:
-        out.append(f"training.warmup_steps={args.warmup_steps} is {total * warmup:.2g} of {total} steps "
-                   f"({steps_text}): transformers rounds it up to 1 step, so there is no warmup to speak of; lower "
-                   "batch.global_size or drop the warmup")
+        out.append(
+            f"training.warmup_steps={args.warmup_steps} is {total * warmup:.2g} of {total} steps "
+            f"({steps_text}): transformers rounds it up to 1 step, so there is no warmup to speak of; lower "
+            "batch.global_size or drop the warmup"
+        )
     save = str(getattr(args.save_strategy, "value", args.save_strategy))
     if save == "steps" and _steps_of(float(args.save_steps), total) >= total:
-        out.append(f"training.save_steps={args.save_steps} but {steps_text}: no checkpoint before the end (a "
-                   f"preempted or failed run restarts from step 0); set training.save_steps below {total}")
+        out.append(
+            f"training.save_steps={args.save_steps} but {steps_text}: no checkpoint before the end (a "
+            f"preempted or failed run restarts from step 0); set training.save_steps below {total}"
+        )
     elif save == "epoch" and total <= per_epoch:
-        out.append(f"training.save_strategy=epoch with {steps_text}: the only checkpoint is at the end (a preempted "
-                   "run restarts from step 0); use save_strategy=steps with save_steps below "
-                   f"{total}")
+        out.append(
+            f"training.save_strategy=epoch with {steps_text}: the only checkpoint is at the end (a preempted "
+            "run restarts from step 0); use save_strategy=steps with save_steps below "
+            f"{total}"
+        )
     return out
 
 

@@ -18,8 +18,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["TOKEN_TYPES", "CarriesColumn", "ColumnCollator", "OffsetPreferenceCollator", "TokenTypesCollator",
-           "check_offsets"]
+__all__ = [
+    "TOKEN_TYPES",
+    "CarriesColumn",
+    "ColumnCollator",
+    "OffsetPreferenceCollator",
+    "TokenTypesCollator",
+    "check_offsets",
+]
 
 TOKEN_TYPES = "token_types"  # the column of TIMER rows: 0 other, 1 time, 2 response token
 
@@ -93,7 +99,8 @@ class OffsetPreferenceCollator(ColumnCollator):
 
 
 class TokenTypesCollator(ColumnCollator):
-    """TIMER token types as a long tensor `[B, L]` beside a language-modeling batch, right-padded with 0 like labels."""
+    """TIMER token types as a long tensor `[B, L]` beside a language-modeling batch, right-padded with 0 like
+    labels."""
 
     label = "TIMER column"
 

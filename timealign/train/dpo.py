@@ -22,7 +22,8 @@ logger = logging.getLogger("timealign.train.dpo")
 COMMAND = Command(
     prog="[accelerate launch] train/dpo.py",
     summary="Offset-DPO (ODPO-style) on TicToc preference pairs:",
-    examples="""  loss = -log sigmoid(beta * (logratio_chosen - logratio_rejected) - delta),  delta = |S - 1.5| per pair.
+    examples="""  loss = -log sigmoid(beta * (logratio_chosen - logratio_rejected) - delta),
+         delta = |S - 1.5| per pair.
 
 Override any recipe field with dotted keys, for example:
   training.learning_rate=1e-6 training.beta=0.05 data.timestamps=false lora.enabled=true
@@ -53,7 +54,13 @@ def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0, fit=No
                 out = fit.pair(row)
             out["unrenderable"] = ""
         except UnrenderableSample as err:  # paper protocol only: the authors' code skipped these samples too
-            out = {"prompt": "", "chosen": "", "rejected": "", "unrenderable": str(err), **(fit.columns if fit else {})}
+            out = {
+                "prompt": "",
+                "chosen": "",
+                "rejected": "",
+                "unrenderable": str(err),
+                **(fit.columns if fit else {}),
+            }
         out["margin"] = row["margin"] * offset_scale
         return out
 
@@ -61,11 +68,19 @@ def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0, fit=No
     refused = [(i, reason) for i, reason in enumerate(rendered["unrenderable"]) if reason]
     if refused:
         if len(refused) == len(rendered):
-            raise RecipeError(f"{desc}: no pair can be rendered in the {renderer.protocol} protocol; first: "
-                              f"{refused[0][1]}")
-        logger.warning("%s: %d of %d pairs cannot be rendered in the %s protocol and are left out (the authors' code "
-                       "skipped them too), e.g. %s: %s", desc, len(refused), len(rendered), renderer.protocol,
-                       rendered[refused[0][0]]["id"], refused[0][1])
+            raise RecipeError(
+                f"{desc}: no pair can be rendered in the {renderer.protocol} protocol; first: {refused[0][1]}"
+            )
+        logger.warning(
+            "%s: %d of %d pairs cannot be rendered in the %s protocol and are left out (the authors' code "
+            "skipped them too), e.g. %s: %s",
+            desc,
+            len(refused),
+            len(rendered),
+            renderer.protocol,
+            rendered[refused[0][0]]["id"],
+            refused[0][1],
+        )
         rendered = rendered.filter(lambda reason: not reason, input_columns=["unrenderable"])
     rendered = rendered.remove_columns(["unrenderable"])
     return rendered if fit is None else fit.finish(rendered)
@@ -85,7 +100,13 @@ def build_trainer(recipe, claim: bool = True):
     from timealign.render.chat import PromptRenderer
     from timealign.train.batch import log_plan, plan_batch, world_size
     from timealign.train.launch_check import check_launch, check_trainer
-    from timealign.train.lengths import LengthReportCallback, PairFitter, check_against_trainer, check_mode, write_reports
+    from timealign.train.lengths import (
+        LengthReportCallback,
+        PairFitter,
+        check_against_trainer,
+        check_mode,
+        write_reports,
+    )
     from timealign.train.models import (
         check_model_available,
         load_model,
@@ -116,8 +137,9 @@ def build_trainer(recipe, claim: bool = True):
     fits = {}  # split -> PairFitter: pairs within args.max_length per data.overlength, counted
 
     def fitter(split: str) -> PairFitter:
-        fits[split] = PairFitter(renderer, tokenizer, args.max_length, recipe.data.overlength, split,
-                                 args.truncation_mode)
+        fits[split] = PairFitter(
+            renderer, tokenizer, args.max_length, recipe.data.overlength, split, args.truncation_mode
+        )
         return fits[split]
 
     train_split, eval_split = recipe.data.train_split, recipe.data.eval_split
@@ -150,6 +172,7 @@ def build_trainer(recipe, claim: bool = True):
         log_plan(batch, trainer.args, len(trainer.train_dataset))
     if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
         from timealign.train.live_eval import LiveEvalCallback
+
         trainer.add_callback(LiveEvalCallback(trainer, recipe, data))
     return trainer
 
@@ -178,8 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     def train(invocation) -> None:
         logger.info("saved model to %s", run(invocation.recipe))
 
-    return run_command(COMMAND, argv, train, errors={NoSpaceLeft: 2, TicTocFormatError: 1, FileNotFoundError: 1},
-                       hint=DATA_HINT)
+    return run_command(
+        COMMAND, argv, train, errors={NoSpaceLeft: 2, TicTocFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT
+    )
 
 
 if __name__ == "__main__":  # python -m timealign.train.dpo

@@ -44,26 +44,30 @@ class ExportError(ValueError):
 
 @dataclass
 class ExportOptions:
-    checkpoint: str | None = opt(None, "the trained folder: output_dir or a checkpoint-N in it (LoRA adapter or full "
-                                       "model)")
+    checkpoint: str | None = opt(
+        None, "the trained folder: output_dir or a checkpoint-N in it (LoRA adapter or full model)"
+    )
     out: str | None = opt(None, "where the standalone checkpoint goes (a new or empty folder)")
-    dtype: str = opt("auto", "LoRA: dtype of the merged weights, auto | float32 | bfloat16 | float16 (auto: the base "
-                             "model's); the merge itself runs in float32. A full fine-tune is copied unchanged")
+    dtype: str = opt(
+        "auto",
+        "LoRA: dtype of the merged weights, auto | float32 | bfloat16 | float16 (auto: the base "
+        "model's); the merge itself runs in float32. A full fine-tune is copied unchanged",
+    )
     overwrite: bool = opt(False, "replace `out` when it holds files")
 
 
 COMMAND = Command(
     prog="python train/export.py",
     summary="Exports a trained checkpoint as a standalone model folder: a LoRA adapter is merged into its base "
-            "(TIMER's added tokens included) and saved as safetensors; a full fine-tune is validated and copied. "
-            "Writes the tokenizer (with its added special tokens), timealign_recipe.yaml and a model card "
-            "(README.md). Rewrite a card later, e.g. after evaluation: python -m timealign.train.model_card "
-            "checkpoint=DIR.",
+    "(TIMER's added tokens included) and saved as safetensors; a full fine-tune is validated and copied. "
+    "Writes the tokenizer (with its added special tokens), timealign_recipe.yaml and a model card "
+    "(README.md). Rewrite a card later, e.g. after evaluation: python -m timealign.train.model_card "
+    "checkpoint=DIR.",
     options=ExportOptions,
     recipe="none",
     examples="    python train/export.py checkpoint=outputs/tiny-timer out=exports/tiny-timer\n"
-             "    python train/export.py checkpoint=outputs/llama8b/checkpoint-400 out=exports/llama8b-400 "
-             "dtype=bfloat16",
+    "    python train/export.py checkpoint=outputs/llama8b/checkpoint-400 out=exports/llama8b-400 "
+    "dtype=bfloat16",
 )
 
 
@@ -85,7 +89,7 @@ def _has_tokenizer(folder: Path) -> bool:
 
 
 def checkpoint_kind(folder: str | Path) -> str:
-    """"adapter" (a LoRA adapter folder) or "full" (a model folder); ExportError saying why it is neither."""
+    """ "adapter" (a LoRA adapter folder) or "full" (a model folder); ExportError saying why it is neither."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ExportError(f"checkpoint={folder}: no such folder")
@@ -96,24 +100,30 @@ def checkpoint_kind(folder: str | Path) -> str:
     else:
         steps = checkpoint_folders(folder)
         if steps:
-            raise ExportError(f"{folder} holds no final model ({MODEL_CONFIG} or {ADAPTER_CONFIG}): its training "
-                              f"has not finished. Finish it (the same training command resumes), or export a "
-                              f"checkpoint: checkpoint={steps[-1]}")
-        raise ExportError(f"{folder} is not a checkpoint: it has neither {MODEL_CONFIG} (a full model) nor "
-                          f"{ADAPTER_CONFIG} (a LoRA adapter). Point checkpoint= at a training output_dir or a "
-                          "checkpoint-N folder in it")
+            raise ExportError(
+                f"{folder} holds no final model ({MODEL_CONFIG} or {ADAPTER_CONFIG}): its training "
+                f"has not finished. Finish it (the same training command resumes), or export a "
+                f"checkpoint: checkpoint={steps[-1]}"
+            )
+        raise ExportError(
+            f"{folder} is not a checkpoint: it has neither {MODEL_CONFIG} (a full model) nor "
+            f"{ADAPTER_CONFIG} (a LoRA adapter). Point checkpoint= at a training output_dir or a "
+            "checkpoint-N folder in it"
+        )
     config = _read_json(folder / (ADAPTER_CONFIG if kind == "adapter" else MODEL_CONFIG))
     if kind == "full" and "model_type" not in config:
         raise ExportError(f"{folder / MODEL_CONFIG} has no model_type: not a transformers model config")
     problem = weights_problem(folder)
     if problem:
         raise ExportError(f"{folder}: the weights are incomplete or missing: {problem}")
-    if kind == "adapter" and not any((folder / n).is_file() for n in ("adapter_model.safetensors",
-                                                                     "adapter_model.bin")):
+    if kind == "adapter" and not any(
+        (folder / n).is_file() for n in ("adapter_model.safetensors", "adapter_model.bin")
+    ):
         raise ExportError(f"{folder}: {ADAPTER_CONFIG} but no adapter_model.safetensors")
     if not _has_tokenizer(folder):
-        raise ExportError(f"{folder} has no tokenizer (tokenizer_config.json / tokenizer.json); training saves one "
-                          "beside the model")
+        raise ExportError(
+            f"{folder} has no tokenizer (tokenizer_config.json / tokenizer.json); training saves one beside the model"
+        )
     return kind
 
 
@@ -140,8 +150,10 @@ def _publish(tmp: Path, out: Path) -> None:
 
 def _check_vocab(folder: Path, tokenizer, rows: int) -> None:
     if len(tokenizer) > rows:
-        raise ExportError(f"{folder}: the tokenizer has {len(tokenizer)} tokens but the model only {rows} embedding "
-                          "rows: the added tokens have no weights")
+        raise ExportError(
+            f"{folder}: the tokenizer has {len(tokenizer)} tokens but the model only {rows} embedding "
+            "rows: the added tokens have no weights"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- merge / copy
@@ -188,10 +200,12 @@ def _check_added_rows(checkpoint: Path, adapter: dict, model, new_ids: list[int]
         if layer in saved or set(new_ids) <= covered:
             continue
         missing = sorted(set(new_ids) - covered)
-        raise ExportError(f"{checkpoint}: the tokenizer adds tokens {missing[:8]} the base model has no rows for, and "
-                          f"the adapter does not carry them in `{layer}` (no trainable_token_indices for them, no "
-                          "saved copy of the layer): their weights were never saved, so no merge can reproduce the "
-                          "trained model")
+        raise ExportError(
+            f"{checkpoint}: the tokenizer adds tokens {missing[:8]} the base model has no rows for, and "
+            f"the adapter does not carry them in `{layer}` (no trainable_token_indices for them, no "
+            "saved copy of the layer): their weights were never saved, so no merge can reproduce the "
+            "trained model"
+        )
 
 
 def _target_dtype(dtype: str, config):
@@ -223,8 +237,10 @@ def merge_adapter(checkpoint: Path, tmp: Path, dtype: str, trust_remote_code: bo
         raise ExportError(f"{checkpoint / ADAPTER_CONFIG} names no base_model_name_or_path")
     base = resolve_model_path(base)
     if (base.startswith(("/", ".", "~")) or Path(base).is_absolute()) and not Path(base).is_dir():
-        raise ExportError(f"{checkpoint / ADAPTER_CONFIG}: the base model {base} is not a folder here; edit its "
-                          "base_model_name_or_path to where the base model is")
+        raise ExportError(
+            f"{checkpoint / ADAPTER_CONFIG}: the base model {base} is not a folder here; edit its "
+            "base_model_name_or_path to where the base model is"
+        )
     config = AutoConfig.from_pretrained(base, trust_remote_code=trust_remote_code)
     target = _target_dtype(dtype, config)
     tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=trust_remote_code)
@@ -239,8 +255,9 @@ def merge_adapter(checkpoint: Path, tmp: Path, dtype: str, trust_remote_code: bo
     merged.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     _check_vocab(checkpoint, tokenizer, merged.get_input_embeddings().weight.shape[0])
-    logger.info("merged %s into %s (%s, %d tokens)", checkpoint, base, str(target).replace("torch.", ""),
-                len(tokenizer))
+    logger.info(
+        "merged %s into %s (%s, %d tokens)", checkpoint, base, str(target).replace("torch.", ""), len(tokenizer)
+    )
 
 
 def copy_full(checkpoint: Path, tmp: Path, trust_remote_code: bool = False) -> None:
@@ -260,8 +277,9 @@ def copy_full(checkpoint: Path, tmp: Path, trust_remote_code: bool = False) -> N
         shutil.copy2(checkpoint / rel, tmp / rel)
 
 
-def export_checkpoint(checkpoint: str | Path, out: str | Path, *, dtype: str = "auto",
-                      overwrite: bool = False) -> Path:
+def export_checkpoint(
+    checkpoint: str | Path, out: str | Path, *, dtype: str = "auto", overwrite: bool = False
+) -> Path:
     """Export `checkpoint` (LoRA adapter or full model) to `out` as a standalone checkpoint with a model card."""
     checkpoint, out = Path(checkpoint), Path(out)
     kind = checkpoint_kind(checkpoint)
@@ -275,16 +293,22 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, dtype: str = "
             merge_adapter(checkpoint, tmp, dtype, trust)
         else:
             copy_full(checkpoint, tmp, trust)
-        for place in ([checkpoint, checkpoint.parent] if checkpoint.name.startswith("checkpoint-") else [checkpoint]):
+        for place in [checkpoint, checkpoint.parent] if checkpoint.name.startswith("checkpoint-") else [checkpoint]:
             if (place / CHECKPOINT_RECIPE).is_file():
                 shutil.copy2(place / CHECKPOINT_RECIPE, tmp / CHECKPOINT_RECIPE)
                 break
         if recipe is not None:
-            write_model_card(tmp, source=checkpoint, exported_from=str(checkpoint),
-                             merged_from_adapter=kind == "adapter", title=out.name)
+            write_model_card(
+                tmp,
+                source=checkpoint,
+                exported_from=str(checkpoint),
+                merged_from_adapter=kind == "adapter",
+                title=out.name,
+            )
         else:
-            logger.warning("%s has no %s (not trained by timealign): exported without a model card", checkpoint,
-                           CHECKPOINT_RECIPE)
+            logger.warning(
+                "%s has no %s (not trained by timealign): exported without a model card", checkpoint, CHECKPOINT_RECIPE
+            )
         _publish(tmp, out)
     finally:
         if tmp.exists():

@@ -23,22 +23,40 @@ from pathlib import Path
 
 import torch
 
-from timealign.train.model_card import CARD_FILE, write_model_card
 from timealign.config.written import card_may_replace, foreign_card_message
+from timealign.train.model_card import CARD_FILE, write_model_card
 
 logger = logging.getLogger("timealign.train.hub")
 
 # Model weights and config: a full checkpoint (one file or shards), a LoRA adapter, remote code of a
 # trust_remote_code model. Patterns match paths relative to output_dir, so none may start with `*` (fnmatch's `*`
 # also matches `/`: `*.safetensors` would take checkpoint-*/ and eval files too).
-MODEL_PATTERNS = ("config.json", "generation_config.json",
-                  "model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
-                  "pytorch_model.bin", "pytorch_model-*-of-*.bin", "pytorch_model.bin.index.json",
-                  "adapter_config.json", "adapter_model.safetensors", "adapter_model.bin",
-                  "configuration_*.py", "modeling_*.py")
+MODEL_PATTERNS = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "model-*-of-*.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model-*-of-*.bin",
+    "pytorch_model.bin.index.json",
+    "adapter_config.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+    "configuration_*.py",
+    "modeling_*.py",
+)
 # What `PreTrainedTokenizerBase.save_pretrained` writes besides the class's own vocabulary files.
-TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                      "chat_template.jinja", "chat_template.json", "additional_chat_templates/*", "tokenization_*.py")
+TOKENIZER_PATTERNS = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "additional_chat_templates/*",
+    "tokenization_*.py",
+)
 # Vocabulary files of the common tokenizer classes, for when the trainer has no tokenizer to ask.
 VOCAB_FILES = ("vocab.json", "merges.txt", "vocab.txt", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
 
@@ -73,20 +91,29 @@ class HubUploadMixin:
         if not card_may_replace(card):
             card.unlink()  # PEFT's save_pretrained rewrote timealign's card just now
         tags = kwargs.get("tags") or []
-        write_model_card(self.args.output_dir, **self._card_context,
-                         extra_tags=[tags] if isinstance(tags, str) else list(tags))
+        write_model_card(
+            self.args.output_dir, **self._card_context, extra_tags=[tags] if isinstance(tags, str) else list(tags)
+        )
         return None
 
     def hub_upload_filter(self) -> dict:
         """The allow/ignore patterns of every upload of output_dir (transformers' own ignore patterns kept)."""
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-        return {"allow_patterns": upload_patterns(self.processing_class),
-                "ignore_patterns": ["_*", f"{PREFIX_CHECKPOINT_DIR}-*"]}
+        return {
+            "allow_patterns": upload_patterns(self.processing_class),
+            "ignore_patterns": ["_*", f"{PREFIX_CHECKPOINT_DIR}-*"],
+        }
 
     # transformers 5.19 Trainer.push_to_hub, with hub_upload_filter's patterns.
-    def push_to_hub(self, commit_message: str | None = "End of training", blocking: bool = True,
-                    token: str | None = None, revision: str | None = None, **kwargs):
+    def push_to_hub(
+        self,
+        commit_message: str | None = "End of training",
+        blocking: bool = True,
+        token: str | None = None,
+        revision: str | None = None,
+        **kwargs,
+    ):
         from transformers.utils.hub import hf_api
 
         self.callback_handler.on_push_begin(self.args, self.state, self.control)
@@ -106,9 +133,14 @@ class HubUploadMixin:
         self.create_model_card(model_name=model_name, tags=tags or None, **kwargs)
         self._finish_current_push()
         return hf_api().upload_folder(
-            repo_id=self.hub_model_id, folder_path=self.args.output_dir, commit_message=commit_message, token=token,
-            run_as_future=not blocking, revision=revision if revision is not None else self.args.hub_revision,
-            **self.hub_upload_filter())
+            repo_id=self.hub_model_id,
+            folder_path=self.args.output_dir,
+            commit_message=commit_message,
+            token=token,
+            run_as_future=not blocking,
+            revision=revision if revision is not None else self.args.hub_revision,
+            **self.hub_upload_filter(),
+        )
 
     # transformers 5.19 Trainer._push_from_checkpoint, with hub_upload_filter's patterns for output_dir.
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
@@ -134,8 +166,15 @@ class HubUploadMixin:
         self.callback_handler.on_push_begin(self.args, self.state, self.control)
         output_dir = self.args.output_dir
         # The checkpoint's model files go to output_dir: that folder is what the repository shows.
-        files = [CONFIG_NAME, GENERATION_CONFIG_NAME, WEIGHTS_NAME, SAFE_WEIGHTS_NAME,
-                 ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, ADAPTER_SAFE_WEIGHTS_NAME]
+        files = [
+            CONFIG_NAME,
+            GENERATION_CONFIG_NAME,
+            WEIGHTS_NAME,
+            SAFE_WEIGHTS_NAME,
+            ADAPTER_CONFIG_NAME,
+            ADAPTER_WEIGHTS_NAME,
+            ADAPTER_SAFE_WEIGHTS_NAME,
+        ]
         for index_file in (WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_INDEX_NAME):
             index_path = Path(checkpoint_folder, index_file)
             if index_path.is_file():
@@ -150,17 +189,32 @@ class HubUploadMixin:
             commit_message = f"Training in progress, step {self.state.global_step}"
         else:
             commit_message = f"Training in progress, epoch {int(self.state.epoch)}"
-        jobs = [hf_api().upload_folder(
-            repo_id=self.hub_model_id, folder_path=output_dir, commit_message=commit_message,
-            token=self.args.hub_token, run_as_future=True, revision=self.args.hub_revision,
-            **self.hub_upload_filter())]
+        jobs = [
+            hf_api().upload_folder(
+                repo_id=self.hub_model_id,
+                folder_path=output_dir,
+                commit_message=commit_message,
+                token=self.args.hub_token,
+                run_as_future=True,
+                revision=self.args.hub_revision,
+                **self.hub_upload_filter(),
+            )
+        ]
         if self.args.hub_strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):
-            path_in_repo = ("last-checkpoint" if self.args.hub_strategy == HubStrategy.CHECKPOINT
-                            else Path(checkpoint_folder).name)
-            jobs.append(hf_api().upload_folder(
-                repo_id=self.hub_model_id, folder_path=checkpoint_folder, path_in_repo=path_in_repo,
-                commit_message=commit_message + ", checkpoint", token=self.args.hub_token, run_as_future=True,
-                revision=self.args.hub_revision))
+            path_in_repo = (
+                "last-checkpoint" if self.args.hub_strategy == HubStrategy.CHECKPOINT else Path(checkpoint_folder).name
+            )
+            jobs.append(
+                hf_api().upload_folder(
+                    repo_id=self.hub_model_id,
+                    folder_path=checkpoint_folder,
+                    path_in_repo=path_in_repo,
+                    commit_message=commit_message + ", checkpoint",
+                    token=self.args.hub_token,
+                    run_as_future=True,
+                    revision=self.args.hub_revision,
+                )
+            )
         if self.push_in_progress is None or self.push_in_progress.is_done():
             self.push_in_progress = PushInProgress(jobs)
         else:

@@ -53,13 +53,16 @@ CHECK_MODES = ("error", "warn", "off")
 TASK_SCRIPTS = {"dpo": "train/dpo.py", "sft": "train/sft.py"}
 FAMILY_LABEL = {"single": "one process", "ddp": "DDP", "fsdp": "FSDP", "deepspeed": "DeepSpeed"}
 # accelerate's defaults for keys a config may leave out (accelerate/utils/dataclasses.py, FSDP and DeepSpeed plugins)
-FSDP_KEYS = {"fsdp_version": ("fsdp_version", "FSDP_VERSION", "1"),
-             "offload_params": ("fsdp_offload_params", "FSDP_OFFLOAD_PARAMS", "false"),
-             "reshard_after_forward": ("fsdp_reshard_after_forward", "FSDP_RESHARD_AFTER_FORWARD", None)}
-DEEPSPEED_KEYS = {"zero_stage": ("zero_stage", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "2"),
-                  "offload_optimizer_device": ("offload_optimizer_device",
-                                               "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none"),
-                  "offload_param_device": ("offload_param_device", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none")}
+FSDP_KEYS = {
+    "fsdp_version": ("fsdp_version", "FSDP_VERSION", "1"),
+    "offload_params": ("fsdp_offload_params", "FSDP_OFFLOAD_PARAMS", "false"),
+    "reshard_after_forward": ("fsdp_reshard_after_forward", "FSDP_RESHARD_AFTER_FORWARD", None),
+}
+DEEPSPEED_KEYS = {
+    "zero_stage": ("zero_stage", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "2"),
+    "offload_optimizer_device": ("offload_optimizer_device", "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none"),
+    "offload_param_device": ("offload_param_device", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "none"),
+}
 HALF_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
 
 
@@ -157,8 +160,9 @@ def asked_launch(recipe, precision: tuple[str, str]) -> Asked:
         ds = config.get("deepspeed_config") or {}
         for key, (config_key, _, default) in DEEPSPEED_KEYS.items():
             settings[key] = _text(ds.get(config_key, default))
-    return Asked(recipe.launch.accelerate_config, path, family, settings, precision[0], precision[1],
-                 recipe.model.dtype)
+    return Asked(
+        recipe.launch.accelerate_config, path, family, settings, precision[0], precision[1], recipe.model.dtype
+    )
 
 
 # ---------------------------------------------------------------------------------------------- what runs
@@ -172,7 +176,7 @@ def _parent_num_processes() -> int | None:
         return None
     if "launch" not in args:
         return None
-    for i, arg in enumerate(args[args.index("launch") + 1:], start=args.index("launch") + 1):
+    for i, arg in enumerate(args[args.index("launch") + 1 :], start=args.index("launch") + 1):
         if arg.startswith(("--num_processes=", "--num-processes=")):
             value = arg.split("=", 1)[1]
         elif arg in ("--num_processes", "--num-processes") and i + 1 < len(args):
@@ -245,8 +249,10 @@ def running_before_model(recipe, config_cls, env: Mapping[str, str] | None = Non
     if _flag(env, "ACCELERATE_USE_DEEPSPEED") or training.get("deepspeed"):
         if cpu_env:  # AcceleratorState: DeepSpeed only `and not cpu`
             notes.append("ACCELERATE_USE_CPU=true makes accelerate drop DeepSpeed")
-            ignored.append("DeepSpeed (ACCELERATE_USE_DEEPSPEED=true from the launcher's accelerate config) is "
-                           "dropped by ACCELERATE_USE_CPU=true")
+            ignored.append(
+                "DeepSpeed (ACCELERATE_USE_DEEPSPEED=true from the launcher's accelerate config) is "
+                "dropped by ACCELERATE_USE_CPU=true"
+            )
         else:
             family = "deepspeed"
     elif _flag(env, "ACCELERATE_USE_FSDP") or training.get("fsdp"):
@@ -254,18 +260,37 @@ def running_before_model(recipe, config_cls, env: Mapping[str, str] | None = Non
             family = "fsdp"
         else:  # AcceleratorState turns FSDP on only over GPU-type process groups
             notes.append(f"accelerate ignores FSDP under DistributedType.{kind} (FSDP runs on GPUs only)")
-            ignored.append(f"FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) is ignored by "
-                           f"accelerate under DistributedType.{kind}: FSDP runs on GPUs only")
+            ignored.append(
+                f"FSDP (ACCELERATE_USE_FSDP=true from the launcher's accelerate config) is ignored by "
+                f"accelerate under DistributedType.{kind}: FSDP runs on GPUs only"
+            )
     if family == "single" and started and (asked_n or 0) > 1 and not (training.get("use_cpu") or cpu_env):
         notes.append("no GPU in use and no use_cpu: accelerate forms no process group on CPU")
     precision, source = asked_precision(training, config_cls)
     if precision == "no":  # TrainingArguments: with bf16 and fp16 off, the launcher's value
         launched = env.get("ACCELERATE_MIXED_PRECISION", "no").strip().lower() or "no"
         if launched != "no":
-            precision, source = launched, (f"ACCELERATE_MIXED_PRECISION={launched}, set by the launcher from its "
-                                           "accelerate config's mixed_precision")
-    return Running(family, f"DistributedType.{kind}", state.num_processes, launcher, asked_n, started, many,
-                   _env_settings(family, env), precision, source, notes, ignored)
+            precision, source = (
+                launched,
+                (
+                    f"ACCELERATE_MIXED_PRECISION={launched}, set by the launcher from its "
+                    "accelerate config's mixed_precision"
+                ),
+            )
+    return Running(
+        family,
+        f"DistributedType.{kind}",
+        state.num_processes,
+        launcher,
+        asked_n,
+        started,
+        many,
+        _env_settings(family, env),
+        precision,
+        source,
+        notes,
+        ignored,
+    )
 
 
 def running_in_trainer(trainer, launched: Running | None) -> Running:
@@ -280,16 +305,28 @@ def running_in_trainer(trainer, launched: Running | None) -> Running:
         offloaded = getattr(offload, "offload_params", None)
         if offloaded is None:  # FSDP2: CPUOffloadPolicy (offload) or the plain OffloadPolicy (none)
             offloaded = type(offload).__name__ == "CPUOffloadPolicy"
-        settings = {"fsdp_version": _text(fsdp.fsdp_version), "offload_params": _text(offloaded),
-                    "reshard_after_forward": _text(fsdp.reshard_after_forward)}
+        settings = {
+            "fsdp_version": _text(fsdp.fsdp_version),
+            "offload_params": _text(offloaded),
+            "reshard_after_forward": _text(fsdp.reshard_after_forward),
+        }
     ds = getattr(state, "deepspeed_plugin", None)
     if kind == "DEEPSPEED" and ds is not None:
         settings = {key: _text(getattr(ds, key)) for key in DEEPSPEED_KEYS if getattr(ds, key, None) is not None}
     precision = str(accelerator.mixed_precision)
-    return Running(family_of(kind), f"DistributedType.{kind}", accelerator.num_processes,
-                   launched.launcher if launched else "?", launched.launcher_processes if launched else None,
-                   launched.started if launched else False, launched.launcher_many if launched else False, settings,
-                   precision, "the Trainer's Accelerator", where="after building the trainer")
+    return Running(
+        family_of(kind),
+        f"DistributedType.{kind}",
+        accelerator.num_processes,
+        launched.launcher if launched else "?",
+        launched.launcher_processes if launched else None,
+        launched.started if launched else False,
+        launched.launcher_many if launched else False,
+        settings,
+        precision,
+        "the Trainer's Accelerator",
+        where="after building the trainer",
+    )
 
 
 # ---------------------------------------------------------------------------------------------- compare
@@ -312,17 +349,24 @@ def mismatches(asked: Asked, run: Running) -> list[str]:
     why = f" ({'; '.join(run.notes)})" if run.notes else ""
     asked_n = run.launcher_processes
     if asked_n is not None and asked_n != run.num_processes and run.started:
-        out.append(f"processes: asked {asked_n} by {run.launcher}, running {asked_n // run.num_processes} separate "
-                   f"trainings of {run.num_processes} process{'es' if run.num_processes > 1 else ''} "
-                   f"({run.distributed_type} on every rank: no shared process group){why}")
+        out.append(
+            f"processes: asked {asked_n} by {run.launcher}, running {asked_n // run.num_processes} separate "
+            f"trainings of {run.num_processes} process{'es' if run.num_processes > 1 else ''} "
+            f"({run.distributed_type} on every rank: no shared process group){why}"
+        )
     elif (asked_n is not None and asked_n != run.num_processes) or (run.launcher_many and run.num_processes == 1):
-        out.append(f"processes: asked {asked_n or 'more than one'} by {run.launcher}, running {run.num_processes} "
-                   "(with --cpu, or without a multi-process config, accelerate's launcher starts one process; for "
-                   "several CPU processes use a DDP config with ACCELERATE_USE_CPU=true, as below)")
+        out.append(
+            f"processes: asked {asked_n or 'more than one'} by {run.launcher}, running {run.num_processes} "
+            "(with --cpu, or without a multi-process config, accelerate's launcher starts one process; for "
+            "several CPU processes use a DDP config with ACCELERATE_USE_CPU=true, as below)"
+        )
     compatible = run.family == asked.family or (asked.family == "ddp" and run.family == "single")
     if compatible:  # what the recipe asks runs, but not what the launcher was told: its config was dropped
-        out += [f"launcher: {what}; running {_describe_running(run)} (launch with the recipe's "
-                f"{display_path(asked.path)}, or on CPU without that config)" for what in run.ignored]
+        out += [
+            f"launcher: {what}; running {_describe_running(run)} (launch with the recipe's "
+            f"{display_path(asked.path)}, or on CPU without that config)"
+            for what in run.ignored
+        ]
     if not compatible:
         config = f"{FAMILY_LABEL.get(asked.family, asked.family)} ({display_path(asked.path)}"
         config += f": {_settings_text(asked.settings)})" if asked.settings else ")"
@@ -330,15 +374,21 @@ def mismatches(asked: Asked, run: Running) -> list[str]:
     elif run.family == asked.family:
         for key, value in asked.settings.items():
             if key in run.settings and run.settings[key] != value:
-                out.append(f"{FAMILY_LABEL[run.family]} {key}: asked {value} ({display_path(asked.path)}), "
-                           f"running {run.settings[key]}")
+                out.append(
+                    f"{FAMILY_LABEL[run.family]} {key}: asked {value} ({display_path(asked.path)}), "
+                    f"running {run.settings[key]}"
+                )
     if run.mixed_precision != asked.mixed_precision:
-        out.append(f"mixed precision: asked {asked.mixed_precision} ({asked.precision_source}), running "
-                   f"{run.mixed_precision} ({run.precision_source})")
+        out.append(
+            f"mixed precision: asked {asked.mixed_precision} ({asked.precision_source}), running "
+            f"{run.mixed_precision} ({run.precision_source})"
+        )
     half = HALF_DTYPES.get(asked.model_dtype)
     if half and run.mixed_precision in HALF_DTYPES.values() and run.mixed_precision != half:
-        out.append(f"precision: model.dtype={asked.model_dtype} weights under {run.mixed_precision} autocast "
-                   f"(use model.dtype=float32 for mixed precision, or training.{half}=true)")
+        out.append(
+            f"precision: model.dtype={asked.model_dtype} weights under {run.mixed_precision} autocast "
+            f"(use model.dtype=float32 for mixed precision, or training.{half}=true)"
+        )
     return out
 
 
@@ -355,28 +405,38 @@ def right_command(recipe, asked: Asked, run: Running) -> str:
     gpu = torch.cuda.is_available()
     if not gpu and asked.family in ("ddp", "single"):
         prefix = "ACCELERATE_USE_CPU=true "  # one DDP group over gloo instead of N lone trainings
-    lines = ["Launch it as the recipe asks:",
-             f"  {prefix}accelerate launch {shlex.join(flags)} {script} {shlex.join(args)}"]
+    lines = [
+        "Launch it as the recipe asks:",
+        f"  {prefix}accelerate launch {shlex.join(flags)} {script} {shlex.join(args)}",
+    ]
     if not gpu and asked.family == "fsdp":
         lines.append("  (no GPU here: accelerate runs FSDP on GPUs only; on CPU use launch.accelerate_config=ddp)")
     if not gpu and asked.family == "deepspeed":
         lines.append("  (no GPU here: leave ACCELERATE_USE_CPU unset, it makes accelerate drop DeepSpeed)")
-    lines += [f"or, inside a Slurm job: python -m timealign.cluster launch task={recipe.task} {shlex.join(args)}",
-              "To go on anyway: launch.check=warn (log this and train) or launch.check=off."]
+    lines += [
+        f"or, inside a Slurm job: python -m timealign.cluster launch task={recipe.task} {shlex.join(args)}",
+        "To go on anyway: launch.check=warn (log this and train) or launch.check=off.",
+    ]
     return "\n".join(lines)
 
 
 def _decide(recipe, asked: Asked, run: Running) -> None:
     found = mismatches(asked, run)
-    summary = (f"{_describe_running(run)}, mixed precision {run.mixed_precision}, by {run.launcher}; "
-               f"recipe {recipe.name!r} asks {FAMILY_LABEL.get(asked.family, asked.family)} "
-               f"({display_path(asked.path)})")
+    summary = (
+        f"{_describe_running(run)}, mixed precision {run.mixed_precision}, by {run.launcher}; "
+        f"recipe {recipe.name!r} asks {FAMILY_LABEL.get(asked.family, asked.family)} "
+        f"({display_path(asked.path)})"
+    )
     if not found:
         logger.info("launch check passed (%s): %s", run.where, summary)
         return
-    message = (f"launch check ({run.where}): this run is not what recipe {recipe.name!r} asks "
-               f"(launch.accelerate_config={asked.config}):\n" + "\n".join(f"  {m}" for m in found) + "\n"
-               + right_command(recipe, asked, run))
+    message = (
+        f"launch check ({run.where}): this run is not what recipe {recipe.name!r} asks "
+        f"(launch.accelerate_config={asked.config}):\n"
+        + "\n".join(f"  {m}" for m in found)
+        + "\n"
+        + right_command(recipe, asked, run)
+    )
     if recipe.launch.check == "warn":
         if launcher_rank() == 0:  # every rank finds it; one says it
             logger.warning("%s\n(launch.check=warn: going on)", message)
@@ -400,8 +460,9 @@ def _script_command(recipe, processes: int) -> str:
     path, _ = read_accelerate_config(recipe.launch.accelerate_config)
     script = TASK_SCRIPTS.get(recipe.task, f"train/{recipe.task}.py")
     prefix = "" if torch.cuda.is_available() else "ACCELERATE_USE_CPU=true "  # one gloo group, not N lone runs
-    return prefix + shlex.join(["accelerate", "launch", "--config_file", display_path(path), "--num_processes",
-                                str(processes), script, *args])
+    return prefix + shlex.join(
+        ["accelerate", "launch", "--config_file", display_path(path), "--num_processes", str(processes), script, *args]
+    )
 
 
 def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
@@ -411,15 +472,19 @@ def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
     if not world.isdigit() or int(world) <= 1:
         return
     if env.get("RANK", "").strip() and not env.get("MASTER_ADDR", "").strip():  # set by hand, half of it
-        raise LaunchError(f"WORLD_SIZE={world} and RANK={env['RANK']} are set but MASTER_ADDR is not: torch cannot "
-                          "find rank 0. Set MASTER_ADDR and MASTER_PORT in every process, or let a launcher set all "
-                          f"of them: {_script_command(recipe, int(world))}")
+        raise LaunchError(
+            f"WORLD_SIZE={world} and RANK={env['RANK']} are set but MASTER_ADDR is not: torch cannot "
+            "find rank 0. Set MASTER_ADDR and MASTER_PORT in every process, or let a launcher set all "
+            f"of them: {_script_command(recipe, int(world))}"
+        )
     if any(env.get(key, "").strip() for key in RANK_VARIABLES):
         return
     left = ", ".join(k for k in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if env.get(k))
-    raise RecipeError(f"WORLD_SIZE={world} is set but no launcher started this process (RANK and LOCAL_RANK are "
-                      f"unset): it would wait for {int(world) - 1} more process(es) that nobody starts. Unset "
-                      f"{left} to train in one process, or start all {world}: {_script_command(recipe, int(world))}")
+    raise RecipeError(
+        f"WORLD_SIZE={world} is set but no launcher started this process (RANK and LOCAL_RANK are "
+        f"unset): it would wait for {int(world) - 1} more process(es) that nobody starts. Unset "
+        f"{left} to train in one process, or start all {world}: {_script_command(recipe, int(world))}"
+    )
 
 
 def usable_cores() -> int:
@@ -449,9 +514,11 @@ def check_device_count(recipe, env: Mapping[str, str]) -> None:
     devices, what = local_devices(recipe.training, env)
     if int(local) <= devices:
         return
-    message = (f"launch check: {local} processes on this machine but it has {devices} {what}: start at most "
-               f"{devices} (--num_processes {devices}, or processes_per_node= with python -m timealign.cluster); "
-               f"batch.global_size keeps the global batch whatever the count")
+    message = (
+        f"launch check: {local} processes on this machine but it has {devices} {what}: start at most "
+        f"{devices} (--num_processes {devices}, or processes_per_node= with python -m timealign.cluster); "
+        f"batch.global_size keeps the global batch whatever the count"
+    )
     if recipe.launch.check == "warn":
         if launcher_rank(env) == 0:
             logger.warning("%s (launch.check=warn: going on)", message)

@@ -44,8 +44,15 @@ LENGTHS_FILE = "lengths.json"
 SHOWN = 10  # records named in a message
 
 # Columns `PairFitter.pair` adds to each rendered row; `PairFitter.finish` removes them.
-COLUMNS = {"len_prompt": 0, "len_chosen": 0, "len_rejected": 0, "len_full": 0, "len_final": 0, "turns_dropped": 0,
-           "fit": ""}
+COLUMNS = {
+    "len_prompt": 0,
+    "len_chosen": 0,
+    "len_rejected": 0,
+    "len_full": 0,
+    "len_final": 0,
+    "turns_dropped": 0,
+    "fit": "",
+}
 
 
 def check_mode(mode: str) -> None:
@@ -80,8 +87,9 @@ def turns(messages: list[dict]) -> list[list[int]]:
 def droppable_turns(messages: list[dict]) -> list[list[int]]:
     """The turns the prompt may lose, oldest first: all but the final question's and the latest tool result's."""
     groups = turns(messages)
-    evidence = max((n for n, g in enumerate(groups) if any(messages[i].get("role") == "tool" for i in g)),
-                   default=None)
+    evidence = max(
+        (n for n, g in enumerate(groups) if any(messages[i].get("role") == "tool" for i in g)), default=None
+    )
     return [g for n, g in enumerate(groups[:-1]) if n != evidence]
 
 
@@ -155,8 +163,14 @@ class PairFitter:
         messages, chosen, rejected, tools = row["prompt"], row["chosen"][0], row["rejected"][0], row["tools"]
         out = self.renderer.pair(messages, chosen, rejected, tools)
         lengths = self.measure(out)
-        columns = {"len_prompt": lengths[0], "len_chosen": lengths[1], "len_rejected": lengths[2],
-                   "len_full": max(lengths[1:]), "turns_dropped": 0, "fit": "fits"}
+        columns = {
+            "len_prompt": lengths[0],
+            "len_chosen": lengths[1],
+            "len_rejected": lengths[2],
+            "len_full": max(lengths[1:]),
+            "turns_dropped": 0,
+            "fit": "fits",
+        }
         if not self.fits(lengths):
             columns["fit"] = "over"
             if self.mode in ("truncate_prompt", "truncate_prompt_or_drop"):
@@ -177,15 +191,18 @@ class PairFitter:
     # -- the split -----------------------------------------------------------------------------------------
     def finish(self, rendered):
         """Apply the mode to the rendered split (drop or raise), fill `report`, remove the length columns."""
-        cols = rendered.select_columns([c for c in ("id", "source", "elapse_level", *COLUMNS) if c in
-                                        rendered.column_names]).to_list()
+        cols = rendered.select_columns(
+            [c for c in ("id", "source", "elapse_level", *COLUMNS) if c in rendered.column_names]
+        ).to_list()
         over = [r for r in cols if r["fit"] != "fits"]
         too_long = [r for r in cols if r["fit"] == "too_long"]
         limit = f"training.max_length={self.max_length}"
         if self.mode == "error" and over:
-            raise RecipeError(f"{len(over)} of {len(cols)} {self.split} pairs are longer than {limit} (prompt + "
-                              f"completion; data.overlength=error):{_names(over)}\nRaise training.max_length, or set "
-                              "data.overlength=truncate_prompt (drop their oldest turns) or data.overlength=drop")
+            raise RecipeError(
+                f"{len(over)} of {len(cols)} {self.split} pairs are longer than {limit} (prompt + "
+                f"completion; data.overlength=error):{_names(over)}\nRaise training.max_length, or set "
+                "data.overlength=truncate_prompt (drop their oldest turns) or data.overlength=drop"
+            )
         if self.mode == "truncate_prompt" and too_long:
             need = max(r["len_final"] for r in too_long)
             raise RecipeError(
@@ -194,12 +211,19 @@ class PairFitter:
                 "question, the whole completions); TRL would drop them or cut their completions (losing the closing "
                 f"tag and EOS):{_names(too_long)}\nRaise training.max_length to at least {need}, or set "
                 "data.overlength=truncate_prompt_or_drop to leave them out (counted), or data.overlength=trl for "
-                "TRL's own dropping and cutting")
+                "TRL's own dropping and cutting"
+            )
         leave_out = {"drop": ("over", "too_long"), "truncate_prompt_or_drop": ("too_long",)}.get(self.mode, ())
         dropped = [i for i, r in enumerate(cols) if r["fit"] in leave_out]
         if dropped:
-            logger.warning("%s: left out %d pairs longer than %s (data.overlength=%s):%s", self.split, len(dropped),
-                           limit, self.mode, _names([cols[i] for i in dropped]))
+            logger.warning(
+                "%s: left out %d pairs longer than %s (data.overlength=%s):%s",
+                self.split,
+                len(dropped),
+                limit,
+                self.mode,
+                _names([cols[i] for i in dropped]),
+            )
             gone = set(dropped)
             rendered = rendered.select([i for i in range(len(cols)) if i not in gone])
         self.report = self._report(cols, set(dropped))
@@ -208,7 +232,8 @@ class PairFitter:
             raise RecipeError(
                 f"all {len(cols)} {self.split} pairs are left out by {limit} (data.overlength={self.mode}; prompt + "
                 f"completion p50 {t['p50']} / max {t['max']} tokens): nothing to train on: raise training.max_length "
-                f"({t['max']}: every pair fits)")
+                f"({t['max']}: every pair fits)"
+            )
         logger.info(summary_line(self.report))
         return rendered.remove_columns([c for c in COLUMNS if c in rendered.column_names])
 
@@ -216,39 +241,54 @@ class PairFitter:
         full = [r["len_full"] for r in cols]
         final = [r["len_final"] for i, r in enumerate(cols) if i not in dropped]
         report = {
-            "split": self.split, "max_length": self.max_length, "mode": self.mode, "pairs": len(cols),
+            "split": self.split,
+            "max_length": self.max_length,
+            "mode": self.mode,
+            "pairs": len(cols),
             "tokens": {"p50": percentile(full, 50), "p95": percentile(full, 95), "max": max(full, default=0)},
             "over_length": sum(r["fit"] != "fits" for r in cols),
             "prompt_truncated": sum(r["fit"] == "truncated" for r in cols),
             "turns_dropped": sum(r["turns_dropped"] for r in cols),
-            "dropped": len(dropped), "chosen_truncated": 0, "rejected_truncated": 0,
-            "kept": len(cols) - len(dropped), "max_tokens_trained": max(final, default=0),
+            "dropped": len(dropped),
+            "chosen_truncated": 0,
+            "rejected_truncated": 0,
+            "kept": len(cols) - len(dropped),
+            "max_tokens_trained": max(final, default=0),
         }
         if self.mode == "trl" and self.max_length is not None:  # what TRL will do to them
             limit = self.max_length
             if self.truncation_mode == "keep_start":  # prompts that fill max_length go; longer sequences are cut
                 kept = [r for r in cols if r["len_prompt"] < limit]
-                report.update(chosen_truncated=sum(r["len_chosen"] > limit for r in kept),
-                              rejected_truncated=sum(r["len_rejected"] > limit for r in kept))
+                report.update(
+                    chosen_truncated=sum(r["len_chosen"] > limit for r in kept),
+                    rejected_truncated=sum(r["len_rejected"] > limit for r in kept),
+                )
             else:  # keep_end: nothing goes; the collator cuts each sequence's start (the prompt's) instead
                 kept = cols
                 report["prompt_truncated"] = sum(r["len_full"] > limit for r in cols)
-            report.update(dropped=len(cols) - len(kept), kept=len(kept),
-                          max_tokens_trained=min(limit, max((r["len_full"] for r in kept), default=0)))
+            report.update(
+                dropped=len(cols) - len(kept),
+                kept=len(kept),
+                max_tokens_trained=min(limit, max((r["len_full"] for r in kept), default=0)),
+            )
         return report
 
 
 def summary_line(report: dict) -> str:
     """One line: the length distribution against max_length and what happened to the longer pairs."""
     t = report["tokens"]
-    head = (f"{report['split']} pairs: prompt + longer completion p50 {t['p50']} / p95 {t['p95']} / max {t['max']} "
-            f"tokens vs training.max_length={report['max_length']}")
+    head = (
+        f"{report['split']} pairs: prompt + longer completion p50 {t['p50']} / p95 {t['p95']} / max {t['max']} "
+        f"tokens vs training.max_length={report['max_length']}"
+    )
     if report["max_length"] is None:
         return head + " (no limit)"
-    return (head + f"; {report['over_length']} of {report['pairs']} longer (data.overlength={report['mode']}): "
-            f"{report['prompt_truncated']} prompt-truncated ({report['turns_dropped']} oldest turns left out), "
-            f"{report['dropped']} dropped, {report['chosen_truncated']} chosen and {report['rejected_truncated']} "
-            f"rejected completions cut; {report['kept']} pairs trained")
+    return (
+        head + f"; {report['over_length']} of {report['pairs']} longer (data.overlength={report['mode']}): "
+        f"{report['prompt_truncated']} prompt-truncated ({report['turns_dropped']} oldest turns left out), "
+        f"{report['dropped']} dropped, {report['chosen_truncated']} chosen and {report['rejected_truncated']} "
+        f"rejected completions cut; {report['kept']} pairs trained"
+    )
 
 
 def trainer_counts(dataset, max_length: int | None, truncation_mode: str = "keep_start") -> dict:
@@ -259,9 +299,11 @@ def trainer_counts(dataset, max_length: int | None, truncation_mode: str = "keep
     if max_length is None:
         return {"kept": len(prompt), "chosen_truncated": 0, "rejected_truncated": 0}
     cut = truncation_mode == "keep_start"
-    return {"kept": len(prompt),
-            "chosen_truncated": sum(n > max_length for n in chosen) if cut else 0,
-            "rejected_truncated": sum(n > max_length for n in rejected) if cut else 0}
+    return {
+        "kept": len(prompt),
+        "chosen_truncated": sum(n > max_length for n in chosen) if cut else 0,
+        "rejected_truncated": sum(n > max_length for n in rejected) if cut else 0,
+    }
 
 
 def check_against_trainer(report: dict, dataset, max_length: int | None, truncation_mode: str = "keep_start") -> None:
@@ -269,10 +311,12 @@ def check_against_trainer(report: dict, dataset, max_length: int | None, truncat
     actual = trainer_counts(dataset, max_length, truncation_mode)
     expected = {k: report[k] for k in actual}
     if actual != expected:
-        raise RecipeError(f"{report['split']} pairs: TRL's tokenized dataset has {actual} but the length check "
-                          f"counted {expected} (data.overlength={report['mode']}): the two tokenize differently, so "
-                          "pairs would be dropped or cut without being counted. Please report this; data.overlength=trl trains as "
-                          "TRL does and counts what it does")
+        raise RecipeError(
+            f"{report['split']} pairs: TRL's tokenized dataset has {actual} but the length check "
+            f"counted {expected} (data.overlength={report['mode']}): the two tokenize differently, so "
+            "pairs would be dropped or cut without being counted. Please report this; data.overlength=trl trains as "
+            "TRL does and counts what it does"
+        )
 
 
 def write_reports(reports: dict[str, dict], output_dir: str | Path) -> Path:
@@ -288,8 +332,17 @@ def write_reports(reports: dict[str, dict], output_dir: str | Path) -> Path:
 
 def summary_metrics(reports: dict[str, dict]) -> dict[str, int]:
     """Flat W&B summary keys: lengths/<split>/<count>."""
-    keys = ("pairs", "over_length", "prompt_truncated", "turns_dropped", "dropped", "chosen_truncated",
-            "rejected_truncated", "kept", "max_tokens_trained")
+    keys = (
+        "pairs",
+        "over_length",
+        "prompt_truncated",
+        "turns_dropped",
+        "dropped",
+        "chosen_truncated",
+        "rejected_truncated",
+        "kept",
+        "max_tokens_trained",
+    )
     out = {}
     for split, report in reports.items():
         out.update({f"lengths/{split}/{k}": report[k] for k in keys})

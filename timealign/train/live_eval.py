@@ -63,19 +63,38 @@ logger = logging.getLogger("timealign.train.live_eval")
 PREFIX = "eval_live/"
 REPORT_DIR = "live_eval"
 # Report key of the evaluator -> logged name (after PREFIX).
-TICTOC_METRICS = {"nar": "nar", "attempt_rate_prefer_tool": "attempt_rate_prefer_tool",
-                  "attempt_rate_prefer_no_tool": "attempt_rate_prefer_no_tool", "tool_calls": "tool_calls",
-                  "empty_outputs": "empty_outputs", "n": "samples"}
-TIMELYCHAT_METRICS = {"target_f1": "delay_f1", "target_precision": "delay_precision",
-                      "target_recall": "delay_recall", "rmsle_target": "rmsle", "f1": "delay_f1_all_turns",
-                      "fpr": "delay_fpr_all_turns", "rmsle": "rmsle_all_turns", "timing_unparsed": "timing_unparsed",
-                      "bleu2": "bleu2", "rouge_l": "rouge_l", "dialogs": "dialogs"}
+TICTOC_METRICS = {
+    "nar": "nar",
+    "attempt_rate_prefer_tool": "attempt_rate_prefer_tool",
+    "attempt_rate_prefer_no_tool": "attempt_rate_prefer_no_tool",
+    "tool_calls": "tool_calls",
+    "empty_outputs": "empty_outputs",
+    "n": "samples",
+}
+TIMELYCHAT_METRICS = {
+    "target_f1": "delay_f1",
+    "target_precision": "delay_precision",
+    "target_recall": "delay_recall",
+    "rmsle_target": "rmsle",
+    "f1": "delay_f1_all_turns",
+    "fpr": "delay_fpr_all_turns",
+    "rmsle": "rmsle_all_turns",
+    "timing_unparsed": "timing_unparsed",
+    "bleu2": "bleu2",
+    "rouge_l": "rouge_l",
+    "dialogs": "dialogs",
+}
 
 # Why a TimelyChat metric is None on a slice (the classes: delayed = positive).
-TIMELYCHAT_UNDEFINED = {"precision": "no case was predicted delayed (precision has no denominator)",
-                        "recall": "no case has a delayed gold interval", "fpr": "no case has an instant gold interval",
-                        "f1": "precision or recall is undefined", "rmsle": "no predicted interval could be read",
-                        "bleu2": "no reply was generated", "rouge_l": "no reply was generated"}
+TIMELYCHAT_UNDEFINED = {
+    "precision": "no case was predicted delayed (precision has no denominator)",
+    "recall": "no case has a delayed gold interval",
+    "fpr": "no case has an instant gold interval",
+    "f1": "precision or recall is undefined",
+    "rmsle": "no predicted interval could be read",
+    "bleu2": "no reply was generated",
+    "rouge_l": "no reply was generated",
+}
 
 # ------------------------------------------------------------------------------------------------ the scorers
 
@@ -94,10 +113,23 @@ class TicTocScorer:
 
         recipe = self.recipe
         # run_tictoc_suite's renderer and detection for a context with the eval command's defaults
-        renderer = PromptRenderer.for_data(backend.tokenizer, recipe.data, timestamps=recipe.data.timestamps,
-                                           prompt_mode="none", family=None, reasoning=recipe.eval.reasoning)
-        report = evaluate_tictoc(backend, self.rows, renderer, family=None, max_new_tokens=recipe.eval.max_new_tokens,
-                                 cache_dir=None, protocol=renderer.protocol)
+        renderer = PromptRenderer.for_data(
+            backend.tokenizer,
+            recipe.data,
+            timestamps=recipe.data.timestamps,
+            prompt_mode="none",
+            family=None,
+            reasoning=recipe.eval.reasoning,
+        )
+        report = evaluate_tictoc(
+            backend,
+            self.rows,
+            renderer,
+            family=None,
+            max_new_tokens=recipe.eval.max_new_tokens,
+            cache_dir=None,
+            protocol=renderer.protocol,
+        )
         return _named(report["overall"], TICTOC_METRICS), report
 
 
@@ -120,10 +152,18 @@ class TimelyChatScorer:
         o = TimelyChatOptions()
         renderer = TimerRenderer.for_timer(backend.tokenizer, self.recipe.timer)  # the training format
         report = evaluate_timelychat(
-            backend, self.dialogs, renderer=renderer, timing_turns=o.timing_turns, unparsed=o.unparsed,
-            instant_max_minutes=o.instant_max_minutes, interval_reading=o.interval_reading,
-            postprocess=o.postprocess, interval_max_new_tokens=o.interval_max_new_tokens,
-            response_max_new_tokens=o.response_max_new_tokens, cache_dir=None)
+            backend,
+            self.dialogs,
+            renderer=renderer,
+            timing_turns=o.timing_turns,
+            unparsed=o.unparsed,
+            instant_max_minutes=o.instant_max_minutes,
+            interval_reading=o.interval_reading,
+            postprocess=o.postprocess,
+            interval_max_new_tokens=o.interval_max_new_tokens,
+            response_max_new_tokens=o.response_max_new_tokens,
+            cache_dir=None,
+        )
         return _named(report["overall"], TIMELYCHAT_METRICS), report
 
 
@@ -133,8 +173,11 @@ SCORERS = {"dpo": TicTocScorer, "sft": TimelyChatScorer}
 def _named(overall: dict, names: dict[str, str]) -> dict[str, float]:
     """The logged metrics: defined numbers only (None, e.g. NAR on a slice without both labels, is left out of the
     entry; `undefined_reasons` says why in the log)."""
-    return {PREFIX + name: float(overall[key]) for key, name in names.items()
-            if isinstance(overall.get(key), (int, float)) and not isinstance(overall.get(key), bool)}
+    return {
+        PREFIX + name: float(overall[key])
+        for key, name in names.items()
+        if isinstance(overall.get(key), (int, float)) and not isinstance(overall.get(key), bool)
+    }
 
 
 def undefined_reasons(suite: str, report: dict) -> dict[str, str]:
@@ -146,10 +189,14 @@ def undefined_reasons(suite: str, report: dict) -> dict[str, str]:
         undefined = undefined_tictoc_metrics(report["overall"], labels)
         return {PREFIX + TICTOC_METRICS[k]: why for k, why in undefined.items()}
     overall = report.get("overall") or {}
-    return {PREFIX + name: TIMELYCHAT_UNDEFINED.get(key.removeprefix("target_").removesuffix("_target"),
-                                                    "undefined on the slice (see the report's notes)")
-            + (" (target turns)" if "target" in key else "")
-            for key, name in TIMELYCHAT_METRICS.items() if key in overall and overall[key] is None}
+    return {
+        PREFIX + name: TIMELYCHAT_UNDEFINED.get(
+            key.removeprefix("target_").removesuffix("_target"), "undefined on the slice (see the report's notes)"
+        )
+        + (" (target turns)" if "target" in key else "")
+        for key, name in TIMELYCHAT_METRICS.items()
+        if key in overall and overall[key] is None
+    }
 
 
 def heldout_slice(recipe, data) -> list[dict]:
@@ -165,13 +212,16 @@ def heldout_slice_with_info(recipe, data) -> tuple[list[dict], dict]:
 
     split = recipe.data.eval_split
     if split not in data:
-        raise RecipeError(f"live_eval.every_steps={recipe.live_eval.every_steps} scores the held-out split "
-                          f"data.eval_split={split!r}, which the prepared data lacks (has: {', '.join(data)}); set "
-                          "data.eval_split to one of those or live_eval.every_steps=0")
+        raise RecipeError(
+            f"live_eval.every_steps={recipe.live_eval.every_steps} scores the held-out split "
+            f"data.eval_split={split!r}, which the prepared data lacks (has: {', '.join(data)}); set "
+            "data.eval_split to one of those or live_eval.every_steps=0"
+        )
     rows = data[split]
     if min(recipe.live_eval.max_samples, len(rows)) < 1:
-        raise RecipeError(f"live_eval: the held-out split {split!r} is empty (live_eval.max_samples="
-                          f"{recipe.live_eval.max_samples})")
+        raise RecipeError(
+            f"live_eval: the held-out split {split!r} is empty (live_eval.max_samples={recipe.live_eval.max_samples})"
+        )
     sample = sample_dialogs if recipe.task == "sft" else sample_pairs
     return sample(rows.to_list(), recipe.live_eval.max_samples, recipe.data.seed)
 
@@ -211,22 +261,34 @@ class LiveEvalCallback(TrainerCallback):
         if cfg.every_steps < 1:
             raise RecipeError(f"live_eval.every_steps={cfg.every_steps}: the callback needs >= 1 (0 turns it off)")
         if recipe.task not in SCORERS:
-            raise RecipeError(f"live_eval: no held-out evaluation for task {recipe.task!r} (known: "
-                              f"{', '.join(SCORERS)})")
+            raise RecipeError(
+                f"live_eval: no held-out evaluation for task {recipe.task!r} (known: {', '.join(SCORERS)})"
+            )
         if getattr(trainer, "is_fsdp_enabled", False):
-            raise RecipeError("live_eval.every_steps > 0 under FSDP is not supported (generation with sharded "
-                              "parameters needs every rank in step); set live_eval.every_steps=0 and score saved "
-                              "checkpoints with eval/run.py")
+            raise RecipeError(
+                "live_eval.every_steps > 0 under FSDP is not supported (generation with sharded "
+                "parameters needs every rank in step); set live_eval.every_steps=0 and score saved "
+                "checkpoints with eval/run.py"
+            )
         self.trainer, self.recipe = trainer, recipe
         self.every, self.at_start = cfg.every_steps, cfg.at_start
         rows, self.sample_info = heldout_slice_with_info(recipe, data)
         self.scorer = SCORERS[recipe.task](recipe, rows)
-        logger.info("live eval slice: %d of %d %s rows (%s, by label %s)", len(rows), self.sample_info["available"],
-                    recipe.data.eval_split, self.sample_info["sampling"], self.sample_info["by_label"])
+        logger.info(
+            "live eval slice: %d of %d %s rows (%s, by label %s)",
+            len(rows),
+            self.sample_info["available"],
+            recipe.data.eval_split,
+            self.sample_info["sampling"],
+            self.sample_info["by_label"],
+        )
         if self.sample_info.get("missing_labels"):
-            logger.warning("the live eval slice holds no %s rows (live_eval.max_samples=%d is below the number of "
-                           "labels): a metric that needs every label is not logged",
-                           " / ".join(self.sample_info["missing_labels"]), recipe.live_eval.max_samples)
+            logger.warning(
+                "the live eval slice holds no %s rows (live_eval.max_samples=%d is below the number of "
+                "labels): a metric that needs every label is not logged",
+                " / ".join(self.sample_info["missing_labels"]),
+                recipe.live_eval.max_samples,
+            )
         # A copy: the backend sets left padding and a pad token, which the training collator must not see.
         self.tokenizer = set_reasoning(copy.deepcopy(trainer.processing_class), recipe.eval.reasoning)
         self.sampling = sampling_settings(recipe.eval)
@@ -283,8 +345,13 @@ class LiveEvalCallback(TrainerCallback):
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)  # the module under DDP / DeepSpeed
         was_training = model.training
         started = time.perf_counter()
-        backend = HFBackend.from_model(model, self.tokenizer, batch_size=self.recipe.eval.batch_size,
-                                       sampling=self.sampling, model_id=f"training@step-{step}")
+        backend = HFBackend.from_model(
+            model,
+            self.tokenizer,
+            batch_size=self.recipe.eval.batch_size,
+            sampling=self.sampling,
+            model_id=f"training@step-{step}",
+        )
         model.eval()
         try:
             with torch.no_grad(), preserved_rng():
@@ -298,8 +365,12 @@ class LiveEvalCallback(TrainerCallback):
             report["notes"].append(note)
             if self.trainer.accelerator.is_main_process:
                 logger.warning(note)
-        report["data"] = {"split": self.recipe.data.eval_split, "source": self.recipe.data.source,
-                          "path": self.recipe.data.path, **self.sample_info}
+        report["data"] = {
+            "split": self.recipe.data.eval_split,
+            "source": self.recipe.data.source,
+            "path": self.recipe.data.path,
+            **self.sample_info,
+        }
         if self.trainer.accelerator.is_main_process:
             self._write(step, report)
             logger.info("live eval (%s) at step %d: %s", self.scorer.suite, step, metrics)
@@ -309,5 +380,6 @@ class LiveEvalCallback(TrainerCallback):
         folder = Path(self.trainer.args.output_dir) / REPORT_DIR
         folder.mkdir(parents=True, exist_ok=True)
         report = {k: v for k, v in report.items() if k != "markdown"}
-        (folder / f"step-{step:06d}.json").write_text(json.dumps({"step": step, "suite": self.scorer.suite,
-                                                                  **report}, indent=1, default=str))
+        (folder / f"step-{step:06d}.json").write_text(
+            json.dumps({"step": step, "suite": self.scorer.suite, **report}, indent=1, default=str)
+        )

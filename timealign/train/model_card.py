@@ -36,8 +36,8 @@ import yaml
 from timealign.config.options import RecipeError
 from timealign.config.schema import opt
 from timealign.config.tracking import TRAINING_RUN_FILE, run_folders
-from timealign.render.checkpoint import CHECKPOINT_RECIPE
 from timealign.config.written import card_may_replace, foreign_card_message, note_written
+from timealign.render.checkpoint import CHECKPOINT_RECIPE
 
 logger = logging.getLogger("timealign.train.model_card")
 
@@ -133,8 +133,9 @@ def prepared_fingerprint(folder: Path, recipe: dict | None, data_dir=None) -> di
             found = sorted(p for p in (place / "data").glob(f"{kind}-*") if (p / PREPARED_MANIFEST).is_file())
             if found:
                 if len(found) > 1:  # earlier runs' data beside this run's: the folder name does not say which
-                    logger.warning("%s holds %d prepared-data folders; the card names none", place / "data",
-                                   len(found))
+                    logger.warning(
+                        "%s holds %d prepared-data folders; the card names none", place / "data", len(found)
+                    )
                     return None
                 candidates = found
                 break
@@ -166,8 +167,9 @@ def metric_interval(report: dict, metric: str) -> tuple[tuple[float, float] | No
     `overall["<metric>_ci_low"/"_ci_high"]`. (None, level) when the report has no interval for it."""
     overall = report.get("overall") or {}
     blocks = [b for b in (report.get("intervals"), overall.get("intervals")) if isinstance(b, dict)]
-    level = next((b.get(k) for b in blocks for k in ("confidence", "level") if isinstance(b.get(k), (int, float))),
-                 None)
+    level = next(
+        (b.get(k) for b in blocks for k in ("confidence", "level") if isinstance(b.get(k), (int, float))), None
+    )
     blocks += [b["metrics"] for b in blocks if isinstance(b.get("metrics"), dict)]  # timealign.eval.bootstrap
     if level is None:
         settings = report.get("settings") or {}
@@ -218,11 +220,21 @@ def eval_rows(folder: Path, extra_dirs=()) -> list[EvalRow]:
                 if isinstance(value, int) and interval is None:
                     continue  # a count (tp, tool_calls, ...): the table is for rates
                 data = report.get("data") if isinstance(report.get("data"), dict) else {}
-                rows.append(EvalRow(suite=str(report["suite"]), metric=key, value=value, interval=interval,
-                                    level=level, n=overall.get("n", data.get("samples")), where=where,
-                                    model="this model" if this else (checkpoint or "?"),
-                                    data=data.get("label") or EvalRow.data, fingerprint=data.get("fingerprint"),
-                                    split=data.get("split")))
+                rows.append(
+                    EvalRow(
+                        suite=str(report["suite"]),
+                        metric=key,
+                        value=value,
+                        interval=interval,
+                        level=level,
+                        n=overall.get("n", data.get("samples")),
+                        where=where,
+                        model="this model" if this else (checkpoint or "?"),
+                        data=data.get("label") or EvalRow.data,
+                        fingerprint=data.get("fingerprint"),
+                        split=data.get("split"),
+                    )
+                )
     return rows
 
 
@@ -265,9 +277,18 @@ def _trl_default(task: str, key: str):
     return None
 
 
-def gather(folder: str | Path, recipe=None, *, data_dir=None, wandb_url: str | None = None,
-           eval_dirs=(), exported_from: str | None = None, merged_from_adapter: bool | None = None,
-           source: str | Path | None = None, title: str | None = None) -> dict:
+def gather(
+    folder: str | Path,
+    recipe=None,
+    *,
+    data_dir=None,
+    wandb_url: str | None = None,
+    eval_dirs=(),
+    exported_from: str | None = None,
+    merged_from_adapter: bool | None = None,
+    source: str | Path | None = None,
+    title: str | None = None,
+) -> dict:
     """Every fact the card of `folder` shows, from the arguments, the run's folder (`source`, default `folder`:
     an export reads the trained folder's records) and that folder's previous card (see the module doc)."""
     import timealign
@@ -278,8 +299,10 @@ def gather(folder: str | Path, recipe=None, *, data_dir=None, wandb_url: str | N
     previous = previous_block(src)
     raw = recipe_dict(src, recipe)
     if raw is None:
-        raise ModelCardError(f"{src}: no {CHECKPOINT_RECIPE}: not a folder timealign trained (train/dpo.py, "
-                             "train/sft.py) or exported (train/export.py)")
+        raise ModelCardError(
+            f"{src}: no {CHECKPOINT_RECIPE}: not a folder timealign trained (train/dpo.py, "
+            "train/sft.py) or exported (train/export.py)"
+        )
     overrides = getattr(recipe, "overrides", None)
     if overrides is None:
         overrides = previous.get("overrides", {})
@@ -313,8 +336,9 @@ def gather(folder: str | Path, recipe=None, *, data_dir=None, wandb_url: str | N
         "adapter": adapter,
         "merged_from_adapter": bool(merged_from_adapter) or bool(previous.get("merged_from_adapter")),
         "exported_from": exported_from or previous.get("exported_from"),
-        "evals": label_training_data(eval_rows(src, eval_dirs), fingerprint,
-                                     (raw.get("data") or {}).get("eval_split")),
+        "evals": label_training_data(
+            eval_rows(src, eval_dirs), fingerprint, (raw.get("data") or {}).get("eval_split")
+        ),
         "folder": folder,
         "title": title or folder.name,
     }
@@ -361,22 +385,28 @@ def training_table(facts: dict) -> list[tuple[str, str]]:
     rows = [("method", METHODS.get(task, task))]
     if task == "dpo":
         loss = _setting(task, training, "loss_type")
-        rows += [("beta", _fmt(_setting(task, training, "beta"))),
-                 ("offset scale (delta = scale x margin)", _fmt(data.get("offset_scale", 1.0))),
-                 ("loss type", ", ".join(loss) if isinstance(loss, list) else _fmt(loss))]
+        rows += [
+            ("beta", _fmt(_setting(task, training, "beta"))),
+            ("offset scale (delta = scale x margin)", _fmt(data.get("offset_scale", 1.0))),
+            ("loss type", ", ".join(loss) if isinstance(loss, list) else _fmt(loss)),
+        ]
     else:
-        rows += [("lambda (time loss weight)", _fmt(timer.get("lambda_time"))),
-                 ("TIMER special tokens", _fmt(timer.get("special_tokens"))),
-                 ("turn order", _fmt(timer.get("order"))),
-                 ("loss normalization", _fmt(timer.get("loss_normalization")))]
+        rows += [
+            ("lambda (time loss weight)", _fmt(timer.get("lambda_time"))),
+            ("TIMER special tokens", _fmt(timer.get("special_tokens"))),
+            ("turn order", _fmt(timer.get("order"))),
+            ("loss normalization", _fmt(timer.get("loss_normalization"))),
+        ]
     rows.append(("base model", f"`{(recipe.get('model') or {}).get('name_or_path', 'n/a')}`"))
     source = facts["source"]
     rows.append(("recipe", f"`{facts['recipe_name'] or 'n/a'}`" + (f" (`{source}`)" if source else "")))
     overrides = facts["overrides"]
     rows.append(("command-line overrides", " ".join(f"`{k}={v}`" for k, v in overrides.items()) or "none"))
     if lora.get("enabled"):
-        tuning = f"LoRA (r {lora.get('r')}, alpha {lora.get('alpha')}, dropout {lora.get('dropout')}, " \
-                 f"targets {lora.get('target_modules')})"
+        tuning = (
+            f"LoRA (r {lora.get('r')}, alpha {lora.get('alpha')}, dropout {lora.get('dropout')}, "
+            f"targets {lora.get('target_modules')})"
+        )
         if task == "sft" and timer.get("special_tokens"):
             tuning += f"; new tokens trained as {timer.get('lora_new_tokens')}"
         if facts["merged_from_adapter"]:
@@ -399,18 +429,28 @@ def training_table(facts: dict) -> list[tuple[str, str]]:
     accumulation = info.get("gradient_accumulation_steps") or _setting(task, training, "gradient_accumulation_steps")
     processes = info.get("world_size")
     if isinstance(processes, int) and isinstance(per_device, int) and isinstance(accumulation, int):
-        rows.append(("batch", f"{per_device * processes * accumulation} pairs per optimizer step = {per_device} per "
-                              f"device x {processes} process(es) x {accumulation} accumulation"))
+        rows.append(
+            (
+                "batch",
+                f"{per_device * processes * accumulation} pairs per optimizer step = {per_device} per "
+                f"device x {processes} process(es) x {accumulation} accumulation",
+            )
+        )
     else:
         rows.append(("batch", f"{per_device} per device x {accumulation} accumulation"))
     rows.append(("max length", _fmt(_setting(task, training, "max_length"))))
     rows.append(("data source", f"`{data.get('source', 'n/a')}`"))
     fingerprint = facts["data_fingerprint"]
-    rows.append(("data fingerprint", f"`{fingerprint['folder']}` (sha256 {fingerprint['sha256']})"
-                 if fingerprint else "n/a"))
+    rows.append(
+        ("data fingerprint", f"`{fingerprint['folder']}` (sha256 {fingerprint['sha256']})" if fingerprint else "n/a")
+    )
     rows.append(("prompt protocol (data.protocol)", f"`{data.get('protocol', 'n/a')}`"))
-    rows.append(("timestamps", _fmt(data.get("timestamps")) + (f"; elapsed badge {_fmt(data.get('elapsed'))}"
-                                                              if task == "dpo" else "")))
+    rows.append(
+        (
+            "timestamps",
+            _fmt(data.get("timestamps")) + (f"; elapsed badge {_fmt(data.get('elapsed'))}" if task == "dpo" else ""),
+        )
+    )
     wandb = facts["wandb"]
     if wandb.get("url"):
         rows.append(("W&B run", f"[{wandb.get('name') or wandb.get('id')}]({wandb['url']}) (id `{wandb.get('id')}`)"))
@@ -428,39 +468,53 @@ def training_table(facts: dict) -> list[tuple[str, str]]:
 
 def eval_section(rows: list[EvalRow]) -> str:
     if not rows:
-        return ("No evaluation reports here yet. Evaluate (`python eval/run.py checkpoint=PATH`, "
-                "reports in PATH/eval), then rewrite this card: `python -m timealign.train.model_card "
-                "checkpoint=PATH`.")
+        return (
+            "No evaluation reports here yet. Evaluate (`python eval/run.py checkpoint=PATH`, "
+            "reports in PATH/eval), then rewrite this card: `python -m timealign.train.model_card "
+            "checkpoint=PATH`."
+        )
     levels = {r.level for r in rows if r.level is not None}
     ci = f"{round(levels.pop() * 100)}% CI" if len(levels) == 1 else "CI"
     lines = [f"| suite | metric | value | {ci} | n | data | model | report |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         interval = f"[{r.interval[0]:.4g}, {r.interval[1]:.4g}]" if r.interval else "n/a"
-        lines.append(f"| {r.suite} | {r.metric} | {_fmt(r.value)} | {interval} | {_fmt(r.n)} | {r.data} | {r.model} | "
-                     f"`{r.where}` |")
+        lines.append(
+            f"| {r.suite} | {r.metric} | {_fmt(r.value)} | {interval} | {_fmt(r.n)} | {r.data} | {r.model} | "
+            f"`{r.where}` |"
+        )
     return "\n".join(lines)
 
 
 def usage_section(facts: dict) -> str:
     task = (facts["recipe"] or {}).get("task", "dpo")
     if facts["adapter"]:
-        load = ("from peft import AutoPeftModelForCausalLM\nfrom transformers import AutoTokenizer\n\n"
-                "model = AutoPeftModelForCausalLM.from_pretrained(PATH)  # the base model plus this LoRA adapter\n"
-                "tokenizer = AutoTokenizer.from_pretrained(PATH)")
-        note = ("A LoRA adapter: `python train/export.py checkpoint=PATH out=MERGED` writes a standalone "
-                "checkpoint (vLLM, TGI, any transformers loader).")
+        load = (
+            "from peft import AutoPeftModelForCausalLM\nfrom transformers import AutoTokenizer\n\n"
+            "model = AutoPeftModelForCausalLM.from_pretrained(PATH)  # the base model plus this LoRA adapter\n"
+            "tokenizer = AutoTokenizer.from_pretrained(PATH)"
+        )
+        note = (
+            "A LoRA adapter: `python train/export.py checkpoint=PATH out=MERGED` writes a standalone "
+            "checkpoint (vLLM, TGI, any transformers loader)."
+        )
     else:
-        load = ("from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
-                "model = AutoModelForCausalLM.from_pretrained(PATH)\n"
-                "tokenizer = AutoTokenizer.from_pretrained(PATH)")
+        load = (
+            "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+            "model = AutoModelForCausalLM.from_pretrained(PATH)\n"
+            "tokenizer = AutoTokenizer.from_pretrained(PATH)"
+        )
         note = "A standalone checkpoint: transformers, vLLM (`vllm serve PATH`) and other loaders read it as is."
     if task == "sft":
-        note += (" Prompts use the TIMER format, every turn `<SPK> speaker <TIME> interval <UTT> utterance`: the "
-                 "model first writes how long until its reply (the interval), then the reply "
-                 "(`timealign.suites.timelychat.infer.TimerInference`).")
+        note += (
+            " Prompts use the TIMER format, every turn `<SPK> speaker <TIME> interval <UTT> utterance`: the "
+            "model first writes how long until its reply (the interval), then the reply "
+            "(`timealign.suites.timelychat.infer.TimerInference`)."
+        )
     else:
-        note += (" Prompts are rendered by timealign's `PromptRenderer` (the chat template with the tools, and "
-                 "timestamps as the table above says).")
+        note += (
+            " Prompts are rendered by timealign's `PromptRenderer` (the chat template with the tools, and "
+            "timestamps as the table above says)."
+        )
     return f"```python\n{load}\n```\n\n{note}"
 
 
@@ -475,41 +529,84 @@ def build_card(facts: dict, extra_tags=()):
     if facts["adapter"] or (recipe.get("lora") or {}).get("enabled"):
         tags.append("lora")
     tags += [t for t in extra_tags if t not in tags]
-    block = {"recipe": facts["recipe_name"], "source": facts["source"], "task": task, "overrides": facts["overrides"],
-             "data_fingerprint": facts["data_fingerprint"], "git": facts["git"], "version": facts["version"],
-             "wandb": facts["wandb"] or None, "merged_from_adapter": facts["merged_from_adapter"] or None,
-             "exported_from": facts["exported_from"]}
-    data = ModelCardData(base_model=hub_base_model(base), library_name="peft" if facts["adapter"] else "transformers",
-                         license=LICENSE, pipeline_tag="text-generation", tags=tags,
-                         **{CARD_KEY: {k: v for k, v in block.items() if v is not None}})
+    block = {
+        "recipe": facts["recipe_name"],
+        "source": facts["source"],
+        "task": task,
+        "overrides": facts["overrides"],
+        "data_fingerprint": facts["data_fingerprint"],
+        "git": facts["git"],
+        "version": facts["version"],
+        "wandb": facts["wandb"] or None,
+        "merged_from_adapter": facts["merged_from_adapter"] or None,
+        "exported_from": facts["exported_from"],
+    }
+    data = ModelCardData(
+        base_model=hub_base_model(base),
+        library_name="peft" if facts["adapter"] else "transformers",
+        license=LICENSE,
+        pipeline_tag="text-generation",
+        tags=tags,
+        **{CARD_KEY: {k: v for k, v in block.items() if v is not None}},
+    )
     name = facts["title"]
-    what = ("offset-DPO on TicToc-style preference pairs (call the tool again, or answer directly, given the time "
-            "since the last call)" if task == "dpo" else
-            "TIMER multi-task SFT on TimelyChat-style dialogs (predict the time until the reply, then the reply)")
+    what = (
+        "offset-DPO on TicToc-style preference pairs (call the tool again, or answer directly, given the time "
+        "since the last call)"
+        if task == "dpo"
+        else "TIMER multi-task SFT on TimelyChat-style dialogs (predict the time until the reply, then the reply)"
+    )
     table = "\n".join(["| setting | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in training_table(facts)])
-    content = "\n\n".join([
-        f"---\n{data.to_yaml()}\n---",
-        f"# {name}",
-        (f"`{base}` fine-tuned with {what}, by timealign (a post-training pipeline that teaches LLMs to respect "
-         "elapsed time)."),
-        "## Training", table,
-        "## Evaluation", eval_section(facts["evals"]),
-        "## Use", usage_section(facts),
-        "## License", f"`{LICENSE}` here: the base model's license and terms apply.",
-    ])
+    content = "\n\n".join(
+        [
+            f"---\n{data.to_yaml()}\n---",
+            f"# {name}",
+            (
+                f"`{base}` fine-tuned with {what}, by timealign (a post-training pipeline that teaches LLMs to "
+                f"respect "
+                "elapsed time)."
+            ),
+            "## Training",
+            table,
+            "## Evaluation",
+            eval_section(facts["evals"]),
+            "## Use",
+            usage_section(facts),
+            "## License",
+            f"`{LICENSE}` here: the base model's license and terms apply.",
+        ]
+    )
     return ModelCard(content + "\n")
 
 
-def write_model_card(folder: str | Path, recipe=None, *, data_dir=None, wandb_url: str | None = None,
-                     eval_dirs=(), exported_from: str | None = None, merged_from_adapter: bool | None = None,
-                     source: str | Path | None = None, title: str | None = None, extra_tags=()) -> Path:
+def write_model_card(
+    folder: str | Path,
+    recipe=None,
+    *,
+    data_dir=None,
+    wandb_url: str | None = None,
+    eval_dirs=(),
+    exported_from: str | None = None,
+    merged_from_adapter: bool | None = None,
+    source: str | Path | None = None,
+    title: str | None = None,
+    extra_tags=(),
+) -> Path:
     """Write (or rewrite) `<folder>/README.md`; returns its path. `recipe`: the run's Recipe at training time
     (None: read `timealign_recipe.yaml` and the previous card). `source`: the trained folder an export was made
     from (its records and evaluations describe the export); `title`: the card's heading (default: the folder's
     name). Call it on one process only."""
-    facts = gather(folder, recipe, data_dir=data_dir, wandb_url=wandb_url, eval_dirs=eval_dirs,
-                   exported_from=exported_from, merged_from_adapter=merged_from_adapter, source=source,
-                   title=title)
+    facts = gather(
+        folder,
+        recipe,
+        data_dir=data_dir,
+        wandb_url=wandb_url,
+        eval_dirs=eval_dirs,
+        exported_from=exported_from,
+        merged_from_adapter=merged_from_adapter,
+        source=source,
+        title=title,
+    )
     path = Path(folder) / CARD_FILE
     if not card_may_replace(path):  # a README.md timealign did not write is never replaced
         raise ModelCardError(foreign_card_message(path))
@@ -535,8 +632,9 @@ def live_wandb_url() -> str | None:
 
 @dataclass
 class CardOptions:
-    checkpoint: str | None = opt(None, "the trained folder (output_dir, checkpoint-N, or an export) whose README.md "
-                                       "to rewrite")
+    checkpoint: str | None = opt(
+        None, "the trained folder (output_dir, checkpoint-N, or an export) whose README.md to rewrite"
+    )
     eval: str | None = opt(None, "more eval report folders, comma-separated (the folder's own eval*/ are always read)")
 
 
@@ -546,10 +644,12 @@ def _command():
     return Command(
         prog="python -m timealign.train.model_card",
         summary="Rewrites the model card (README.md) of a trained folder from its recipe, run records, prepared-data "
-                "fingerprint and evaluation reports (<folder>/eval*/<suite>.json, with their bootstrap intervals), "
-                "e.g. after eval/run.py. Training and train/export.py write it themselves.",
-        options=CardOptions, recipe="none",
-        examples="    python -m timealign.train.model_card checkpoint=outputs/tiny eval=results/tiny-eval")
+        "fingerprint and evaluation reports (<folder>/eval*/<suite>.json, with their bootstrap intervals), "
+        "e.g. after eval/run.py. Training and train/export.py write it themselves.",
+        options=CardOptions,
+        recipe="none",
+        examples="    python -m timealign.train.model_card checkpoint=outputs/tiny eval=results/tiny-eval",
+    )
 
 
 COMMAND = _command()

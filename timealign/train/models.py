@@ -9,6 +9,7 @@ from typing import Any
 from timealign.config import RecipeError
 from timealign.config.dtypes import torch_dtype
 
+
 def check_model_available(name_or_path: str, key: str = "model.name_or_path") -> None:
     """With HF_HUB_OFFLINE=1, a hub id must be in the local hub cache: refused before any work (data prep, claiming
     output_dir) instead of transformers' OSError after them. Local folders and the tiny names pass."""
@@ -30,7 +31,8 @@ def check_model_available(name_or_path: str, key: str = "model.name_or_path") ->
         raise RecipeError(
             f"{key}={name_or_path}: not in the local hub cache ({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE=1 allows "
             f"the cache only: download it where the hub is reachable (`hf download {name_or_path} --local-dir DIR`, "
-            f"then {key}=DIR), or unset HF_HUB_OFFLINE")
+            f"then {key}=DIR), or unset HF_HUB_OFFLINE"
+        )
 
 
 def resolve_base_model(name_or_path: str) -> str:
@@ -72,5 +74,11 @@ def lora_config(lora, **extra: Any):
     tokens' trainable rows, for example)."""
     from peft import LoraConfig
 
-    return LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules,
-                      task_type="CAUSAL_LM", **extra)
+    return LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+        **extra,
+    )

@@ -105,8 +105,15 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
 
     _tag_names = ["trl", "dpo", "odpo"]
 
-    def __init__(self, *args: Any, margin_column: str = "margin", shared_prompt: bool = True,
-                 padding_free: bool = False, margin_mode: str = "offset", **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        margin_column: str = "margin",
+        shared_prompt: bool = True,
+        padding_free: bool = False,
+        margin_mode: str = "offset",
+        **kwargs: Any,
+    ):
         # Set before DPOTrainer.__init__: the collator setter, the dataset precompute and the signature columns
         # all need them during construction.
         self.margin_column = margin_column
@@ -115,8 +122,10 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
         if margin_mode not in MARGIN_MODES:
             raise ValueError(f"unknown margin_mode {margin_mode!r}; one of {', '.join(MARGIN_MODES)}")
         if margin_mode == "weight" and not shared_prompt:
-            raise ValueError("margin_mode='weight' weights each pair's loss, which TRL's own loss path "
-                             "(shared_prompt=False) cannot do; set dpo.shared_prompt=true")
+            raise ValueError(
+                "margin_mode='weight' weights each pair's loss, which TRL's own loss path "
+                "(shared_prompt=False) cannot do; set dpo.shared_prompt=true"
+            )
         self.margin_mode = margin_mode
         bound = _bind_dpo_args(args, kwargs)
         if bound.get("args") is not None:
@@ -142,8 +151,10 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
     def _set_signature_columns_if_needed(self):
         # transformers' LengthGroupedSampler reads the length column after remove_unused_columns: keep it.
         super()._set_signature_columns_if_needed()
-        if self.args.train_sampling_strategy == "group_by_length" and \
-                self.args.length_column_name not in self._signature_columns:
+        if (
+            self.args.train_sampling_strategy == "group_by_length"
+            and self.args.length_column_name not in self._signature_columns
+        ):
             self._signature_columns = [*self._signature_columns, self.args.length_column_name]
 
     # The offset column rides through the collator (`OffsetPreferenceCollator`, wrapped at assignment, so the reference
@@ -254,8 +265,10 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
             raise ValueError("dpo.shared_prompt supports text pairs only; set dpo.shared_prompt=false")
         parallel = self.accelerator.parallelism_config
         if parallel is not None and (getattr(parallel, "cp_size", 1) > 1 or getattr(parallel, "sp_size", 1) > 1):
-            raise ValueError("dpo.shared_prompt cannot shard its tree-masked rows over context/sequence parallel "
-                             "ranks; set dpo.shared_prompt=false")
+            raise ValueError(
+                "dpo.shared_prompt cannot shard its tree-masked rows over context/sequence parallel "
+                "ranks; set dpo.shared_prompt=false"
+            )
 
     def _tree_forward(self, model, tree):
         """Run `model` (a wrapped or plain policy, or the reference) on the tree with TRL's fused LM head."""
@@ -286,8 +299,10 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
     def _shared_prompt_loss(self, model, inputs, offsets, return_outputs):
         """ODPO loss and TRL's DPO metrics on a shared-prompt batch."""
         if return_outputs:
-            raise ValueError("dpo.shared_prompt computes no logits for compute_metrics / prediction_loss_only=False; "
-                             "set dpo.shared_prompt=false to get TRL's logits")
+            raise ValueError(
+                "dpo.shared_prompt computes no logits for compute_metrics / prediction_loss_only=False; "
+                "set dpo.shared_prompt=false to get TRL's logits"
+            )
         mode = "train" if self.model.training else "eval"
         tree = shared_prompt.PairTree(inputs)
         outputs = self._tree_forward(model, tree)
@@ -299,8 +314,9 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
             reference = self.ref_model if self.ref_model is not None else self.model
             ref_chosen, ref_rejected = self._shared_ref_log_probs(reference, tree)
         ref_chosen, ref_rejected = ref_chosen.float(), ref_rejected.float()
-        offsets, weights = offset_and_weight(offsets.to(device=chosen_logps.device, dtype=torch.float32),
-                                             self.margin_mode)
+        offsets, weights = offset_and_weight(
+            offsets.to(device=chosen_logps.device, dtype=torch.float32), self.margin_mode
+        )
 
         chosen_logratios = chosen_logps - ref_chosen
         rejected_logratios = rejected_logps - ref_rejected
@@ -311,13 +327,22 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
 
         chosen_rewards = self.beta * chosen_logratios.detach()
         rejected_rewards = self.beta * rejected_logratios.detach()
-        self._log_shared_metrics(mode, tree, outputs, chosen_logps.detach(), rejected_logps.detach(), chosen_rewards,
-                                 rejected_rewards, offsets)
+        self._log_shared_metrics(
+            mode,
+            tree,
+            outputs,
+            chosen_logps.detach(),
+            rejected_logps.detach(),
+            chosen_rewards,
+            rejected_rewards,
+            offsets,
+        )
         return loss
 
     @torch.no_grad()
-    def _log_shared_metrics(self, mode, tree, outputs, chosen_logps, rejected_logps, chosen_rewards,
-                            rejected_rewards, offsets) -> None:
+    def _log_shared_metrics(
+        self, mode, tree, outputs, chosen_logps, rejected_logps, chosen_rewards, rejected_rewards, offsets
+    ) -> None:
         """The metrics TRL's `_compute_loss` logs, each from the same per-token values, plus the offset metrics."""
         metrics = self._metrics[mode]
         width = tree.target_pair.size(1)
@@ -364,10 +389,13 @@ def _check_shared_prompt_setup(bound: dict[str, Any]) -> None:
         if isinstance(candidate, PreTrainedModel) or hasattr(candidate, "peft_config"):
             shared_prompt.check_model(candidate.config)
     peft_config = bound.get("peft_config")
-    if getattr(peft_config, "is_prompt_learning", False) or getattr(getattr(model, "active_peft_config", None),
-                                                                       "is_prompt_learning", False):
-        raise ValueError("dpo.shared_prompt does not support prompt-learning PEFT (virtual tokens would sit outside "
-                         "the tree mask); set dpo.shared_prompt=false")
+    if getattr(peft_config, "is_prompt_learning", False) or getattr(
+        getattr(model, "active_peft_config", None), "is_prompt_learning", False
+    ):
+        raise ValueError(
+            "dpo.shared_prompt does not support prompt-learning PEFT (virtual tokens would sit outside "
+            "the tree mask); set dpo.shared_prompt=false"
+        )
 
 
 def _with_lengths(dataset, column: str, shared: bool):
@@ -380,8 +408,11 @@ def _with_lengths(dataset, column: str, shared: bool):
         return dataset
 
     def length(prompt, chosen, rejected):
-        return {column: len(prompt) + len(chosen) + len(rejected) if shared else
-                len(prompt) + max(len(chosen), len(rejected))}
+        return {
+            column: len(prompt) + len(chosen) + len(rejected)
+            if shared
+            else len(prompt) + max(len(chosen), len(rejected))
+        }
 
     return dataset.map(length, input_columns=["prompt_ids", "chosen_ids", "rejected_ids"], desc="Pair lengths")
 

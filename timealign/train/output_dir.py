@@ -43,11 +43,11 @@ import yaml
 
 from timealign.config import RecipeError
 from timealign.config.secrets import is_secret_key, redact
+from timealign.config.written import KEPT, RUN_FILE, TEMPORARY, WRITTEN, note_baseline, signatures, write_record
 from timealign.data.fingerprint import Fingerprint
 from timealign.data.prepared import fingerprint_of, global_rank
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
 from timealign.train.resume import RESUME_IGNORED, checkpoint_folders
-from timealign.config.written import KEPT, RUN_FILE, TEMPORARY, WRITTEN, note_baseline, signatures, write_record
 
 logger = logging.getLogger("timealign.train.output_dir")
 
@@ -109,8 +109,11 @@ def differences(saved: dict, now: dict, ignored: tuple[str, ...] = IGNORED) -> d
     def skip(key: str) -> bool:
         return is_secret_key(key) or any(key == k or key.startswith(k + ".") for k in ignored)
 
-    return {k: (a.get(k, MISSING), b.get(k, MISSING)) for k in sorted(set(a) | set(b))
-            if not skip(k) and a.get(k, MISSING) != b.get(k, MISSING)}
+    return {
+        k: (a.get(k, MISSING), b.get(k, MISSING))
+        for k in sorted(set(a) | set(b))
+        if not skip(k) and a.get(k, MISSING) != b.get(k, MISSING)
+    }
 
 
 def _show(value) -> str:
@@ -146,8 +149,10 @@ def _read_claim(out: Path) -> dict | None:
     try:
         claim = json.loads(path.read_text())
     except (OSError, ValueError) as err:
-        raise OutputDirInUse(f"{path} does not parse ({err}); delete it, or set overwrite_output_dir=true to replace "
-                             "that run, or use another output_dir") from err
+        raise OutputDirInUse(
+            f"{path} does not parse ({err}); delete it, or set overwrite_output_dir=true to replace "
+            "that run, or use another output_dir"
+        ) from err
     if not isinstance(claim, dict) or not isinstance(claim.get("recipe"), dict):
         raise OutputDirInUse(f"{path} is not a timealign run record; delete it or use another output_dir")
     return claim
@@ -158,7 +163,9 @@ def trained_entries(out: Path) -> list[str]:
     if not out.is_dir():
         return []
     found = [p.name for p in checkpoint_folders(out)]
-    found += sorted(p.name for p in out.iterdir() if p.is_file() and (WEIGHTS.match(p.name) or p.name in TRAINED_FILES))
+    found += sorted(
+        p.name for p in out.iterdir() if p.is_file() and (WEIGHTS.match(p.name) or p.name in TRAINED_FILES)
+    )
     if (out / "eval").is_dir():
         found.append("eval")
     return found
@@ -202,12 +209,15 @@ def _describe(out: Path, claim: dict | None, trained: list[str]) -> str:
     return "; ".join(parts) or ", ".join(trained[:SHOWN])
 
 
-def conflict_message(out: Path, claim: dict | None, trained: list[str], diffs: dict[str, tuple], data_lines: list[str],
-                     saved_from: str) -> str:
+def conflict_message(
+    out: Path, claim: dict | None, trained: list[str], diffs: dict[str, tuple], data_lines: list[str], saved_from: str
+) -> str:
     what = _describe(out, claim, trained)
     if claim is None:
-        head = (f"{out} holds a training run ({what}) without {RUN_FILE}: it comes from an older timealign or from "
-                "elsewhere, so which data it was trained on is not recorded and it is not resumed.")
+        head = (
+            f"{out} holds a training run ({what}) without {RUN_FILE}: it comes from an older timealign or from "
+            "elsewhere, so which data it was trained on is not recorded and it is not resumed."
+        )
         if saved_from and diffs:
             head += f" Its recipe ({saved_from}) differs from this run's:"
         elif saved_from:
@@ -220,15 +230,22 @@ def conflict_message(out: Path, claim: dict | None, trained: list[str], diffs: d
     lines += [f"  {line}" for line in data_lines]
     ways = ["  - train into a folder of its own: output_dir=NEW_FOLDER;"]
     if claim is None:
-        ways.append(f"  - or move that run's files out of {out} yourself (no record says which files it wrote, so "
-                    "overwrite_output_dir=true deletes nothing there).")
+        ways.append(
+            f"  - or move that run's files out of {out} yourself (no record says which files it wrote, so "
+            "overwrite_output_dir=true deletes nothing there)."
+        )
     else:
-        ways.append(f"  - or replace that run: overwrite_output_dir=true deletes the files it recorded writing "
-                    f"(checkpoints, model, logs) in {out} (its prepared data in {out / 'data'} is kept);")
+        ways.append(
+            f"  - or replace that run: overwrite_output_dir=true deletes the files it recorded writing "
+            f"(checkpoints, model, logs) in {out} (its prepared data in {out / 'data'} is kept);"
+        )
     overrides = [_override(old) for old, _ in diffs.values()]
     if claim is not None and diffs and not data_lines and all(o is not None for o in overrides):
-        ways.append("  - or go on with that run (it resumes, or says it is finished): give its values, " +
-                    " ".join(f"{k}={o}" for k, o in zip(diffs, overrides)) + ".")
+        ways.append(
+            "  - or go on with that run (it resumes, or says it is finished): give its values, "
+            + " ".join(f"{k}={o}" for k, o in zip(diffs, overrides))
+            + "."
+        )
     return "\n".join([head, *lines, "It is neither resumed nor overwritten. Either", *ways])
 
 
@@ -243,8 +260,9 @@ def _data_lines(claim: dict, wanted: Fingerprint, diffs: dict) -> list[str]:
         return [f"data fingerprint: unreadable ({err!r}) (saved) -> {wanted.sha256[:12]} (now)"]
     if found.sha256 == wanted.sha256:
         return []
-    same_settings = Fingerprint(kind=found.kind, settings=wanted.settings, sources=found.sources,
-                                format_version=found.format_version)
+    same_settings = Fingerprint(
+        kind=found.kind, settings=wanted.settings, sources=found.sources, format_version=found.format_version
+    )
     lines = same_settings.differences(wanted) if found.kind == wanted.kind else []
     if not lines and not diffs:  # settings outside the recipe comparison (should not happen): say so anyway
         lines = [f"data fingerprint: {found.sha256[:12]} (saved) -> {wanted.sha256[:12]} (now)"]
@@ -257,15 +275,18 @@ def foreign_entries(out: Path) -> list[str]:
     no claim must not then take rank 0's fresh record for a stranger's file)."""
     if not out.is_dir():
         return []
-    return sorted(p.name for p in out.iterdir()
-                  if p.name not in KEPT and p.name != RUN_FILE and not TEMPORARY.match(p.name))
+    return sorted(
+        p.name for p in out.iterdir() if p.name not in KEPT and p.name != RUN_FILE and not TEMPORARY.match(p.name)
+    )
 
 
 def unowned_message(out: Path, entries: list[str]) -> str:
     shown = ", ".join(entries[:SHOWN]) + (f", ... ({len(entries)} entries)" if len(entries) > SHOWN else "")
-    return (f"output_dir={out} already holds files that no timealign run wrote ({shown}): training would write its "
-            "checkpoints, model and README.md among them, and timealign neither deletes nor overwrites files it did "
-            "not write (overwrite_output_dir=true included). Choose an empty or new folder: output_dir=NEW_FOLDER")
+    return (
+        f"output_dir={out} already holds files that no timealign run wrote ({shown}): training would write its "
+        "checkpoints, model and README.md among them, and timealign neither deletes nor overwrites files it did "
+        "not write (overwrite_output_dir=true included). Choose an empty or new folder: output_dir=NEW_FOLDER"
+    )
 
 
 def _removal(out: Path, claim: dict) -> tuple[list[str], list[str]]:
@@ -274,19 +295,23 @@ def _removal(out: Path, claim: dict) -> tuple[list[str], list[str]]:
     with the next run's (inside a checkpoint-N, eval or runs folder)."""
     written = claim.get(WRITTEN)
     if not isinstance(written, dict):
-        raise OutputDirInUse(f"{out / RUN_FILE} lists no files that run wrote (an older timealign wrote it), so "
-                             f"overwrite_output_dir=true deletes nothing in {out}. Move or delete that run's files "
-                             "yourself, or train into a folder of its own: output_dir=NEW_FOLDER")
+        raise OutputDirInUse(
+            f"{out / RUN_FILE} lists no files that run wrote (an older timealign wrote it), so "
+            f"overwrite_output_dir=true deletes nothing in {out}. Move or delete that run's files "
+            "yourself, or train into a folder of its own: output_dir=NEW_FOLDER"
+        )
     now = signatures(out)
     delete = sorted(rel for rel, sig in now.items() if written.get(rel) == sig)
     left = sorted(rel for rel in now if rel not in delete and not TEMPORARY.match(Path(rel).name))
     mixing = [rel for rel in left if "/" in rel and RUN_DIRS.match(rel.split("/", 1)[0])]
     if mixing:
         shown = ", ".join(mixing[:SHOWN]) + (f", ... ({len(mixing)} files)" if len(mixing) > SHOWN else "")
-        raise OutputDirInUse(f"overwrite_output_dir=true: {out} also holds files no timealign run recorded writing "
-                             f"(or changed since): {shown}. They are not deleted, and a new run's checkpoints and "
-                             "evaluations would mix with them: move them out of the folder (nothing was deleted), or "
-                             "train into a folder of its own: output_dir=NEW_FOLDER")
+        raise OutputDirInUse(
+            f"overwrite_output_dir=true: {out} also holds files no timealign run recorded writing "
+            f"(or changed since): {shown}. They are not deleted, and a new run's checkpoints and "
+            "evaluations would mix with them: move them out of the folder (nothing was deleted), or "
+            "train into a folder of its own: output_dir=NEW_FOLDER"
+        )
     return delete, left
 
 
@@ -303,9 +328,13 @@ def _remove_files(out: Path, delete: list[str]) -> None:
 
 def _write_claim(out: Path, recipe, fingerprint: Fingerprint, written: dict | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    record = {"recipe": _normal(redact(recipe.to_dict())), "data_fingerprint": fingerprint.to_dict(),
-              "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": socket.gethostname(),
-              WRITTEN: dict(written or {})}
+    record = {
+        "recipe": _normal(redact(recipe.to_dict())),
+        "data_fingerprint": fingerprint.to_dict(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "host": socket.gethostname(),
+        WRITTEN: dict(written or {}),
+    }
     write_record(out, record)
 
 
@@ -345,37 +374,51 @@ def claim_output_dir(recipe, kind: str | None = None) -> Claim:
         finished = _finished_recipe(out) if same else None
         complete = finished is not None and not differences(finished, now, COMPLETE_IGNORED)
         if same and complete and not recipe.overwrite_output_dir and not _restart_asked(recipe):
-            raise AlreadyTrained(out, f"{out} holds this run's finished model (same recipe and data): nothing to "
-                                      "train. To train it again here: training.resume_from_checkpoint=false or "
-                                      "overwrite_output_dir=true; or give another output_dir")
+            raise AlreadyTrained(
+                out,
+                f"{out} holds this run's finished model (same recipe and data): nothing to "
+                "train. To train it again here: training.resume_from_checkpoint=false or "
+                "overwrite_output_dir=true; or give another output_dir",
+            )
         if same and not complete:
             state = "same"
             checkpoints = checkpoint_folders(out)
             if checkpoints and "resume_from_checkpoint" not in (recipe.training or {}):
-                logger.warning("%s holds checkpoints of this same run (newest %s) but training.resume_from_checkpoint "
-                               "is unset: this run starts over and overwrites them. training.resume_from_checkpoint="
-                               "auto continues it instead", out, checkpoints[-1].name)
+                logger.warning(
+                    "%s holds checkpoints of this same run (newest %s) but training.resume_from_checkpoint "
+                    "is unset: this run starts over and overwrites them. training.resume_from_checkpoint="
+                    "auto continues it instead",
+                    out,
+                    checkpoints[-1].name,
+                )
             elif _restart_asked(recipe):
-                logger.info("%s: starting this run over (same recipe and data; training.resume_from_checkpoint=false)",
-                            out)
+                logger.info(
+                    "%s: starting this run over (same recipe and data; training.resume_from_checkpoint=false)", out
+                )
             else:
                 logger.info("%s: continuing this run (same recipe and data)", out)
         elif same and _restart_asked(recipe) and not recipe.overwrite_output_dir:
             state = "same"
-            logger.info("%s holds this run's finished model; training it again (training.resume_from_checkpoint="
-                        "false)", out)
+            logger.info(
+                "%s holds this run's finished model; training it again (training.resume_from_checkpoint=false)", out
+            )
         elif not recipe.overwrite_output_dir:
             raise OutputDirInUse(conflict_message(out, claim, trained, diffs, data_lines, saved_from))
         elif (out / ".git").exists():  # a checkout is never a run's folder to clear
-            raise OutputDirInUse(f"{out} is a git checkout: overwrite_output_dir=true deletes nothing there. Train "
-                                 "into a folder of its own: output_dir=NEW_FOLDER")
+            raise OutputDirInUse(
+                f"{out} is a git checkout: overwrite_output_dir=true deletes nothing there. Train "
+                "into a folder of its own: output_dir=NEW_FOLDER"
+            )
         elif claim is None:
             raise OutputDirInUse(conflict_message(out, claim, trained, diffs, data_lines, saved_from))
         else:
             delete, left = _removal(out, claim)
             if left:
-                logger.warning("overwrite_output_dir: left in %s (no run recorded writing them): %s", out,
-                               ", ".join(left[:SHOWN]) + (" ..." if len(left) > SHOWN else ""))
+                logger.warning(
+                    "overwrite_output_dir: left in %s (no run recorded writing them): %s",
+                    out,
+                    ", ".join(left[:SHOWN]) + (" ..." if len(left) > SHOWN else ""),
+                )
             state = "replaced"
             notes.append(f"overwrite_output_dir=true: deleting the run in {out} ({_describe(out, claim, trained)})")
     for note in notes:

@@ -30,8 +30,17 @@ import torch
 
 from timealign.train.collators import TOKEN_TYPES, TokenTypesCollator
 
-__all__ = ["LAYOUTS", "PACKED_COLUMNS", "PACKED_TOKENS", "PACKING_STRATEGIES", "PackedTokenTypesCollator",
-           "check_packing_strategy", "pack_timer_rows", "packed_layout", "padding_stats"]
+__all__ = [
+    "LAYOUTS",
+    "PACKED_COLUMNS",
+    "PACKED_TOKENS",
+    "PACKING_STRATEGIES",
+    "PackedTokenTypesCollator",
+    "check_packing_strategy",
+    "pack_timer_rows",
+    "packed_layout",
+    "padding_stats",
+]
 
 PACKED_COLUMNS = ("input_ids", "labels", TOKEN_TYPES)
 # bfd: whole dialogs per row (featurize already shortened every row to max_length, so bfd_split never splits one).
@@ -41,8 +50,10 @@ PACKING_STRATEGIES = ("bfd", "bfd_split")
 
 def check_packing_strategy(strategy: str) -> None:
     if strategy not in PACKING_STRATEGIES:
-        raise ValueError(f"TIMER packing supports packing_strategy {' or '.join(PACKING_STRATEGIES)}, got "
-                         f"{strategy!r} ('wrapped' cuts dialogs at row edges and mixes their positions)")
+        raise ValueError(
+            f"TIMER packing supports packing_strategy {' or '.join(PACKING_STRATEGIES)}, got "
+            f"{strategy!r} ('wrapped' cuts dialogs at row edges and mixes their positions)"
+        )
 
 
 def pack_timer_rows(dataset, max_length: int, strategy: str = "bfd", map_kwargs: dict | None = None):
@@ -67,7 +78,7 @@ LAYOUTS = ("flat", "rows")
 
 
 def packed_layout(model) -> str:
-    """"flat" for flash attention (its varlen path needs one flattened row), "rows" for every other implementation."""
+    """ "flat" for flash attention (its varlen path needs one flattened row), "rows" for every other implementation."""
     from transformers.utils.generic import is_flash_attention_requested
 
     config = getattr(model, "config", None)
@@ -92,8 +103,9 @@ class PackedTokenTypesCollator(TokenTypesCollator):
         position_ids = torch.zeros((len(examples), width), dtype=torch.long)
         for i, row in enumerate(lengths):
             if sum(row) != len(examples[i]["input_ids"]):
-                raise ValueError(f"example {i}: seq_lengths {row} do not add up to {len(examples[i]['input_ids'])} "
-                                 "input ids")
+                raise ValueError(
+                    f"example {i}: seq_lengths {row} do not add up to {len(examples[i]['input_ids'])} input ids"
+                )
             position_ids[i, : sum(row)] = torch.cat([torch.arange(n) for n in row])
         batch["labels"] = batch["labels"].masked_fill(position_ids == 0, -100)  # each dialog's first token
         batch["position_ids"] = position_ids
@@ -118,8 +130,13 @@ def padding_stats(lengths: Sequence[int], batch_size: int, padding_free: bool = 
     them: right-padded to the batch's longest row, or (padding_free) flattened into one row with no padding."""
     real = padded = 0
     for start in range(0, len(lengths), batch_size):
-        chunk = lengths[start:start + batch_size]
+        chunk = lengths[start : start + batch_size]
         real += sum(chunk)
         padded += sum(chunk) if padding_free else max(chunk) * len(chunk)
-    return {"rows": len(lengths), "batches": -(-len(lengths) // batch_size), "tokens": real, "slots": padded,
-            "padding_share": (padded - real) / padded if padded else 0.0}
+    return {
+        "rows": len(lengths),
+        "batches": -(-len(lengths) // batch_size),
+        "tokens": real,
+        "slots": padded,
+        "padding_share": (padded - real) / padded if padded else 0.0,
+    }

@@ -50,8 +50,8 @@ from transformers import TrainerCallback
 from timealign.config import RecipeError
 from timealign.config.secrets import is_secret_key, redact
 from timealign.config.tracking import CHECKPOINT_DIR
-from timealign.render.checkpoint import CHECKPOINT_RECIPE
 from timealign.config.written import WrittenFiles, card_may_replace, foreign_card_message
+from timealign.render.checkpoint import CHECKPOINT_RECIPE
 
 logger = logging.getLogger("timealign.train.resume")
 
@@ -65,14 +65,31 @@ TRAIN_LOG = "train_log.json"  # the trainer's log_history, written beside the sa
 AUTO_WORDS = ("auto", "true", "latest", "last", "yes", "1", "on")
 
 # Recipe keys that may change between a run and its resumption (bookkeeping, not what is trained).
-RESUME_IGNORED = ("output_dir", "overwrite_output_dir", "description", "wandb", "launch", "eval", "live_eval",
-                  "data.path",
-                  "data.prepared_dir",
-                  "data.prep_timeout", "training.resume_from_checkpoint", "training.report_to", "training.run_name",
-                  "training.logging_steps", "training.save_steps", "training.save_strategy",
-                  "training.save_total_limit",
-                  "training.max_steps", "training.num_train_epochs", "training.eval_strategy", "training.eval_steps",
-                  "training.dataloader_num_workers", "training.logging_dir")
+RESUME_IGNORED = (
+    "output_dir",
+    "overwrite_output_dir",
+    "description",
+    "wandb",
+    "launch",
+    "eval",
+    "live_eval",
+    "data.path",
+    "data.prepared_dir",
+    "data.prep_timeout",
+    "training.resume_from_checkpoint",
+    "training.report_to",
+    "training.run_name",
+    "training.logging_steps",
+    "training.save_steps",
+    "training.save_strategy",
+    "training.save_total_limit",
+    "training.max_steps",
+    "training.num_train_epochs",
+    "training.eval_strategy",
+    "training.eval_steps",
+    "training.dataloader_num_workers",
+    "training.logging_dir",
+)
 
 
 class TrainingPreempted(SystemExit):
@@ -90,8 +107,13 @@ class TrainingPreempted(SystemExit):
 
 
 # What a checkpoint must hold to resume the very run it was written by (transformers' Trainer._save_checkpoint).
-WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin", "adapter_model.bin",
-                "pytorch_model_fsdp.bin")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "adapter_model.safetensors",
+    "pytorch_model.bin",
+    "adapter_model.bin",
+    "pytorch_model_fsdp.bin",
+)
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 JSON_FILES = ("trainer_state.json", "config.json", "adapter_config.json")  # the first is required
 FULL_CHECK_BYTES = 256 << 20  # torch files up to this size are also CRC-checked (rng, scheduler; tiny optimizers)
@@ -117,8 +139,10 @@ def _safetensors_problem(path: Path) -> str | None:
         return f"{path.name} has a malformed safetensors header ({err!r})"
     expected = 8 + length + end
     if size != expected:
-        return f"{path.name} is {'truncated' if size < expected else 'longer than its header says'} " \
-               f"({size} of {expected} bytes)"
+        return (
+            f"{path.name} is {'truncated' if size < expected else 'longer than its header says'} "
+            f"({size} of {expected} bytes)"
+        )
     return None
 
 
@@ -152,7 +176,9 @@ def _sharded_problem(folder: Path) -> str | None:
 
 def _weights_problem(path: Path) -> str | None:
     # DeepSpeed's own model states (ZeRO-3: the real weights; model.safetensors may hold placeholders).
-    deepspeed = [f for d in sorted(path.glob("global_step*")) if d.is_dir() for f in sorted(d.glob("*model_states.pt"))]
+    deepspeed = [
+        f for d in sorted(path.glob("global_step*")) if d.is_dir() for f in sorted(d.glob("*model_states.pt"))
+    ]
     return next(filter(None, map(_torch_file_problem, deepspeed)), None) or _hf_weights_problem(path)
 
 
@@ -196,7 +222,9 @@ def _optimizer_problem(path: Path) -> str | None:
     sharded = [d for d in path.iterdir() if d.is_dir() and d.name.startswith("optimizer")]
     if sharded:
         return next(filter(None, map(_sharded_problem, sharded)), None)
-    deepspeed = [f for d in sorted(path.glob("global_step*")) if d.is_dir() for f in sorted(d.glob("*optim_states.pt"))]
+    deepspeed = [
+        f for d in sorted(path.glob("global_step*")) if d.is_dir() for f in sorted(d.glob("*optim_states.pt"))
+    ]
     if deepspeed:
         return next(filter(None, map(_torch_file_problem, deepspeed)), None)
     return "no optimizer state (optimizer.pt): resuming would restart the optimizer (a save_only_model checkpoint?)"
@@ -296,12 +324,16 @@ def resolve_resume(value, output_dir: str | Path) -> str | None:
         return newest
     path = Path(text)
     if not (path / "trainer_state.json").is_file():
-        raise RecipeError(f"training.resume_from_checkpoint={text!r}: not a checkpoint folder (no trainer_state.json). "
-                          "Use auto, false or a checkpoint-N folder.")
+        raise RecipeError(
+            f"training.resume_from_checkpoint={text!r}: not a checkpoint folder (no trainer_state.json). "
+            "Use auto, false or a checkpoint-N folder."
+        )
     problem = checkpoint_problem(path)
     if problem:
-        raise RecipeError(f"training.resume_from_checkpoint={text}: it does not load completely: {problem}. Use auto "
-                          "(the newest checkpoint that does), false, or another checkpoint-N folder.")
+        raise RecipeError(
+            f"training.resume_from_checkpoint={text}: it does not load completely: {problem}. Use auto "
+            "(the newest checkpoint that does), false, or another checkpoint-N folder."
+        )
     return str(path)
 
 
@@ -330,24 +362,32 @@ def check_resume_compatible(recipe, checkpoint: str | Path) -> None:
     """Refuse to auto-resume from a checkpoint trained under a different recipe."""
     path = Path(checkpoint) / CHECKPOINT_RECIPE
     if not path.is_file():
-        logger.warning("%s has no %s; cannot check that it was trained with this recipe", checkpoint, CHECKPOINT_RECIPE)
+        logger.warning(
+            "%s has no %s; cannot check that it was trained with this recipe", checkpoint, CHECKPOINT_RECIPE
+        )
         return
     try:
         saved = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as err:
         saved = err
     if not isinstance(saved, dict):
-        logger.warning("%s does not parse (%s); cannot check that %s was trained with this recipe", path,
-                       str(saved).splitlines()[0] if saved else "empty", checkpoint)
+        logger.warning(
+            "%s does not parse (%s); cannot check that %s was trained with this recipe",
+            path,
+            str(saved).splitlines()[0] if saved else "empty",
+            checkpoint,
+        )
         return
     diffs = recipe_differences(saved, recipe.to_dict())
     if diffs:
         before, now = _flatten(saved), _flatten(recipe.to_dict())
         shown = ", ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in diffs[:6])
         more = ", ..." if len(diffs) > 6 else ""
-        raise RecipeError(f"{checkpoint} was trained with a different recipe ({shown}{more})."
-                          " Use a new output_dir=, training.resume_from_checkpoint=false to start over in this one, or "
-                          f"training.resume_from_checkpoint={checkpoint} to resume from it anyway.")
+        raise RecipeError(
+            f"{checkpoint} was trained with a different recipe ({shown}{more})."
+            " Use a new output_dir=, training.resume_from_checkpoint=false to start over in this one, or "
+            f"training.resume_from_checkpoint={checkpoint} to resume from it anyway."
+        )
 
 
 # Recipe keys that decide what a checkpoint's weights are: an explicit resume path must agree on them.
@@ -431,13 +471,18 @@ def checkpoint_model_problem(model, checkpoint: str | Path) -> str | None:
     is_adapter = hasattr(model, "peft_config")
     config = getattr(model.get_base_model() if is_adapter else model, "config", None)
     if (folder / "adapter_config.json").is_file() != is_adapter:
-        return ("it holds a LoRA adapter, and this recipe trains the full model (lora.enabled=false)" if not
-                is_adapter else "it holds a full model, and this recipe trains a LoRA adapter (lora.enabled=true)")
+        return (
+            "it holds a LoRA adapter, and this recipe trains the full model (lora.enabled=false)"
+            if not is_adapter
+            else "it holds a full model, and this recipe trains a LoRA adapter (lora.enabled=true)"
+        )
     if (folder / "config.json").is_file() and config is not None:
         saved = json.loads((folder / "config.json").read_text())
         if saved.get("model_type") != getattr(config, "model_type", None):
-            return (f"it holds a {saved.get('model_type')!r} model ({', '.join(saved.get('architectures') or [])}), "
-                    f"this recipe trains a {config.model_type!r} model ({getattr(config, '_name_or_path', '')})")
+            return (
+                f"it holds a {saved.get('model_type')!r} model ({', '.join(saved.get('architectures') or [])}), "
+                f"this recipe trains a {config.model_type!r} model ({getattr(config, '_name_or_path', '')})"
+            )
     shapes = saved_shapes(folder)
     if shapes is None:
         return None
@@ -459,8 +504,10 @@ def check_checkpoint_fits(recipe, model, checkpoint: str | Path, explicit: bool)
     """Refuse (RecipeError, one line) a checkpoint whose weights do not fit the recipe's model, or, given as a path,
     one trained with another model, LoRA setup or task; other recipe differences of a path are the user's call."""
     value = f"training.resume_from_checkpoint={recipe.training.get('resume_from_checkpoint')}"
-    ways = ("Resume from a checkpoint of this recipe's model (training.resume_from_checkpoint=auto: the newest in "
-            "output_dir), or start over: training.resume_from_checkpoint=false")
+    ways = (
+        "Resume from a checkpoint of this recipe's model (training.resume_from_checkpoint=auto: the newest in "
+        "output_dir), or start over: training.resume_from_checkpoint=false"
+    )
     problem = checkpoint_model_problem(model, checkpoint)
     if problem:
         raise RecipeError(f"{value}: {checkpoint} does not fit this recipe's model: {problem}. {ways}")
@@ -474,8 +521,9 @@ def check_checkpoint_fits(recipe, model, checkpoint: str | Path, explicit: bool)
     shown = [f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in diffs]
     decisive = [line for k, line in zip(diffs, shown) if k.split(".", 1)[0] in MODEL_KEYS]
     if decisive:
-        raise RecipeError(f"{value}: {checkpoint} was trained with another model setup ({', '.join(decisive[:4])}). "
-                          f"{ways}")
+        raise RecipeError(
+            f"{value}: {checkpoint} was trained with another model setup ({', '.join(decisive[:4])}). {ways}"
+        )
     if shown:
         logger.warning("resuming from %s, trained with other settings: %s", checkpoint, ", ".join(shown[:6]))
 
@@ -563,8 +611,9 @@ class PreemptionCallback(TrainerCallback):
 def slurm_job_fields(job_id: str) -> dict[str, str]:
     """`scontrol show job --oneliner JOB` as {field: value}; {} when Slurm cannot be asked."""
     try:
-        proc = subprocess.run(["scontrol", "show", "job", "--oneliner", str(job_id)], capture_output=True, text=True,
-                              timeout=20)
+        proc = subprocess.run(
+            ["scontrol", "show", "job", "--oneliner", str(job_id)], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.SubprocessError):
         return {}
     return dict(re.findall(r"(\w+)=(\S*)", proc.stdout)) if proc.returncode == 0 else {}
@@ -596,18 +645,25 @@ def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> t
     cap = int(env.get("TIMEALIGN_MAX_REQUEUES") or 20)
     hold = "after Slurm holds it ~2 min (Reason=BeginTime)"
     counted = fields.get("Restarts", "")
-    if state in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED") or (counted.isdigit()
-                                                                            and int(counted) > restarts):
+    if state in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED") or (
+        counted.isdigit() and int(counted) > restarts
+    ):
         if fields.get("Requeue") == "0":
             return False, f"job {job} was preempted and is not requeueable (Requeue=0); {resubmit}"
-        return True, (f"Slurm requeues job {job} (preemption or scontrol requeue): it resumes from this checkpoint "
-                      f"{hold}")
+        return True, (
+            f"Slurm requeues job {job} (preemption or scontrol requeue): it resumes from this checkpoint {hold}"
+        )
     limit, ran = _slurm_seconds(fields.get("TimeLimit")), _slurm_seconds(fields.get("RunTime"))
-    if state == "TIMEOUT" or fields.get("Reason") == "TimeLimit" or (
-            state == "COMPLETING" and limit is not None and ran is not None and ran >= limit):
-        return False, (f"job {job} reached its time limit before a checkpoint on the warning (USR1, launch."
-                       f"signal_seconds before the limit) was done: it is not requeued; raise launch.signal_seconds "
-                       f"(sbatch --signal=B:USR1@N) and {resubmit}")
+    if (
+        state == "TIMEOUT"
+        or fields.get("Reason") == "TimeLimit"
+        or (state == "COMPLETING" and limit is not None and ran is not None and ran >= limit)
+    ):
+        return False, (
+            f"job {job} reached its time limit before a checkpoint on the warning (USR1, launch."
+            f"signal_seconds before the limit) was done: it is not requeued; raise launch.signal_seconds "
+            f"(sbatch --signal=B:USR1@N) and {resubmit}"
+        )
     if state in ("CANCELLED", "COMPLETING"):
         return False, f"job {job} was cancelled (scancel): it is not requeued; {resubmit}"
     if reason != "SIGTERM":  # the USR1 warning (to this process, or to the batch shell: the stop file)
@@ -615,10 +671,13 @@ def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> t
             return False, f"the warning came and requeueing is off (TIMEALIGN_REQUEUE=0); {resubmit}"
         if restarts >= cap:
             return False, f"job {job} was requeued {restarts} times already (TIMEALIGN_MAX_REQUEUES={cap}); {resubmit}"
-        return True, (f"time limit near (USR1): the batch script requeues job {job} and it resumes from this "
-                      f"checkpoint {hold}")
-    return False, (f"{reason}: Slurm is ending job {job} (JobState={state or '?'}); it is requeued only if Slurm "
-                   f"requeues it (preemption with Requeue=1); else {resubmit}")
+        return True, (
+            f"time limit near (USR1): the batch script requeues job {job} and it resumes from this checkpoint {hold}"
+        )
+    return False, (
+        f"{reason}: Slurm is ending job {job} (JobState={state or '?'}); it is requeued only if Slurm "
+        f"requeues it (preemption with Requeue=1); else {resubmit}"
+    )
 
 
 class SaveTimingCallback(TrainerCallback):
@@ -653,11 +712,15 @@ class SaveTimingCallback(TrainerCallback):
         step = self.step_seconds or 0.0
         logger.info("checkpoint-%d saved in %.1f s (its step: %.1f s)", state.global_step, self.save_seconds, step)
         if self.signal_seconds is not None and step + self.save_seconds > self.signal_seconds:
-            logger.warning("one step + a checkpoint took %.0f s, more than launch.signal_seconds=%d (the warning's "
-                           "lead before the time limit): near the limit the save would be cut short and the job "
-                           "would resume from an older checkpoint; raise launch.signal_seconds to at least %d (sbatch "
-                           "--signal=B:USR1@N)", step + self.save_seconds, self.signal_seconds,
-                           int(2 * (step + self.save_seconds)) + 30)
+            logger.warning(
+                "one step + a checkpoint took %.0f s, more than launch.signal_seconds=%d (the warning's "
+                "lead before the time limit): near the limit the save would be cut short and the job "
+                "would resume from an older checkpoint; raise launch.signal_seconds to at least %d (sbatch "
+                "--signal=B:USR1@N)",
+                step + self.save_seconds,
+                self.signal_seconds,
+                int(2 * (step + self.save_seconds)) + 30,
+            )
 
 
 class _RecipeSnapshotCallback(TrainerCallback):
@@ -683,8 +746,16 @@ class _RecipeSnapshotCallback(TrainerCallback):
 class TrainingSession:
     """Resume + preemption + W&B + run_info.json around one `trainer.train()` (DPO and SFT entry points)."""
 
-    def __init__(self, trainer, recipe, resume_from: str | None, callback: PreemptionCallback, provenance: dict,
-                 wandb_run_id: str | None, files=None):
+    def __init__(
+        self,
+        trainer,
+        recipe,
+        resume_from: str | None,
+        callback: PreemptionCallback,
+        provenance: dict,
+        wandb_run_id: str | None,
+        files=None,
+    ):
         self.trainer, self.recipe, self.files = trainer, recipe, files
         self.resume_from, self.callback = resume_from, callback
         self.provenance, self.wandb_run_id = provenance, wandb_run_id
@@ -732,8 +803,11 @@ class TrainingSession:
             "distributed_type": str(accelerator.distributed_type),
             "mixed_precision": str(accelerator.mixed_precision),
             "model_wrapper": type(trainer.model_wrapped).__name__,
-            "zero_stage": (trainer.model_wrapped.zero_optimization_stage()
-                           if hasattr(trainer.model_wrapped, "zero_optimization_stage") else None),
+            "zero_stage": (
+                trainer.model_wrapped.zero_optimization_stage()
+                if hasattr(trainer.model_wrapped, "zero_optimization_stage")
+                else None
+            ),
             "global_step": state.global_step,
             "max_steps": state.max_steps,
             "resumed_from": self.resume_from,

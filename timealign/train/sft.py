@@ -25,7 +25,8 @@ logger = logging.getLogger("timealign.train.sft")
 COMMAND = Command(
     prog="[accelerate launch] train/sft.py",
     summary="TIMER-style multi-task SFT on TimelyChat-style dialogs (TimelyChat paper, Sec. 5.2):",
-    examples="""  every turn is  <SPK> speaker <TIME> interval <UTT> utterance ;  loss = CE(response) + lambda * CE(time)
+    examples="""  every turn is  <SPK> speaker <TIME> interval <UTT> utterance ;
+  loss = CE(response) + lambda * CE(time)
 
 Override any recipe field with dotted keys, for example:
   timer.lambda_time=0 (w/o time loss)   timer.special_tokens=false (w/o special tokens)
@@ -45,8 +46,12 @@ def check_timer_section(timer) -> None:
     """Refuse values the SFT pipeline does not know, naming the valid ones."""
     from timealign.train.timer import LOSS_NORMALIZATIONS
 
-    choices = {"order": TIMER_ORDERS, "loss_turns": LOSS_TURNS, "loss_normalization": LOSS_NORMALIZATIONS,
-               "lora_new_tokens": NEW_TOKEN_MODES}
+    choices = {
+        "order": TIMER_ORDERS,
+        "loss_turns": LOSS_TURNS,
+        "loss_normalization": LOSS_NORMALIZATIONS,
+        "lora_new_tokens": NEW_TOKEN_MODES,
+    }
     for key, valid in choices.items():
         if getattr(timer, key) not in valid:
             raise RecipeError(f"timer.{key}={getattr(timer, key)!r} is not one of: {', '.join(valid)}")
@@ -57,8 +62,14 @@ def check_timer_section(timer) -> None:
             raise RecipeError(f"timer.{key} must be >= 0")
 
 
-def featurize(dataset, renderer, timer, max_length: int | None, num_proc: int | None = None,
-              desc: str = "Rendering TIMER sequences"):
+def featurize(
+    dataset,
+    renderer,
+    timer,
+    max_length: int | None,
+    num_proc: int | None = None,
+    desc: str = "Rendering TIMER sequences",
+):
     """Prepared dialogs -> TIMER training rows (`input_ids`, `labels`, `token_types`, `id`), with batched
     tokenization; a dialog gives one row, two with `timer.emit_instant_counterpart`. Rows longer than `max_length`
     lose their oldest turns (`TimerRenderer.batch_features`), so TRL's own truncation never cuts a target turn."""
@@ -76,8 +87,9 @@ def featurize(dataset, renderer, timer, max_length: int | None, num_proc: int | 
         out["id"] = ids
         return out
 
-    return dataset.map(render, batched=True, batch_size=256, remove_columns=dataset.column_names,
-                       num_proc=num_proc, desc=desc)
+    return dataset.map(
+        render, batched=True, batch_size=256, remove_columns=dataset.column_names, num_proc=num_proc, desc=desc
+    )
 
 
 def build_model_and_tokenizer(recipe):
@@ -130,12 +142,24 @@ def build_trainer(recipe, claim: bool = True):
         if args.max_length is None:
             raise RecipeError("timer.packing=true needs training.max_length (the length of a packed row)")
 
-    train_ds = featurize(data[recipe.data.train_split], renderer, recipe.timer, args.max_length,
-                         args.dataset_num_proc, "Rendering train dialogs")
+    train_ds = featurize(
+        data[recipe.data.train_split],
+        renderer,
+        recipe.timer,
+        args.max_length,
+        args.dataset_num_proc,
+        "Rendering train dialogs",
+    )
     eval_ds = None
     if recipe.data.eval_split in data and args.eval_strategy != "no":
-        eval_ds = featurize(data[recipe.data.eval_split], renderer, recipe.timer, args.max_length,
-                            args.dataset_num_proc, "Rendering eval dialogs")
+        eval_ds = featurize(
+            data[recipe.data.eval_split],
+            renderer,
+            recipe.timer,
+            args.max_length,
+            args.dataset_num_proc,
+            "Rendering eval dialogs",
+        )
     peft_config = None
     if recipe.lora.enabled:
         peft_config = timer_lora_config(recipe.lora, model, token_ids, recipe.timer.lora_new_tokens)
@@ -154,6 +178,7 @@ def build_trainer(recipe, claim: bool = True):
         log_plan(batch, trainer.args, len(trainer.train_dataset))
     if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
         from timealign.train.live_eval import LiveEvalCallback
+
         trainer.add_callback(LiveEvalCallback(trainer, recipe, data))
     return trainer
 
@@ -181,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     def train(invocation) -> None:
         logger.info("saved model to %s", run(invocation.recipe))
 
-    return run_command(COMMAND, argv, train, errors={NoSpaceLeft: 2, DialogFormatError: 1, FileNotFoundError: 1},
-                       hint=DATA_HINT)
+    return run_command(
+        COMMAND, argv, train, errors={NoSpaceLeft: 2, DialogFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT
+    )
 
 
 if __name__ == "__main__":  # python -m timealign.train.sft

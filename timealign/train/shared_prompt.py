@@ -97,12 +97,17 @@ class SharedPromptCollator(DataCollatorMixin):
                 f"custom data_collator ({type(collator).__name__}). Pass data_collator=None, a SharedPromptCollator, "
                 "or set dpo.shared_prompt=false (OffsetDPOTrainer(shared_prompt=False)) to keep TRL's layout."
             )
-        return cls(pad_token_id=collator.pad_token_id, max_length=collator.max_length,
-                   truncation_mode=collator.truncation_mode, pad_to_multiple_of=collator.pad_to_multiple_of,
-                   padding_free=padding_free)
+        return cls(
+            pad_token_id=collator.pad_token_id,
+            max_length=collator.max_length,
+            truncation_mode=collator.truncation_mode,
+            pad_to_multiple_of=collator.pad_to_multiple_of,
+            padding_free=padding_free,
+        )
 
     def truncate(self, index: int, prompt: list, chosen: list, rejected: list) -> tuple[list, list, list]:
-        """TRL truncates prompt+chosen and prompt+rejected to max_length separately; the same cut, on shared prompts."""
+        """TRL truncates prompt+chosen and prompt+rejected to max_length separately; the same cut, on shared
+        prompts."""
         limit = self.max_length
         if limit is None:
             return prompt, chosen, rejected
@@ -123,11 +128,14 @@ class SharedPromptCollator(DataCollatorMixin):
     def pair(self, index: int, example: dict[str, Any]) -> tuple[list[int], list[int], list[int]]:
         """(tokens, positions, branches) of one pair's tree."""
         prompt, chosen, rejected = self.truncate(
-            index, list(example["prompt_ids"]), list(example["chosen_ids"]), list(example["rejected_ids"]))
+            index, list(example["prompt_ids"]), list(example["chosen_ids"]), list(example["rejected_ids"])
+        )
         n = len(prompt)
         if n == 0:
-            raise ValueError(f"pair {index} of the batch has an empty prompt: the shared-prompt layout needs at least "
-                             "one prompt token (set dpo.shared_prompt=false for such data)")
+            raise ValueError(
+                f"pair {index} of the batch has an empty prompt: the shared-prompt layout needs at least "
+                "one prompt token (set dpo.shared_prompt=false for such data)"
+            )
         tokens = prompt + chosen + [prompt[-1]] + rejected
         positions = [*range(n + len(chosen)), n - 1, *range(n, n + len(rejected))]
         branches = [PROMPT] * n + [CHOSEN] * len(chosen) + [BRIDGE] + [REJECTED] * len(rejected)
@@ -147,8 +155,12 @@ class SharedPromptCollator(DataCollatorMixin):
         def padded(k: int, value: int) -> torch.Tensor:
             return torch.tensor([row[k] + [value] * (length - len(row[k])) for row in rows], dtype=torch.long)
 
-        out = {"input_ids": padded(0, self.pad_token_id), "position_ids": padded(1, 0), "branch_ids": padded(2, PAD),
-               "pair_ids": padded(3, -1)}
+        out = {
+            "input_ids": padded(0, self.pad_token_id),
+            "position_ids": padded(1, 0),
+            "branch_ids": padded(2, PAD),
+            "pair_ids": padded(3, -1),
+        }
         for key in ("ref_chosen_logps", "ref_rejected_logps"):
             if key in examples[0]:
                 out[key] = torch.tensor([ex[key] for ex in examples])
@@ -166,8 +178,14 @@ def tree_visible(q_pair, k_pair, q_branch, k_branch, q_index, k_index):
 def tree_attention_mask(pair_ids: torch.Tensor, branch_ids: torch.Tensor) -> torch.Tensor:
     """`[rows, 1, L, L]` boolean, True where query token q may attend to key token k (see the module docstring)."""
     idx = torch.arange(pair_ids.size(1), device=pair_ids.device)
-    return tree_visible(pair_ids[:, :, None], pair_ids[:, None, :], branch_ids[:, :, None], branch_ids[:, None, :],
-                        idx[:, None], idx[None, :])[:, None]
+    return tree_visible(
+        pair_ids[:, :, None],
+        pair_ids[:, None, :],
+        branch_ids[:, :, None],
+        branch_ids[:, None, :],
+        idx[:, None],
+        idx[None, :],
+    )[:, None]
 
 
 def tree_block_mask(pair_ids: torch.Tensor, branch_ids: torch.Tensor):
@@ -188,8 +206,10 @@ class PairTree:
     def __init__(self, batch: dict[str, Any]):
         missing = [k for k in ("input_ids", *TREE_KEYS) if k not in batch]
         if missing:
-            raise ValueError(f"not a shared-prompt batch (missing {missing}): the data collator must be "
-                             "SharedPromptCollator when shared_prompt is on")
+            raise ValueError(
+                f"not a shared-prompt batch (missing {missing}): the data collator must be "
+                "SharedPromptCollator when shared_prompt is on"
+            )
         self.input_ids = batch["input_ids"]
         self.position_ids = batch["position_ids"]
         self.pair_ids = batch["pair_ids"]
@@ -208,8 +228,10 @@ class PairTree:
     def model_inputs(self, attn_implementation: str, dtype: torch.dtype) -> dict[str, Any]:
         if attn_implementation == "flex_attention":
             if self.input_ids.device.type == "cpu" and torch.is_grad_enabled():
-                raise ValueError("model.attn_implementation=flex_attention: torch has no FlexAttention backward on "
-                                 "CPU; train with sdpa on CPU (flex is for GPUs)")
+                raise ValueError(
+                    "model.attn_implementation=flex_attention: torch has no FlexAttention backward on "
+                    "CPU; train with sdpa on CPU (flex is for GPUs)"
+                )
             mask = tree_block_mask(self.pair_ids, self.branch_ids)
             return {"input_ids": self.input_ids, "attention_mask": mask, "position_ids": self.position_ids}
         mask = tree_attention_mask(self.pair_ids, self.branch_ids)
@@ -218,8 +240,9 @@ class PairTree:
         return {"input_ids": self.input_ids, "attention_mask": mask, "position_ids": self.position_ids}
 
     def pair_sums(self, per_token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sum a `[rows, L-1]` per-token value over each pair's chosen and over its rejected tokens -> two `[pairs]`."""
-        per_token = per_token[:, -self.target_pair.size(1):]
+        """Sum a `[rows, L-1]` per-token value over each pair's chosen and over its rejected tokens ->
+        two `[pairs]`."""
+        per_token = per_token[:, -self.target_pair.size(1) :]
 
         def total(which: torch.Tensor) -> torch.Tensor:
             out = per_token.new_zeros(self.num_pairs)

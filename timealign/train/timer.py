@@ -85,7 +85,8 @@ class TimerSFTTrainer(HubUploadMixin, CarriesColumn, SFTTrainer):
     Args: those of `trl.SFTTrainer`, plus
         lambda_time: weight of the time loss (paper: 1.0; 0 = the "w/o time loss" ablation).
         loss_normalization: "tokens" (one shared normalizer, Eqs. 4-5) or "per_type" (two token means).
-        packing_layout: with `packing=True`, "flat" (one flattened row per batch) or "rows" (packed rows kept, per-dialog
+        packing_layout: with `packing=True`, "flat" (one flattened row per batch) or "rows" (packed rows kept,
+            per-dialog
             position ids); None: "flat" for flash attention, "rows" otherwise (`timealign.train.packing`).
 
     Datasets: pre-tokenized rows with `input_ids`, `labels`, `token_types` (see the module docstring).
@@ -94,8 +95,14 @@ class TimerSFTTrainer(HubUploadMixin, CarriesColumn, SFTTrainer):
     _tag_names = ["trl", "sft", "timer"]
     loss_is_scaled_for_ga = True  # compute_loss normalizes by the optimizer step's token counts
 
-    def __init__(self, *args: Any, lambda_time: float = 1.0, loss_normalization: str = "tokens",
-                 packing_layout: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        lambda_time: float = 1.0,
+        loss_normalization: str = "tokens",
+        packing_layout: str | None = None,
+        **kwargs: Any,
+    ):
         import inspect
         import math
 
@@ -154,8 +161,10 @@ class TimerSFTTrainer(HubUploadMixin, CarriesColumn, SFTTrainer):
                 return {k: example[k][sl] for k in ("input_ids", "labels", TOKEN_TYPES)}
 
             if _max_row_length(dataset) > length:
-                dataset = dataset.map(truncate, **({"desc": f"Truncating {dataset_name} TIMER rows"}
-                                                   if isinstance(dataset, Dataset) else {}))
+                dataset = dataset.map(
+                    truncate,
+                    **({"desc": f"Truncating {dataset_name} TIMER rows"} if isinstance(dataset, Dataset) else {}),
+                )
         if not packing:
             return super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
         # TRL's packing would keep input_ids/labels only: prepare unpacked, then pack with token_types.
@@ -196,8 +205,9 @@ class TimerSFTTrainer(HubUploadMixin, CarriesColumn, SFTTrainer):
         captured: list[Any] = []
         handle = model.register_forward_hook(lambda _m, _a, out: captured.append(out) if not captured else None)
         try:
-            result = super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                          num_items_in_batch=num_items_in_batch)
+            result = super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
         finally:
             handle.remove()
         if packed_tokens is not None and mode == "train":
@@ -208,8 +218,10 @@ class TimerSFTTrainer(HubUploadMixin, CarriesColumn, SFTTrainer):
         log_probs = getattr(captured[0], "log_probs", None) if captured else None
         label_mask = getattr(captured[0], "label_mask", None) if captured else None
         if log_probs is None or label_mask is None:
-            raise RuntimeError("TimerSFTTrainer could not read per-token log-probs from TRL's fused LM head "
-                               "(TRL change, or a loss path that bypasses it)")
+            raise RuntimeError(
+                "TimerSFTTrainer could not read per-token log-probs from TRL's fused LM head "
+                "(TRL change, or a loss path that bypasses it)"
+            )
 
         types = token_types[:, 1:].to(log_probs.device)
         time_m, resp_m = _masks(types, label_mask)
@@ -279,8 +291,10 @@ def _check_config(args) -> None:
         if getattr(args, "max_length", None) is None:
             raise ValueError("TimerSFTTrainer packing needs max_length (the length of a packed row)")
     if getattr(args, "padding_free", False) and not getattr(args, "packing", False):
-        raise ValueError("TimerSFTTrainer supports padding_free only with packing=True (timer.packing=true): "
-                         "without packing TRL enforces no max_length")
+        raise ValueError(
+            "TimerSFTTrainer supports padding_free only with packing=True (timer.packing=true): "
+            "without packing TRL enforces no max_length"
+        )
     if getattr(args, "loss_type", "nll") != "nll":
         raise ValueError(f"TimerSFTTrainer implements loss_type='nll' only; got {args.loss_type!r}")
     if getattr(args, "label_smoothing_factor", 0.0):
@@ -295,8 +309,10 @@ def _check_columns(dataset, split: str) -> None:
         names = list(next(iter(dataset)).keys())
     missing = [c for c in ("input_ids", "labels", TOKEN_TYPES) if c not in names]
     if missing:
-        raise ValueError(f"the {split} dataset lacks {missing}: TimerSFTTrainer takes pre-tokenized TIMER rows "
-                         f"(timealign.render.timer.TimerRenderer.batch_features); columns: {sorted(names)}")
+        raise ValueError(
+            f"the {split} dataset lacks {missing}: TimerSFTTrainer takes pre-tokenized TIMER rows "
+            f"(timealign.render.timer.TimerRenderer.batch_features); columns: {sorted(names)}"
+        )
 
 
 def _give_wrapper_a_bias(model) -> None:
@@ -358,8 +374,9 @@ def timer_lora_config(lora, model, token_ids: list[int] | None, new_tokens: str 
         embed = _module_name(model, model.get_input_embeddings())
         head_module = model.get_output_embeddings()
         head = _module_name(model, head_module) if head_module is not None else None
-        tied = head_module is not None and head_module.weight.data_ptr() == \
-            model.get_input_embeddings().weight.data_ptr()
+        tied = (
+            head_module is not None and head_module.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+        )
         if new_tokens == "trainable_tokens":
             indices = {embed: list(token_ids)}
             if head and not tied:

@@ -31,16 +31,25 @@ from timealign.config.tracking import (
 
 logger = logging.getLogger("timealign.train.tracking")
 
-SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_NNODES", "SLURM_GPUS_ON_NODE",
-              "SLURM_JOB_PARTITION", "SLURM_RESTART_COUNT", "SLURM_ARRAY_TASK_ID")
+SLURM_KEYS = (
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NAME",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NNODES",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_JOB_PARTITION",
+    "SLURM_RESTART_COUNT",
+    "SLURM_ARRAY_TASK_ID",
+)
 
 
 def git_revision(root: str | Path = REPO_ROOT) -> dict:
     """{"commit": full sha or "unknown", "dirty": bool | None} of the checkout that runs the code."""
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20, check=True
+        ).stdout.strip()
 
     try:
         commit = git("rev-parse", "HEAD")
@@ -72,14 +81,18 @@ def data_fingerprint(prepared_dir: str | Path | None) -> str | None:
 
 def slurm_info(env=None) -> dict:
     env = os.environ if env is None else env
-    return {key[len("SLURM_"):].lower(): env[key] for key in SLURM_KEYS if key in env}
+    return {key[len("SLURM_") :].lower(): env[key] for key in SLURM_KEYS if key in env}
 
 
 def wandb_tags(recipe, fingerprint: str | None, git: dict) -> list[str]:
     """recipe name, task, data fingerprint, git commit (+ "-dirty"), then the recipe's own wandb.tags."""
     commit = git.get("commit", "unknown")
-    tags = [recipe.name, f"task:{recipe.task}", f"data:{fingerprint or 'unknown'}",
-            f"git:{commit[:12]}{'-dirty' if git.get('dirty') else ''}"]
+    tags = [
+        recipe.name,
+        f"task:{recipe.task}",
+        f"data:{fingerprint or 'unknown'}",
+        f"git:{commit[:12]}{'-dirty' if git.get('dirty') else ''}",
+    ]
     tags += [str(t) for t in (recipe.wandb.tags or [])]
     seen: list[str] = []
     for tag in tags:
@@ -117,19 +130,38 @@ def setup_wandb(trainer, recipe, *, provenance: dict, resume_from: str | None) -
     record = _training_run(output_dir, resuming=resume_from is not None)
     run_id = record["id"]
     name = record.get("name") or run_name(recipe)
-    record.update(name=name, group=record.get("group") or run_group(name, run_id), project=wandb_project(recipe),
-                  entity=wandb_entity(recipe))
+    record.update(
+        name=name,
+        group=record.get("group") or run_group(name, run_id),
+        project=wandb_project(recipe),
+        entity=wandb_entity(recipe),
+    )
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / TRAINING_RUN_FILE).write_text(json.dumps(record, indent=1) + "\n")
-    config = redact({"timealign": recipe.to_dict(), "overrides": getattr(recipe, "overrides", {}),
-                     "git": provenance["git"], "data_fingerprint": provenance["data_fingerprint"],
-                     "slurm": provenance["slurm"], "resumed_from": resume_from})
+    config = redact(
+        {
+            "timealign": recipe.to_dict(),
+            "overrides": getattr(recipe, "overrides", {}),
+            "git": provenance["git"],
+            "data_fingerprint": provenance["data_fingerprint"],
+            "slurm": provenance["slurm"],
+            "resumed_from": resume_from,
+        }
+    )
     if wandb.run is not None and wandb.run.id != run_id:
         wandb.finish()
     if wandb.run is None:
-        wandb.init(project=record["project"], entity=record["entity"], name=name, group=record["group"], id=run_id,
-                   resume="allow", job_type=recipe.task,
-                   tags=wandb_tags(recipe, provenance["data_fingerprint"], provenance["git"]), config=config)
+        wandb.init(
+            project=record["project"],
+            entity=record["entity"],
+            name=name,
+            group=record["group"],
+            id=run_id,
+            resume="allow",
+            job_type=recipe.task,
+            tags=wandb_tags(recipe, provenance["data_fingerprint"], provenance["git"]),
+            config=config,
+        )
     logger.info("W&B run %s %r (project %s, group %r)", run_id, name, record["project"], record["group"])
     return run_id
 
@@ -162,7 +194,10 @@ def training_args(recipe, config_cls, **overrides):
         message = " ".join(str(err).split())
         hint = ""
         if "bf16" in message and "bf16" not in recipe.training:
-            hint = (" (training.bf16 is TRL's default true: set training.bf16=false, and on a machine without a GPU "
-                    "also training.use_cpu=true, as recipes/tiny.yaml does)")
-        raise RecipeError(f"training: {config_cls.__name__} refuses the recipe's training settings: {message}"
-                          f"{hint}") from None
+            hint = (
+                " (training.bf16 is TRL's default true: set training.bf16=false, and on a machine without a GPU "
+                "also training.use_cpu=true, as recipes/tiny.yaml does)"
+            )
+        raise RecipeError(
+            f"training: {config_cls.__name__} refuses the recipe's training settings: {message}{hint}"
+        ) from None

@@ -15,7 +15,19 @@ from timealign.data.synthetic.layouts import V1_FILES, to_v1_layout, write_v1_la
 from timealign.data.synthetic.templates import FRESHNESS, TEMPLATES, Template, templates_for
 
 __all__ = [
-    "EVENTS", "Event", "generate_timelychat", "generate_annotated", "DEFAULT_THRESHOLDS", "SCORE_ORIENTATION",
-    "prefers_tool", "simulate_score", "V1_FILES", "to_v1_layout", "write_v1_layout",
-    "FRESHNESS", "TEMPLATES", "Template", "templates_for",
+    "EVENTS",
+    "Event",
+    "generate_timelychat",
+    "generate_annotated",
+    "DEFAULT_THRESHOLDS",
+    "SCORE_ORIENTATION",
+    "prefers_tool",
+    "simulate_score",
+    "V1_FILES",
+    "to_v1_layout",
+    "write_v1_layout",
+    "FRESHNESS",
+    "TEMPLATES",
+    "Template",
+    "templates_for",
 ]

@@ -62,8 +62,14 @@ class AnnotatorPanel:
         g = float(np.random.default_rng(int.from_bytes(digest[:8], "little")).standard_normal())
         return self.noise * math.exp(self.disagreement * g)
 
-    def votes(self, rng: np.random.Generator, scenario: str, sensitivity: str, gap_seconds: float,
-              thresholds: Mapping[str, float] = DEFAULT_THRESHOLDS) -> list[int]:
+    def votes(
+        self,
+        rng: np.random.Generator,
+        scenario: str,
+        sensitivity: str,
+        gap_seconds: float,
+        thresholds: Mapping[str, float] = DEFAULT_THRESHOLDS,
+    ) -> list[int]:
         """`count` answers in 0..3 for one sample."""
         if sensitivity not in thresholds:
             raise ValueError(f"no threshold for sensitivity {sensitivity!r}; have {sorted(thresholds)}")
@@ -102,5 +108,9 @@ def retain(records: list[dict], ambiguous_kept_in: str = "train") -> tuple[list[
             ambiguous_dropped += 1
             continue
         kept.append(r)
-    return kept, {"ties_dropped": ties, "ambiguous_dropped": ambiguous_dropped, "kept": len(kept),
-                  "ambiguous_kept": sum(is_ambiguous(r["score"]) for r in kept)}
+    return kept, {
+        "ties_dropped": ties,
+        "ambiguous_dropped": ambiguous_dropped,
+        "kept": len(kept),
+        "ambiguous_kept": sum(is_ambiguous(r["score"]) for r in kept),
+    }

@@ -163,4 +163,3 @@ def generate_annotated(
                 }
             )
     return records
-

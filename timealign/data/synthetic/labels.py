@@ -34,9 +34,7 @@ SCORE_ORIENTATION = "tool_high"
 N_ANNOTATORS = 5
 
 # Seconds; see the module docstring for why these values (holes between Table 4 ranges).
-DEFAULT_THRESHOLDS: Mapping[str, float] = MappingProxyType(
-    {"low": 7 * DAY, "medium": 30 * MINUTE, "high": 30.0}
-)
+DEFAULT_THRESHOLDS: Mapping[str, float] = MappingProxyType({"low": 7 * DAY, "medium": 30 * MINUTE, "high": 30.0})
 
 # Annotator confidence as a function of m = |ln(gap / threshold)|: P(vote on the label's
 # side) = 0.5 + 0.5 tanh(m / SIDE_SCALE), P(strong vote | right side) = tanh(m / STRONG_SCALE),

@@ -20,11 +20,13 @@ import numpy as np
 # randomly initialised model cannot, so without it no model could tell a held-out scenario's sensitivity.
 # The phrases name the unit of the rule's threshold scale (30 s, 30 min, 7 days): "call again once more time has
 # passed than the data takes to change".
-FRESHNESS: Mapping[str, str] = MappingProxyType({
-    "high": "Data updates every second.",
-    "medium": "Data updates every hour.",
-    "low": "Data updates every week.",
-})
+FRESHNESS: Mapping[str, str] = MappingProxyType(
+    {
+        "high": "Data updates every second.",
+        "medium": "Data updates every hour.",
+        "low": "Data updates every week.",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,9 @@ STOCK_ORDER_BOOK = Template(
     split="test",
     system_prompt="You are a helpful trading assistant that retrieves real-time order book data for listed stocks.",
     tool_name="get_order_book",
-    tool_description="Returns the current top levels of the buy and sell order book and the last trade price for a stock.",
+    tool_description=(
+        "Returns the current top levels of the buy and sell order book and the last trade price for a stock."
+    ),
     arg_name="ticker",
     arg_description="The stock ticker symbol, e.g. 'AAPL'.",
     entities=tuple(_STOCKS),
@@ -146,18 +150,21 @@ STOCK_ORDER_BOOK = Template(
     followups=(
         lambda c: (
             f"What's the best ask on {c.entity}?",
-            f"The best ask for {c.entity} is {_usd(c.result['asks'][0]['price'])} for {c.result['asks'][0]['shares']} shares.",
+            f"The best ask for {c.entity} is {_usd(c.result['asks'][0]['price'])} for "
+            f"{c.result['asks'][0]['shares']} shares.",
         ),
         lambda c: (
             f"If I buy 100 shares of {c.entity} at the best ask, how much will that cost?",
             f"At the best ask of {_usd(c.result['asks'][0]['price'])}, 100 shares of {c.entity} would cost "
             f"{_usd(100 * c.result['asks'][0]['price'])}.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which has the tighter bid-ask spread, {c.entity} or {c.other}?",
-            _compare(c.entity, _spread(c.result), c.other, _spread(c.other_result), False, "bid-ask spread", _usd),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which has the tighter bid-ask spread, {c.entity} or {c.other}?",
+                _compare(c.entity, _spread(c.result), c.other, _spread(c.other_result), False, "bid-ask spread", _usd),
+            )
         ),
     ),
 )
@@ -218,26 +225,34 @@ LIVE_SCORE = Template(
     followups=(
         lambda c: (f"What's the score of {c.entity}?", _live_score_text(c.entity, c.result)),
         lambda c: (f"How many points are the {c.result['home_team']} ahead or behind by?", _margin_text(c)),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which game is closer, {c.entity} or {c.other}?",
-            _compare(
-                c.entity,
-                abs(c.result["home_score"] - c.result["away_score"]),
-                c.other,
-                abs(c.other_result["home_score"] - c.other_result["away_score"]),
-                False,
-                "scoring margin",
-                lambda v: f"{int(v)} points",
-            ),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which game is closer, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    abs(c.result["home_score"] - c.result["away_score"]),
+                    c.other,
+                    abs(c.other_result["home_score"] - c.other_result["away_score"]),
+                    False,
+                    "scoring margin",
+                    lambda v: f"{int(v)} points",
+                ),
+            )
         ),
     ),
 )
 
 # --- Cryptocurrency Exchange Retrieval (high, train)
 
-_COINS = {"BTC": (67000.0, 0.5), "ETH": (3400.0, 2.0), "SOL": (150.0, 20.0), "XRP": (0.55, 1000.0), "DOGE": (0.15, 5000.0)}
+_COINS = {
+    "BTC": (67000.0, 0.5),
+    "ETH": (3400.0, 2.0),
+    "SOL": (150.0, 20.0),
+    "XRP": (0.55, 1000.0),
+    "DOGE": (0.15, 5000.0),
+}
 
 
 def _crypto(e: str, rng: np.random.Generator, _: datetime) -> dict:
@@ -265,7 +280,9 @@ CRYPTO = Template(
     scenario="Cryptocurrency Exchange Retrieval",
     sensitivity="high",
     split="train",
-    system_prompt="You are a helpful crypto assistant that retrieves live trade prices from a cryptocurrency exchange.",
+    system_prompt=(
+        "You are a helpful crypto assistant that retrieves live trade prices from a cryptocurrency exchange."
+    ),
     tool_name="get_crypto_price",
     tool_description="Gets the latest trade price in USD and the 24-hour change for a cryptocurrency.",
     arg_name="symbol",
@@ -281,26 +298,34 @@ CRYPTO = Template(
             f"At {_crypto_price(c.result['price_usd'])} per coin, {_COINS[c.entity][1]:g} {c.entity} would be worth "
             f"{_usd(_COINS[c.entity][1] * c.result['price_usd'])}.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which has moved more over the last 24 hours, {c.entity} or {c.other}?",
-            _compare(
-                c.entity,
-                abs(c.result["change_24h_pct"]),
-                c.other,
-                abs(c.other_result["change_24h_pct"]),
-                True,
-                "24-hour move",
-                lambda v: f"{v:.2f}%",
-            ),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which has moved more over the last 24 hours, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    abs(c.result["change_24h_pct"]),
+                    c.other,
+                    abs(c.other_result["change_24h_pct"]),
+                    True,
+                    "24-hour move",
+                    lambda v: f"{v:.2f}%",
+                ),
+            )
         ),
     ),
 )
 
 # --- Live Sports Betting Odds Retrieval (high, train)
 
-_MATCHES = ("Arsenal vs Chelsea", "Real Madrid vs Barcelona", "Bayern vs Dortmund", "Inter vs Juventus", "PSG vs Marseille")
+_MATCHES = (
+    "Arsenal vs Chelsea",
+    "Real Madrid vs Barcelona",
+    "Bayern vs Dortmund",
+    "Inter vs Juventus",
+    "PSG vs Marseille",
+)
 
 
 def _odds(e: str, rng: np.random.Generator, _: datetime) -> dict:
@@ -330,9 +355,13 @@ BETTING = Template(
     scenario="Live Sports Betting Odds Retrieval",
     sensitivity="high",
     split="train",
-    system_prompt="You are a helpful betting assistant that retrieves live decimal odds for in-progress football matches.",
+    system_prompt=(
+        "You are a helpful betting assistant that retrieves live decimal odds for in-progress football matches."
+    ),
     tool_name="get_live_odds",
-    tool_description="Provides the current decimal odds (home, draw, away), score and minute for an in-progress match.",
+    tool_description=(
+        "Provides the current decimal odds (home, draw, away), score and minute for an in-progress match."
+    ),
     arg_name="match",
     arg_description="The match, e.g. 'Arsenal vs Chelsea'.",
     entities=_MATCHES,
@@ -349,12 +378,21 @@ BETTING = Template(
             f"At odds of {c.result['odds']['home']:.2f}, a $50.00 bet on {c.entity.split(' vs ')[0]} would return "
             f"{_usd(50 * c.result['odds']['home'])} if they win.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"In which match is the home side the bigger favorite, {c.entity} or {c.other}?",
-            _compare(c.entity, c.result["odds"]["home"], c.other, c.other_result["odds"]["home"], False,
-                     "home-win odds", lambda v: f"{v:.2f}"),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"In which match is the home side the bigger favorite, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    c.result["odds"]["home"],
+                    c.other,
+                    c.other_result["odds"]["home"],
+                    False,
+                    "home-win odds",
+                    lambda v: f"{v:.2f}",
+                ),
+            )
         ),
     ),
 )
@@ -405,20 +443,33 @@ ECOMMERCE = Template(
     followups=(
         lambda c: (
             f"Is the {c.entity} available?",
-            (f"Yes, {c.result['retailer']} has {c.result['units_left']} units of the {c.entity} left at "
-             f"{_usd(c.result['price_usd'])}.") if c.result["in_stock"]
+            (
+                f"Yes, {c.result['retailer']} has {c.result['units_left']} units of the {c.entity} left at "
+                f"{_usd(c.result['price_usd'])}."
+            )
+            if c.result["in_stock"]
             else f"No, the {c.entity} is out of stock at {c.result['retailer']}.",
         ),
         lambda c: (
             f"How much would 2 of the {c.entity} cost in total?",
-            f"At {_usd(c.result['price_usd'])} each, 2 of the {c.entity} would cost {_usd(2 * c.result['price_usd'])}.",
+            f"At {_usd(c.result['price_usd'])} each, 2 of the {c.entity} would cost "
+            f"{_usd(2 * c.result['price_usd'])}.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which is cheaper, the {c.entity} or the {c.other}?",
-            _compare(f"the {c.entity}", c.result["price_usd"], f"the {c.other}", c.other_result["price_usd"],
-                     False, "price", _usd),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which is cheaper, the {c.entity} or the {c.other}?",
+                _compare(
+                    f"the {c.entity}",
+                    c.result["price_usd"],
+                    f"the {c.other}",
+                    c.other_result["price_usd"],
+                    False,
+                    "price",
+                    _usd,
+                ),
+            )
         ),
     ),
 )
@@ -468,12 +519,21 @@ TIDE = Template(
     followups=(
         lambda c: (f"Is the tide at {c.entity} rising or falling?", _tide_text(c.entity, c.result)),
         _clearance,
-        lambda c: None
-        if c.other is None
-        else (
-            f"Where is the water higher, {c.entity} or {c.other}?",
-            _compare(c.entity, c.result["water_level_m"], c.other, c.other_result["water_level_m"], True,
-                     "water level", lambda v: f"{v:.2f} meters"),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Where is the water higher, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    c.result["water_level_m"],
+                    c.other,
+                    c.other_result["water_level_m"],
+                    True,
+                    "water level",
+                    lambda v: f"{v:.2f} meters",
+                ),
+            )
         ),
     ),
 )
@@ -525,12 +585,21 @@ MOVIES = Template(
             f"The {c.result['showtimes'][-1]['time']} showing of {c.entity} has "
             f"{c.result['showtimes'][-1]['seats_left']} seats left.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which has more seats left across its showings, {c.entity} or {c.other}?",
-            _compare(c.entity, _seats(c.result), c.other, _seats(c.other_result), True, "seat count",
-                     lambda v: f"{int(v)} seats"),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which has more seats left across its showings, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    _seats(c.result),
+                    c.other,
+                    _seats(c.other_result),
+                    True,
+                    "seat count",
+                    lambda v: f"{int(v)} seats",
+                ),
+            )
         ),
     ),
 )
@@ -552,8 +621,11 @@ def _hotel(e: str, rng: np.random.Generator, _: datetime) -> dict:
         "hotel": e,
         "rooms": [
             {"room_type": "Standard King", "nightly_rate_usd": float(base), "rooms_left": int(rng.integers(1, 9))},
-            {"room_type": "Deluxe Double Queen", "nightly_rate_usd": float(base + 10 * int(rng.integers(3, 9))),
-             "rooms_left": int(rng.integers(1, 6))},
+            {
+                "room_type": "Deluxe Double Queen",
+                "nightly_rate_usd": float(base + 10 * int(rng.integers(3, 9))),
+                "rooms_left": int(rng.integers(1, 6)),
+            },
         ],
     }
 
@@ -592,12 +664,21 @@ HOTEL = Template(
             f"At {_usd(c.result['rooms'][1]['nightly_rate_usd'])} per night, 3 nights in the Deluxe Double Queen "
             f"at the {c.entity} would cost {_usd(3 * c.result['rooms'][1]['nightly_rate_usd'])} before taxes.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which hotel has the cheaper Standard King, the {c.entity} or the {c.other}?",
-            _compare(f"the {c.entity}", c.result["rooms"][0]["nightly_rate_usd"], f"the {c.other}",
-                     c.other_result["rooms"][0]["nightly_rate_usd"], False, "Standard King rate", _usd),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which hotel has the cheaper Standard King, the {c.entity} or the {c.other}?",
+                _compare(
+                    f"the {c.entity}",
+                    c.result["rooms"][0]["nightly_rate_usd"],
+                    f"the {c.other}",
+                    c.other_result["rooms"][0]["nightly_rate_usd"],
+                    False,
+                    "Standard King rate",
+                    _usd,
+                ),
+            )
         ),
     ),
 )
@@ -657,12 +738,21 @@ WEATHER = Template(
     followups=(
         lambda c: (f"What's tomorrow's forecast for {c.entity}?", _weather_text(c.entity, c.result)),
         _umbrella,
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which city will be warmer tomorrow, {c.entity} or {c.other}?",
-            _compare(c.entity, c.result["tomorrow"]["high_c"], c.other, c.other_result["tomorrow"]["high_c"], True,
-                     "forecast high", lambda v: f"{int(v)}°C"),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which city will be warmer tomorrow, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    c.result["tomorrow"]["high_c"],
+                    c.other,
+                    c.other_result["tomorrow"]["high_c"],
+                    True,
+                    "forecast high",
+                    lambda v: f"{int(v)}°C",
+                ),
+            )
         ),
     ),
 )
@@ -711,12 +801,21 @@ FX = Template(
             f"At a rate of {c.result['rate']:.4f}, 250 {c.result['base']} would get you "
             f"{250 * c.result['rate']:,.2f} {c.result['quote']}.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which pair has moved more today, {c.entity} or {c.other}?",
-            _compare(c.entity, abs(c.result["change_today_pct"]), c.other, abs(c.other_result["change_today_pct"]),
-                     True, "move today", lambda v: f"{v:.2f}%"),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which pair has moved more today, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    abs(c.result["change_today_pct"]),
+                    c.other,
+                    abs(c.other_result["change_today_pct"]),
+                    True,
+                    "move today",
+                    lambda v: f"{v:.2f}%",
+                ),
+            )
         ),
     ),
 )
@@ -767,15 +866,24 @@ BAGGAGE = Template(
             f"How much would I pay to check two bags each way on a round trip with {c.entity}?",
             f"Two bags cost {_usd(c.result['checked_bags']['first_bag_fee_usd'])} + "
             f"{_usd(c.result['checked_bags']['second_bag_fee_usd'])} each way, so "
-            f"{_usd(2 * (c.result['checked_bags']['first_bag_fee_usd'] + c.result['checked_bags']['second_bag_fee_usd']))}"
+            f"{_usd(2 * (c.result['checked_bags']['first_bag_fee_usd'] + c.result['checked_bags']['second_bag_fee_usd']))}"  # noqa: E501
             f" for the round trip on {c.entity}.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which airline charges less for the first checked bag, {c.entity} or {c.other}?",
-            _compare(c.entity, c.result["checked_bags"]["first_bag_fee_usd"], c.other,
-                     c.other_result["checked_bags"]["first_bag_fee_usd"], False, "first-bag fee", _usd),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which airline charges less for the first checked bag, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    c.result["checked_bags"]["first_bag_fee_usd"],
+                    c.other,
+                    c.other_result["checked_bags"]["first_bag_fee_usd"],
+                    False,
+                    "first-bag fee",
+                    _usd,
+                ),
+            )
         ),
     ),
 )
@@ -828,14 +936,24 @@ POPULATION = Template(
         lambda c: (
             f"At that growth rate, roughly how many people would {c.entity} have a year later?",
             f"Growing {c.result['annual_growth_pct']:.1f}% from {c.result['population']:,}, {c.entity} would have "
-            f"about {round(c.result['population'] * (1 + c.result['annual_growth_pct'] / 100)):,} residents a year later.",
+            f"about {round(c.result['population'] * (1 + c.result['annual_growth_pct'] / 100)):,} residents a year "
+            f"later.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which city has more residents, {c.entity} or {c.other}?",
-            _compare(c.entity, c.result["population"], c.other, c.other_result["population"], True, "population",
-                     lambda v: f"{int(v):,}"),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which city has more residents, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    c.result["population"],
+                    c.other,
+                    c.other_result["population"],
+                    True,
+                    "population",
+                    lambda v: f"{int(v):,}",
+                ),
+            )
         ),
     ),
 )
@@ -878,12 +996,21 @@ REGULATORY = Template(
             f"At {c.entity}'s standard rate of {c.result['standard_vat_pct']:g}%, the VAT on 200 euros is "
             f"{2 * c.result['standard_vat_pct']:,.2f} euros.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which country has the higher standard VAT rate, {c.entity} or {c.other}?",
-            _compare(c.entity, c.result["standard_vat_pct"], c.other, c.other_result["standard_vat_pct"], True,
-                     "standard VAT rate", lambda v: f"{v:g}%"),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which country has the higher standard VAT rate, {c.entity} or {c.other}?",
+                _compare(
+                    c.entity,
+                    c.result["standard_vat_pct"],
+                    c.other,
+                    c.other_result["standard_vat_pct"],
+                    True,
+                    "standard VAT rate",
+                    lambda v: f"{v:g}%",
+                ),
+            )
         ),
     ),
 )
@@ -943,20 +1070,40 @@ DEGREE = Template(
             f"The {c.entity} requires {c.result['credits_required']} credits, so you need "
             f"{c.result['credits_required'] - 80} more.",
         ),
-        lambda c: None
-        if c.other is None
-        else (
-            f"Which program requires more credits, the {c.entity} or the {c.other}?",
-            _compare(f"the {c.entity}", c.result["credits_required"], f"the {c.other}",
-                     c.other_result["credits_required"], True, "credit requirement", lambda v: f"{int(v)} credits"),
+        lambda c: (
+            None
+            if c.other is None
+            else (
+                f"Which program requires more credits, the {c.entity} or the {c.other}?",
+                _compare(
+                    f"the {c.entity}",
+                    c.result["credits_required"],
+                    f"the {c.other}",
+                    c.other_result["credits_required"],
+                    True,
+                    "credit requirement",
+                    lambda v: f"{int(v)} credits",
+                ),
+            )
         ),
     ),
 )
 
 TEMPLATES: tuple[Template, ...] = (
-    BAGGAGE, POPULATION, REGULATORY, DEGREE,  # low: test, test, train, train
-    TIDE, MOVIES, HOTEL, WEATHER, FX,  # medium: test x3, train x2
-    STOCK_ORDER_BOOK, LIVE_SCORE, CRYPTO, BETTING, ECOMMERCE,  # high: test x2, train x3
+    BAGGAGE,
+    POPULATION,
+    REGULATORY,
+    DEGREE,  # low: test, test, train, train
+    TIDE,
+    MOVIES,
+    HOTEL,
+    WEATHER,
+    FX,  # medium: test x3, train x2
+    STOCK_ORDER_BOOK,
+    LIVE_SCORE,
+    CRYPTO,
+    BETTING,
+    ECOMMERCE,  # high: test x2, train x3
 )
 
 

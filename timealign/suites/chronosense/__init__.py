@@ -28,14 +28,34 @@ and settings), `generate`, `score`, `suite` (the evaluation suite and its option
     python data_prep/reasoning.py suite=chronosense n=160 seed=0 out=chronosense.jsonl
 """
 
-
-from timealign.suites.chronosense.allen import (ALLEN_RELATIONS, BUILTIN_EVENTS, INVERSE, NEGATIVE_EXCLUSIONS,
-                                                allen_relation, negative_candidates, pairs_by_relation, sample_pair)
-from timealign.suites.chronosense.arithmetic import (ARITHMETIC_TASKS, arithmetic_truth, end_timepoint,
-                                                     is_intermediate, next_occurrence, occurs_in, sample_arithmetic)
+from timealign.suites.chronosense.allen import (
+    ALLEN_RELATIONS,
+    BUILTIN_EVENTS,
+    INVERSE,
+    NEGATIVE_EXCLUSIONS,
+    allen_relation,
+    negative_candidates,
+    pairs_by_relation,
+    sample_pair,
+)
+from timealign.suites.chronosense.arithmetic import (
+    ARITHMETIC_TASKS,
+    arithmetic_truth,
+    end_timepoint,
+    is_intermediate,
+    next_occurrence,
+    occurs_in,
+    sample_arithmetic,
+)
 from timealign.suites.chronosense.generate import TASKS, context_key, generate, select_tasks
-from timealign.suites.chronosense.prompts import (SETTINGS, TEMPLATES, build_prompt, normalize_setting,
-                                                  render_question)
+from timealign.suites.chronosense.prompts import SETTINGS, TEMPLATES, build_prompt, normalize_setting, render_question
 from timealign.suites.chronosense.score import markdown_summary, parse_true_false, score
-from timealign.suites.chronosense.suite import (DEFAULT_MAX_NEW_TOKENS, SUITE, ChronoSenseOptions, ChronoSenseSet,
-                                                evaluate_chronosense, generate_set, run_suite)
+from timealign.suites.chronosense.suite import (
+    DEFAULT_MAX_NEW_TOKENS,
+    SUITE,
+    ChronoSenseOptions,
+    ChronoSenseSet,
+    evaluate_chronosense,
+    generate_set,
+    run_suite,
+)

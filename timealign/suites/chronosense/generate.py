@@ -6,8 +6,13 @@ import logging
 import random
 from typing import Iterable, Sequence
 
-from timealign.suites.chronosense.allen import (ALLEN_RELATIONS, BUILTIN_EVENTS, negative_candidates,
-                                                pairs_by_relation, sample_pair)
+from timealign.suites.chronosense.allen import (
+    ALLEN_RELATIONS,
+    BUILTIN_EVENTS,
+    negative_candidates,
+    pairs_by_relation,
+    sample_pair,
+)
 from timealign.suites.chronosense.arithmetic import ARITHMETIC_TASKS, sample_arithmetic
 from timealign.suites.chronosense.prompts import N_SHOTS, TEMPLATES, build_prompt, normalize_setting, render_question
 
@@ -42,16 +47,23 @@ def _make_pair(category: str, rng: random.Random, *, named: dict | None, years: 
             a, b = sample_pair(category, rng, years=years)
             ea, eb = ("Event A", *a), ("Event B", *b)
         neg_rel = rng.choice(negative_candidates(category))
-        base = {"task": "allen", "category": category, "abstract": named is None,
-                "event_a": {"name": ea[0], "start": ea[1], "end": ea[2]},
-                "event_b": {"name": eb[0], "start": eb[1], "end": eb[2]}}
-        return [dict(base, hypothesis_relation=category, label=True),
-                dict(base, hypothesis_relation=neg_rel, label=False)]
+        base = {
+            "task": "allen",
+            "category": category,
+            "abstract": named is None,
+            "event_a": {"name": ea[0], "start": ea[1], "end": ea[2]},
+            "event_b": {"name": eb[0], "start": eb[1], "end": eb[2]},
+        }
+        return [
+            dict(base, hypothesis_relation=category, label=True),
+            dict(base, hypothesis_relation=neg_rel, label=False),
+        ]
     draw = sample_arithmetic(category, rng, years=years)
-    base = {"task": "arithmetic", "category": category, "abstract": True, "event": "Event A",
-            "params": draw["params"]}
-    return [dict(base, hypothesis_year=draw["positive_year"], label=True),
-            dict(base, hypothesis_year=draw["negative_year"], label=False)]
+    base = {"task": "arithmetic", "category": category, "abstract": True, "event": "Event A", "params": draw["params"]}
+    return [
+        dict(base, hypothesis_year=draw["positive_year"], label=True),
+        dict(base, hypothesis_year=draw["negative_year"], label=False),
+    ]
 
 
 def _finish(item: dict) -> dict:
@@ -95,8 +107,7 @@ def _pair_context(pair: tuple) -> frozenset:
     return frozenset((tuple(pair[0][1:]), tuple(pair[1][1:])))
 
 
-def _draw_shots(item: dict, k: int, rng: random.Random, *, named: dict | None,
-                years: tuple[int, int]) -> list[dict]:
+def _draw_shots(item: dict, k: int, rng: random.Random, *, named: dict | None, years: tuple[int, int]) -> list[dict]:
     """`k` solved examples of the item's task, labels alternating from a random start (T,F,T or F,T,F).
 
     No shot shares a context with the test item or with another shot (`context_key`: the two events' years, whatever
@@ -109,8 +120,11 @@ def _draw_shots(item: dict, k: int, rng: random.Random, *, named: dict | None,
     seen = {context_key(item)}
     named_pool: list = []
     if named is not None and item["task"] == "allen":
-        named_pool = [pair for pair in _named_pool(named[item["category"]], rng, _pair_context)
-                      if ("allen", _pair_context(pair)) not in seen]
+        named_pool = [
+            pair
+            for pair in _named_pool(named[item["category"]], rng, _pair_context)
+            if ("allen", _pair_context(pair)) not in seen
+        ]
     shots: list[dict] = []
     while len(shots) < k:
         if named_pool:
@@ -128,8 +142,9 @@ def _draw_shots(item: dict, k: int, rng: random.Random, *, named: dict | None,
 MAX_DRAWS = 1000  # fresh draws of an abstract task that may all repeat earlier items before it counts as used up
 
 
-def _new_pair(category: str, rng: random.Random, pools: dict | None, used: set,
-              years: tuple[int, int]) -> list[dict] | None:
+def _new_pair(
+    category: str, rng: random.Random, pools: dict | None, used: set, years: tuple[int, int]
+) -> list[dict] | None:
     """A positive and its negative whose question no earlier pair of the set asked; None when none is left."""
     for _ in range(MAX_DRAWS):
         if pools is not None and category in ALLEN_RELATIONS:
@@ -144,9 +159,17 @@ def _new_pair(category: str, rng: random.Random, pools: dict | None, used: set,
     return None
 
 
-def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setting: str = "0-shot",
-             template: int = 0, named: bool = False, events: Iterable[tuple[str, int, int]] | None = None,
-             years: tuple[int, int] = (1500, 2020)) -> list[dict]:
+def generate(
+    n: int,
+    seed: int = 0,
+    *,
+    tasks: str | Sequence[str] = "all",
+    setting: str = "0-shot",
+    template: int = 0,
+    named: bool = False,
+    events: Iterable[tuple[str, int, int]] | None = None,
+    years: tuple[int, int] = (1500, 2020),
+) -> list[dict]:
     """`n` items, round-robin over the tasks, each positive next to its negative (n even: exactly balanced), which
     of the two comes first drawn with the seed.
 
@@ -175,17 +198,22 @@ def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setti
     pools = None
     if named_pairs is not None:
         pool_rng = random.Random(f"chronosense-named-{seed}")
-        pools = {c: _named_pool(named_pairs[c], pool_rng, lambda pair: (pair[0][1:], pair[1][1:]))
-                 for c in categories if c in named_pairs}
+        pools = {
+            c: _named_pool(named_pairs[c], pool_rng, lambda pair: (pair[0][1:], pair[1][1:]))
+            for c in categories
+            if c in named_pairs
+        }
     items: list[dict] = []
     used: set = set()
     exhausted: set = set()
     pair_idx, cursor = 0, 0
     while len(items) < n:
         if len(exhausted) == len(categories):
-            raise ValueError(f"the events allow at most {len(items)} distinct ChronoSense items for "
-                             f"tasks={tasks if isinstance(tasks, str) else ','.join(tasks)} (no item repeats "
-                             f"another); ask for n<={len(items)}, or give more events (events=)")
+            raise ValueError(
+                f"the events allow at most {len(items)} distinct ChronoSense items for "
+                f"tasks={tasks if isinstance(tasks, str) else ','.join(tasks)} (no item repeats "
+                f"another); ask for n<={len(items)}, or give more events (events=)"
+            )
         category = categories[cursor % len(categories)]
         cursor += 1
         if category in exhausted:
@@ -193,9 +221,13 @@ def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setti
         pair = _new_pair(category, rng, pools, used, years)
         if pair is None:  # this task's distinct items are used up: the others go on
             exhausted.add(category)
-            logger.warning("ChronoSense: %s has no new item after %d of its items; the other tasks fill the rest "
-                           "of the %d-item set (no item repeats)", category,
-                           sum(it["category"] == category for it in items), n)
+            logger.warning(
+                "ChronoSense: %s has no new item after %d of its items; the other tasks fill the rest "
+                "of the %d-item set (no item repeats)",
+                category,
+                sum(it["category"] == category for it in items),
+                n,
+            )
             continue
         if order_rng.random() < 0.5:  # the answer order is the seed's, not the item's position
             pair = pair[::-1]
@@ -207,8 +239,11 @@ def generate(n: int, seed: int = 0, *, tasks: str | Sequence[str] = "all", setti
     k = N_SHOTS[setting]
     for i, item in enumerate(items):
         item["id"] = f"chronosense-s{seed}-{i:05d}"
-        shots = _draw_shots(item, k, random.Random(f"chronosense-shots-{seed}-{i}"), named=named_pairs,
-                            years=years) if k else []
+        shots = (
+            _draw_shots(item, k, random.Random(f"chronosense-shots-{seed}-{i}"), named=named_pairs, years=years)
+            if k
+            else []
+        )
         item["setting"], item["template"] = setting, template
         item["shots"] = [{"question": render_question(s, template), "answer": s["answer"]} for s in shots]
         item["prompt"] = build_prompt(item, setting=setting, template=template, shots=shots)

@@ -11,42 +11,73 @@ COT_SUFFIX = "Let's think step by step."
 
 # (question form, statement form) with {a} and {b} the quoted event names.
 ALLEN_TEXT: dict[str, tuple[str, str]] = {
-    "Before": ("Did {a} occur before {b} without any overlap between the two events?",
-               "{a} occurred before {b} without any overlap between the two events."),
-    "After": ("Did {a} occur after {b} without any overlap between the two events?",
-              "{a} occurred after {b} without any overlap between the two events."),
+    "Before": (
+        "Did {a} occur before {b} without any overlap between the two events?",
+        "{a} occurred before {b} without any overlap between the two events.",
+    ),
+    "After": (
+        "Did {a} occur after {b} without any overlap between the two events?",
+        "{a} occurred after {b} without any overlap between the two events.",
+    ),
     "Meets": ("Did {a} end in the same year as {b} began?", "{a} ended in the same year as {b} began."),
     "Met-By": ("Did {a} begin in the same year as {b} ended?", "{a} began in the same year as {b} ended."),
-    "Overlaps": ("Did {a} begin before {b} began and end after {b} began but before {b} ended, with some overlap "
-                 "between the two events?",
-                 "{a} began before {b} began and ended after {b} began but before {b} ended, with some overlap "
-                 "between the two events."),
-    "Overlapped-By": ("Did {a} begin after {b} began but before {b} ended, and end after {b} ended, with some "
-                      "overlap between the two events?",
-                      "{a} began after {b} began but before {b} ended, and ended after {b} ended, with some "
-                      "overlap between the two events."),
-    "Starts": ("Did {a} begin in the same year as {b} and end before {b} ended?",
-               "{a} began in the same year as {b} and ended before {b} ended."),
-    "Started-By": ("Did {a} begin in the same year as {b} and end after {b} ended?",
-                   "{a} began in the same year as {b} and ended after {b} ended."),
-    "During": ("Did {a} begin after {b} began and end before {b} ended, happening entirely within {b}?",
-               "{a} began after {b} began and ended before {b} ended, happening entirely within {b}."),
-    "Contains": ("Did {a} begin before {b} began and end after {b} ended, entirely containing {b}?",
-                 "{a} began before {b} began and ended after {b} ended, entirely containing {b}."),
-    "Finishes": ("Did {a} begin after {b} began and end in the same year as {b}?",
-                 "{a} began after {b} began and ended in the same year as {b}."),
-    "Finished-By": ("Did {a} begin before {b} began and end in the same year as {b}?",
-                    "{a} began before {b} began and ended in the same year as {b}."),
-    "Equals": ("Did {a} begin in the same year as {b} and end in the same year as {b}?",
-               "{a} began in the same year as {b} and ended in the same year as {b}."),
+    "Overlaps": (
+        "Did {a} begin before {b} began and end after {b} began but before {b} ended, with some overlap "
+        "between the two events?",
+        "{a} began before {b} began and ended after {b} began but before {b} ended, with some overlap "
+        "between the two events.",
+    ),
+    "Overlapped-By": (
+        "Did {a} begin after {b} began but before {b} ended, and end after {b} ended, with some "
+        "overlap between the two events?",
+        "{a} began after {b} began but before {b} ended, and ended after {b} ended, with some "
+        "overlap between the two events.",
+    ),
+    "Starts": (
+        "Did {a} begin in the same year as {b} and end before {b} ended?",
+        "{a} began in the same year as {b} and ended before {b} ended.",
+    ),
+    "Started-By": (
+        "Did {a} begin in the same year as {b} and end after {b} ended?",
+        "{a} began in the same year as {b} and ended after {b} ended.",
+    ),
+    "During": (
+        "Did {a} begin after {b} began and end before {b} ended, happening entirely within {b}?",
+        "{a} began after {b} began and ended before {b} ended, happening entirely within {b}.",
+    ),
+    "Contains": (
+        "Did {a} begin before {b} began and end after {b} ended, entirely containing {b}?",
+        "{a} began before {b} began and ended after {b} ended, entirely containing {b}.",
+    ),
+    "Finishes": (
+        "Did {a} begin after {b} began and end in the same year as {b}?",
+        "{a} began after {b} began and ended in the same year as {b}.",
+    ),
+    "Finished-By": (
+        "Did {a} begin before {b} began and end in the same year as {b}?",
+        "{a} began before {b} began and ended in the same year as {b}.",
+    ),
+    "Equals": (
+        "Did {a} begin in the same year as {b} and end in the same year as {b}?",
+        "{a} began in the same year as {b} and ended in the same year as {b}.",
+    ),
 }
 ARITHMETIC_TEXT: dict[str, tuple[str, str, str]] = {  # (context, question, statement); {a} is the event
-    "End Timepoint": ("{a} started in year {start}. {a} lasted {duration} years.",
-                      "Did {a} end in the year {year}?", "{a} ended in the year {year}."),
-    "Next Occurrence": ("{a} first occurred in year {first}. {a} occurs every {every} years.",
-                        "Did {a} occur again in the year {year}?", "{a} occurred again in the year {year}."),
-    "Intermediate Timepoint": ("{a} started in year {start} and ended in year {end}.",
-                               "Did {a} happen in the year {year}?", "{a} happened in the year {year}."),
+    "End Timepoint": (
+        "{a} started in year {start}. {a} lasted {duration} years.",
+        "Did {a} end in the year {year}?",
+        "{a} ended in the year {year}.",
+    ),
+    "Next Occurrence": (
+        "{a} first occurred in year {first}. {a} occurs every {every} years.",
+        "Did {a} occur again in the year {year}?",
+        "{a} occurred again in the year {year}.",
+    ),
+    "Intermediate Timepoint": (
+        "{a} started in year {start} and ended in year {end}.",
+        "Did {a} happen in the year {year}?",
+        "{a} happened in the year {year}.",
+    ),
 }
 TEMPLATES = (
     "{context} {question} Answer True or False.",
@@ -89,8 +120,16 @@ def build_prompt(item: dict, *, setting: str = "0-shot", template: int = 0, shot
 
 def normalize_setting(setting: str) -> str:
     s = str(setting).strip().lower().replace("_", "-").replace(" ", "-")
-    aliases = {"0shot": "0-shot", "zero-shot": "0-shot", "1shot": "1-shot", "one-shot": "1-shot", "3shot": "3-shot",
-               "few-shot": "3-shot", "three-shot": "3-shot", "chain-of-thought": "cot"}
+    aliases = {
+        "0shot": "0-shot",
+        "zero-shot": "0-shot",
+        "1shot": "1-shot",
+        "one-shot": "1-shot",
+        "3shot": "3-shot",
+        "few-shot": "3-shot",
+        "three-shot": "3-shot",
+        "chain-of-thought": "cot",
+    }
     s = aliases.get(s, s)
     if s not in SETTINGS:
         raise ValueError(f"unknown setting {setting!r}; known: {', '.join(SETTINGS)}")

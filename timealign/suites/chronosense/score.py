@@ -52,8 +52,11 @@ def score(items: Sequence[dict], outputs: Sequence[str]) -> dict:
     overall = _metrics(rows)
     overall["random_baseline"] = 0.5
     overall["true_fraction"] = sum(i["label"] for i in items) / len(items) if items else None
-    groups: dict[str, dict[str, list]] = {"by_task": defaultdict(list), "by_type": defaultdict(list),
-                                          "by_label": defaultdict(list)}
+    groups: dict[str, dict[str, list]] = {
+        "by_task": defaultdict(list),
+        "by_type": defaultdict(list),
+        "by_label": defaultdict(list),
+    }
     for item, pred in rows:
         groups["by_task"][item["category"]].append((item, pred))
         groups["by_type"][item["task"]].append((item, pred))
@@ -74,12 +77,21 @@ def chronosense_units(report: dict) -> SampleUnits:
 def markdown_summary(report: dict) -> str:
     o = report["overall"]
     s = report.get("settings", {})
-    lines = [f"setting {s.get('setting', '?')}, template {s.get('template', '?')}, "
-             f"{'named' if s.get('named') else 'abstract'} events", "",
-             "| metric | value |", "|---|---|", f"| items | {o['n']} |", f"| accuracy | {fmt_metric(o['accuracy'])} |",
-             f"| unclear | {o['unclear']} |", f"| accuracy on clear answers | {fmt_metric(o['accuracy_on_clear'])} |",
-             f"| random baseline | {fmt_metric(o['random_baseline'])} |", "",
-             "| task | n | accuracy | unclear |", "|---|---|---|---|"]
+    lines = [
+        f"setting {s.get('setting', '?')}, template {s.get('template', '?')}, "
+        f"{'named' if s.get('named') else 'abstract'} events",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| items | {o['n']} |",
+        f"| accuracy | {fmt_metric(o['accuracy'])} |",
+        f"| unclear | {o['unclear']} |",
+        f"| accuracy on clear answers | {fmt_metric(o['accuracy_on_clear'])} |",
+        f"| random baseline | {fmt_metric(o['random_baseline'])} |",
+        "",
+        "| task | n | accuracy | unclear |",
+        "|---|---|---|---|",
+    ]
     for task, m in report["by_task"].items():
         lines.append(f"| {task} | {m['n']} | {fmt_metric(m['accuracy'])} | {m['unclear']} |")
     return "\n".join(lines) + "\n"

@@ -26,14 +26,19 @@ class ChronoSenseSet:
     seed: int = opt(0, "generation seed")
     tasks: str = opt("all", "all | allen | arithmetic | comma-separated task names (e.g. 'Before,Next Occurrence')")
     setting: str | None = opt(None, f"prompt setting: {' | '.join(SETTINGS)} (default 0-shot)")
-    variant: str | None = opt(None, "the same as setting (the name other suites use); setting wins when both are "
-                                    "given")
+    variant: str | None = opt(
+        None, "the same as setting (the name other suites use); setting wins when both are given"
+    )
     template: int = opt(0, f"prompt wording 0..{len(TEMPLATES) - 1} (the paper's three prompt variants)")
-    named: bool = opt(False, "named events (the built-in list) instead of Event A / Event B for the Allen tasks; "
-                             "each pair of years is asked once, so a task whose pairs run out leaves the rotation "
-                             "(built-in list: at most 1862 Allen items)")
-    events: str | None = opt(None, "JSON file with a list of [name, start_year, end_year] to draw the named pairs "
-                                   "from (implies named)")
+    named: bool = opt(
+        False,
+        "named events (the built-in list) instead of Event A / Event B for the Allen tasks; "
+        "each pair of years is asked once, so a task whose pairs run out leaves the rotation "
+        "(built-in list: at most 1862 Allen items)",
+    )
+    events: str | None = opt(
+        None, "JSON file with a list of [name, start_year, end_year] to draw the named pairs from (implies named)"
+    )
 
     def resolved_setting(self) -> str:
         return normalize_setting(self.setting or self.variant or "0-shot")
@@ -43,32 +48,51 @@ class ChronoSenseSet:
 class ChronoSenseOptions(ChronoSenseSet):
     """`chronosense.key=value` options of the evaluator."""
 
-    max_new_tokens: int | None = opt(None, "generation budget per item (tokens); default "
-                                           f"{DEFAULT_MAX_NEW_TOKENS['0-shot']}, {DEFAULT_MAX_NEW_TOKENS['cot']} "
-                                           "with cot")
+    max_new_tokens: int | None = opt(
+        None,
+        "generation budget per item (tokens); default "
+        f"{DEFAULT_MAX_NEW_TOKENS['0-shot']}, {DEFAULT_MAX_NEW_TOKENS['cot']} "
+        "with cot",
+    )
 
 
 def generate_set(options: ChronoSenseSet) -> list[dict]:
     events = None
     if options.events:
         events = [tuple(e) for e in json.loads(Path(options.events).read_text(encoding="utf-8"))]
-    return generate(options.n, options.seed, tasks=options.tasks, setting=options.resolved_setting(),
-                    template=options.template, named=options.named, events=events)
+    return generate(
+        options.n,
+        options.seed,
+        tasks=options.tasks,
+        setting=options.resolved_setting(),
+        template=options.template,
+        named=options.named,
+        events=events,
+    )
 
 
-def evaluate_chronosense(backend, items: Sequence[dict], *, max_new_tokens: int | None = None,
-                         desc: str = "ChronoSense", cache_dir=None) -> dict:
+def evaluate_chronosense(
+    backend, items: Sequence[dict], *, max_new_tokens: int | None = None, desc: str = "ChronoSense", cache_dir=None
+) -> dict:
     """Ask each item's prompt as one user turn, generate, parse, score."""
     setting = items[0]["setting"] if items else "0-shot"
     max_new_tokens = max_new_tokens or DEFAULT_MAX_NEW_TOKENS[setting]
-    outputs, generation = ask(backend, items, suite="chronosense", max_new_tokens=max_new_tokens,
-                              cache_dir=cache_dir, desc=desc)
+    outputs, generation = ask(
+        backend, items, suite="chronosense", max_new_tokens=max_new_tokens, cache_dir=cache_dir, desc=desc
+    )
     report = score(items, outputs)
     report.update(generation)  # failed samples (scored as unparseable) and cache use
     preds = report.pop("predictions")
     report["samples"] = [
-        {"id": it["id"], "task": it["category"], "hypothesis": it.get("hypothesis_relation", it.get("hypothesis_year")),
-         "gold": it["answer"], "pred": pred, "correct": pred == it["answer"], "output": out}
+        {
+            "id": it["id"],
+            "task": it["category"],
+            "hypothesis": it.get("hypothesis_relation", it.get("hypothesis_year")),
+            "gold": it["answer"],
+            "pred": pred,
+            "correct": pred == it["answer"],
+            "output": out,
+        }
         for it, pred, out in zip(items, preds, outputs)
     ]
     return report
@@ -80,14 +104,24 @@ def run_suite(backend, ctx: EvalContext) -> dict:
     items = generate_set(options)
     max_new_tokens = options.max_new_tokens or DEFAULT_MAX_NEW_TOKENS[setting]
     report = evaluate_chronosense(backend, items, max_new_tokens=max_new_tokens, cache_dir=suite_cache_dir(ctx))
-    report["settings"] = {"setting": setting, "template": options.template,
-                          "named": options.named or bool(options.events), "n": len(items), "seed": options.seed,
-                          "tasks": options.tasks,
-                          "max_new_tokens": max_new_tokens, "backend": getattr(backend, "name", "?")}
+    report["settings"] = {
+        "setting": setting,
+        "template": options.template,
+        "named": options.named or bool(options.events),
+        "n": len(items),
+        "seed": options.seed,
+        "tasks": options.tasks,
+        "max_new_tokens": max_new_tokens,
+        "backend": getattr(backend, "name", "?"),
+    }
     report["markdown"] = markdown_summary(report)
     return report
 
 
-SUITE = Suite(name="chronosense", description="ChronoSense: 13 Allen relations + 3 temporal-arithmetic True/False "
-                                              "tasks (Islakoglu & Kalo 2025)",
-              run=run_suite, options=ChronoSenseOptions, dataset=GeneratedSet(ChronoSenseSet, generate_set))
+SUITE = Suite(
+    name="chronosense",
+    description="ChronoSense: 13 Allen relations + 3 temporal-arithmetic True/False tasks (Islakoglu & Kalo 2025)",
+    run=run_suite,
+    options=ChronoSenseOptions,
+    dataset=GeneratedSet(ChronoSenseSet, generate_set),
+)

@@ -44,14 +44,48 @@ Modules: `problem` (the prototype, its participants and day expressions), `solve
 """
 
 from timealign.suites.tcp.generate import generate, make_item, sample_long, sample_short
-from timealign.suites.tcp.problem import (AGENT_NAMES, ANSWER_FORMAT, DEPENDENCY_TYPES, KINDS, LONG_HORIZON_DAYS,
-                                          READINGS, SHORT_HORIZON_HOURS, TASKS, TIMEZONES, VARIANTS, WEEKDAYS,
-                                          LongAgent, Problem, ShortAgent, answer_candidates, next_is_unambiguous,
-                                          parse_dt, problem_from_dict, problem_to_dict, project_start, resolve_day)
+from timealign.suites.tcp.problem import (
+    AGENT_NAMES,
+    ANSWER_FORMAT,
+    DEPENDENCY_TYPES,
+    KINDS,
+    LONG_HORIZON_DAYS,
+    READINGS,
+    SHORT_HORIZON_HOURS,
+    TASKS,
+    TIMEZONES,
+    VARIANTS,
+    WEEKDAYS,
+    LongAgent,
+    Problem,
+    ShortAgent,
+    answer_candidates,
+    next_is_unambiguous,
+    parse_dt,
+    problem_from_dict,
+    problem_to_dict,
+    project_start,
+    resolve_day,
+)
 from timealign.suites.tcp.render import build_prompt, constraint_sentence, render_dialogue, render_question
-from timealign.suites.tcp.score import (markdown_summary, parse_answer, random_baseline, score,
-                                        simulate_random_baseline)
-from timealign.suites.tcp.solve import (Solution, UnitProblem, answers_by_reading, contiguous_ok, fatigue_ok, solve,
-                                        solve_units, task_end, to_units)
-from timealign.suites.tcp.suite import (DEFAULT_MAX_NEW_TOKENS, SUITE, TCPOptions, TCPSet, evaluate_tcp,
-                                        generate_set, run_suite)
+from timealign.suites.tcp.score import markdown_summary, parse_answer, random_baseline, score, simulate_random_baseline
+from timealign.suites.tcp.solve import (
+    Solution,
+    UnitProblem,
+    answers_by_reading,
+    contiguous_ok,
+    fatigue_ok,
+    solve,
+    solve_units,
+    task_end,
+    to_units,
+)
+from timealign.suites.tcp.suite import (
+    DEFAULT_MAX_NEW_TOKENS,
+    SUITE,
+    TCPOptions,
+    TCPSet,
+    evaluate_tcp,
+    generate_set,
+    run_suite,
+)

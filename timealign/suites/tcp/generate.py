@@ -6,9 +6,23 @@ import random
 from collections import defaultdict
 from datetime import date, datetime, timedelta
 
-from timealign.suites.tcp.problem import (DEPENDENCY_TYPES, KINDS, LONG_HORIZON_DAYS, TASKS, TIMEZONES, VARIANTS,
-                                          WEEKDAYS, LongAgent, Problem, ShortAgent, answer_candidates,
-                                          next_is_unambiguous, problem_to_dict, project_start, resolve_day)
+from timealign.suites.tcp.problem import (
+    DEPENDENCY_TYPES,
+    KINDS,
+    LONG_HORIZON_DAYS,
+    TASKS,
+    TIMEZONES,
+    VARIANTS,
+    WEEKDAYS,
+    LongAgent,
+    Problem,
+    ShortAgent,
+    answer_candidates,
+    next_is_unambiguous,
+    problem_to_dict,
+    project_start,
+    resolve_day,
+)
 from timealign.suites.tcp.render import build_prompt, render_dialogue, render_question
 from timealign.suites.tcp.solve import answers_by_reading, solve
 
@@ -27,8 +41,10 @@ def _rest_rule(rng: random.Random, kind: str) -> dict:
 
 def _speakers(rng: random.Random) -> dict:
     split = rng.random() < 0.5
-    return {"lead": rng.randint(0, 1),
-            "dep_speakers": (rng.randint(0, 1), rng.randint(0, 1)) if split else (rng.randint(0, 1),)}
+    return {
+        "lead": rng.randint(0, 1),
+        "dep_speakers": (rng.randint(0, 1), rng.randint(0, 1)) if split else (rng.randint(0, 1),),
+    }
 
 
 def sample_short(rng: random.Random, dependency_type: str) -> Problem:
@@ -40,11 +56,24 @@ def sample_short(rng: random.Random, dependency_type: str) -> Problem:
         tz = rng.choice(sorted(TIMEZONES))
         w0 = rng.randint(7, 11)
         m0 = rng.randint(w0 + 2, w0 + 5)
-        agents.append(ShortAgent(tz=tz, offset=TIMEZONES[tz], work=(w0, w0 + 8), meal=(m0, m0 + rng.randint(1, 2)),
-                                 **_rest_rule(rng, "short")))
-    return Problem(kind="short", dependency_type=dependency_type, durations=tuple(rng.randint(1, 4) for _ in TASKS),
-                   agents=tuple(agents), start=start.strftime("%Y-%m-%d %H:%M"),
-                   conversation=conversation.strftime("%Y-%m-%d %H:%M"), **_speakers(rng))
+        agents.append(
+            ShortAgent(
+                tz=tz,
+                offset=TIMEZONES[tz],
+                work=(w0, w0 + 8),
+                meal=(m0, m0 + rng.randint(1, 2)),
+                **_rest_rule(rng, "short"),
+            )
+        )
+    return Problem(
+        kind="short",
+        dependency_type=dependency_type,
+        durations=tuple(rng.randint(1, 4) for _ in TASKS),
+        agents=tuple(agents),
+        start=start.strftime("%Y-%m-%d %H:%M"),
+        conversation=conversation.strftime("%Y-%m-%d %H:%M"),
+        **_speakers(rng),
+    )
 
 
 def sample_long(rng: random.Random, dependency_type: str) -> Problem:
@@ -62,13 +91,24 @@ def sample_long(rng: random.Random, dependency_type: str) -> Problem:
     for _ in range(2):
         unavailable: tuple[str, ...] = ()
         if rng.random() < 0.5:
-            relevant = [x for x in range(7) if resolve_day(f"next {WEEKDAYS[x]}", conv) in window
-                        and next_is_unambiguous(f"next {WEEKDAYS[x]}", conv)]
+            relevant = [
+                x
+                for x in range(7)
+                if resolve_day(f"next {WEEKDAYS[x]}", conv) in window
+                and next_is_unambiguous(f"next {WEEKDAYS[x]}", conv)
+            ]
             if relevant:
                 unavailable = (f"next {WEEKDAYS[rng.choice(relevant)]}",)
         agents.append(LongAgent(weekdays_only=rng.random() < 0.5, unavailable=unavailable, **_rest_rule(rng, "long")))
-    return Problem(kind="long", dependency_type=dependency_type, durations=tuple(rng.randint(1, 3) for _ in TASKS),
-                   agents=tuple(agents), start=start_expr, conversation=conv.isoformat(), **_speakers(rng))
+    return Problem(
+        kind="long",
+        dependency_type=dependency_type,
+        durations=tuple(rng.randint(1, 3) for _ in TASKS),
+        agents=tuple(agents),
+        start=start_expr,
+        conversation=conv.isoformat(),
+        **_speakers(rng),
+    )
 
 
 def make_item(p: Problem, *, item_id: str, variant: str = "direct", robust: bool = True) -> dict | None:
@@ -81,17 +121,25 @@ def make_item(p: Problem, *, item_id: str, variant: str = "direct", robust: bool
         return None
     start = project_start(p)
     item = {
-        "id": item_id, "kind": p.kind, "dependency_type": p.dependency_type,
-        "dialogue": render_dialogue(p), "question": render_question(p), "prompt": build_prompt(p, variant),
-        "variant": variant, "answer": sol.answer, "schedule": sol.schedule,
-        "project_start": start.strftime("%Y-%m-%d %H:%M"), "problem": problem_to_dict(p),
+        "id": item_id,
+        "kind": p.kind,
+        "dependency_type": p.dependency_type,
+        "dialogue": render_dialogue(p),
+        "question": render_question(p),
+        "prompt": build_prompt(p, variant),
+        "variant": variant,
+        "answer": sol.answer,
+        "schedule": sol.schedule,
+        "project_start": start.strftime("%Y-%m-%d %H:%M"),
+        "problem": problem_to_dict(p),
     }
     item["random_baseline"] = 1 / len(answer_candidates(item))
     return item
 
 
-def generate(n: int, seed: int = 0, kind: str = "mixed", *, variant: str = "direct", robust: bool = True,
-             max_tries: int = 1000) -> list[dict]:
+def generate(
+    n: int, seed: int = 0, kind: str = "mixed", *, variant: str = "direct", robust: bool = True, max_tries: int = 1000
+) -> list[dict]:
     """`n` prototypes with answers. kind "mixed" alternates short and long; within each kind the dependency types
     cycle (assigned evenly, as in the paper). Prototypes without an answer within the horizon are redrawn."""
     if kind not in KINDS + ("mixed",):

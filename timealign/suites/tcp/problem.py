@@ -17,11 +17,28 @@ KINDS = ("short", "long")
 AGENT_NAMES = ("Agent1", "Agent2")
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 SHORT_HORIZON_HOURS = 24  # "completed within 1 day"; random baseline: one of 24 hours
-LONG_HORIZON_DAYS = 7     # "span up to 7 days"; random baseline: one of 7 days
+LONG_HORIZON_DAYS = 7  # "span up to 7 days"; random baseline: one of 7 days
 # Whole-hour offsets only (the problems are on the hour). The prototype states the offset next to the name.
 TIMEZONES: dict[str, int] = {
-    "GMT": 0, "CET": 1, "EET": 2, "MSK": 3, "GST": 4, "PKT": 5, "ICT": 7, "SGT": 8, "JST": 9, "AEST": 10,
-    "NZST": 12, "EDT": -4, "EST": -5, "CDT": -5, "MDT": -6, "PDT": -7, "PST": -8, "AKST": -9, "HST": -10,
+    "GMT": 0,
+    "CET": 1,
+    "EET": 2,
+    "MSK": 3,
+    "GST": 4,
+    "PKT": 5,
+    "ICT": 7,
+    "SGT": 8,
+    "JST": 9,
+    "AEST": 10,
+    "NZST": 12,
+    "EDT": -4,
+    "EST": -5,
+    "CDT": -5,
+    "MDT": -6,
+    "PDT": -7,
+    "PST": -8,
+    "AKST": -9,
+    "HST": -10,
 }
 READINGS = {
     "shift_rule": ("paper", "periodic"),
@@ -38,6 +55,7 @@ ANSWER_FORMAT = {"short": "YYYY-MM-DD HH:MM GMT", "long": "YYYY-MM-DD"}
 
 # --------------------------------------------------------------------------------------------------- data model
 
+
 @dataclass(frozen=True)
 class ShortAgent:
     """One participant of a short problem; hours are local clock hours in time zone `tz` (GMT`offset`)."""
@@ -46,9 +64,9 @@ class ShortAgent:
     offset: int
     work: tuple[int, int]
     meal: tuple[int, int]
-    break_between: int | None = None    # hours between any two of their tasks
+    break_between: int | None = None  # hours between any two of their tasks
     max_consecutive: int | None = None  # "I can work up to N consecutive hours, ..."
-    min_rest: int | None = None         # "... then must rest at least M hour(s) before working again"
+    min_rest: int | None = None  # "... then must rest at least M hour(s) before working again"
 
 
 @dataclass(frozen=True)
@@ -73,7 +91,7 @@ class Problem:
     agents: tuple
     start: str
     conversation: str
-    lead: int = 1                       # who states the start and answers the questions (Agent2 in Fig. 3)
+    lead: int = 1  # who states the start and answers the questions (Agent2 in Fig. 3)
     dep_speakers: tuple[int, ...] = (0,)  # one entry: both dependencies on one line; two: one line each
 
     @property
@@ -94,12 +112,20 @@ def problem_from_dict(d: dict) -> Problem:
             if key in a:
                 a[key] = tuple(a[key])
         agents.append(cls(**a))
-    return Problem(kind=d["kind"], dependency_type=d["dependency_type"], durations=tuple(d["durations"]),
-                   agents=tuple(agents), start=d["start"], conversation=d["conversation"], lead=d["lead"],
-                   dep_speakers=tuple(d["dep_speakers"]))
+    return Problem(
+        kind=d["kind"],
+        dependency_type=d["dependency_type"],
+        durations=tuple(d["durations"]),
+        agents=tuple(agents),
+        start=d["start"],
+        conversation=d["conversation"],
+        lead=d["lead"],
+        dep_speakers=tuple(d["dep_speakers"]),
+    )
 
 
 # ------------------------------------------------------------------------------------------------ day expressions
+
 
 def parse_dt(text: str) -> datetime:
     return datetime.strptime(text.replace(" GMT", "").strip(), "%Y-%m-%d %H:%M")

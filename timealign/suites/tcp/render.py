@@ -17,16 +17,19 @@ def constraint_sentence(agent, kind: str) -> str:
     unit = "hour" if kind == "short" else "day"
     parts = []
     if kind == "short":
-        parts.append(f"My working hours are {_hm(agent.work[0])}-{_hm(agent.work[1])} in {agent.tz} "
-                     f"({_offset(agent.offset)}).")
+        parts.append(
+            f"My working hours are {_hm(agent.work[0])}-{_hm(agent.work[1])} in {agent.tz} ({_offset(agent.offset)})."
+        )
         parts.append(f"I take a meal break from {_hm(agent.meal[0])} to {_hm(agent.meal[1])}.")
     else:
         parts.append("I can work only on weekdays." if agent.weekdays_only else "I work every day.")
     if agent.break_between:
         parts.append(f"I need a break of at least {agent.break_between} {unit}(s) between any two tasks I perform.")
     if agent.max_consecutive:
-        parts.append(f"I can work up to {agent.max_consecutive} consecutive {unit}s, then must rest at least "
-                     f"{agent.min_rest} {unit}(s) before working again.")
+        parts.append(
+            f"I can work up to {agent.max_consecutive} consecutive {unit}s, then must rest at least "
+            f"{agent.min_rest} {unit}(s) before working again."
+        )
     return " ".join(parts)
 
 
@@ -45,8 +48,9 @@ def render_dialogue(p: Problem) -> str:
         f"{other}: How is the project decomposed? I remember we discussed this before.",
         f"{lead}: As discussed before, the whole project consists of several tasks: Task A, Task B, Task C.",
         f"{other}: What are the durations of Task A, Task B, Task C?",
-        f"{lead}: Task durations are: " + ", ".join(f"Task {t} takes {d} {unit}(s)"
-                                                   for t, d in zip(TASKS, p.durations)) + ".",
+        f"{lead}: Task durations are: "
+        + ", ".join(f"Task {t} takes {d} {unit}(s)" for t, d in zip(TASKS, p.durations))
+        + ".",
     ]
     dep_text = [f"Task {b} must begin only after Task {a} is completed." for a, b in p.deps]
     if len(p.dep_speakers) == 1:
@@ -56,17 +60,22 @@ def render_dialogue(p: Problem) -> str:
     lines += [f"{AGENT_NAMES[i]}: {constraint_sentence(a, p.kind)}" for i, a in enumerate(p.agents)]
     if p.kind == "long":
         for i, a in enumerate(p.agents):
-            lines += [f"{AGENT_NAMES[i]}: To supplement, I remember I am also unavailable on {x}."
-                      for x in a.unavailable]
+            lines += [
+                f"{AGENT_NAMES[i]}: To supplement, I remember I am also unavailable on {x}." for x in a.unavailable
+            ]
     return "\n".join(lines)
 
 
 def render_question(p: Problem) -> str:
     if p.kind == "short":
-        return (f"Question: Assume this conversation happens at {p.conversation} GMT, what is the earliest time that "
-                f"they can complete the project (in GMT)?")
-    return (f"Question: Assume this conversation happens on {p.conversation}, what is the earliest date that they "
-            f"can complete the project?")
+        return (
+            f"Question: Assume this conversation happens at {p.conversation} GMT, what is the earliest time that "
+            f"they can complete the project (in GMT)?"
+        )
+    return (
+        f"Question: Assume this conversation happens on {p.conversation}, what is the earliest date that they "
+        f"can complete the project?"
+    )
 
 
 def build_prompt(p: Problem, variant: str = "direct") -> str:
@@ -74,8 +83,9 @@ def build_prompt(p: Problem, variant: str = "direct") -> str:
     if variant == "direct":
         instruction = f"Reply with only the final answer, in the form 'Answer: {fmt}'."
     elif variant == "cot":
-        instruction = (f"Let's think step by step. End with the final answer on its own line, in the form "
-                       f"'Answer: {fmt}'.")
+        instruction = (
+            f"Let's think step by step. End with the final answer on its own line, in the form 'Answer: {fmt}'."
+        )
     else:
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     return f"{render_dialogue(p)}\n{render_question(p)}\n{instruction}"

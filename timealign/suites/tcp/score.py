@@ -12,7 +12,6 @@ from timealign.suites.questions import accuracy_counts, fmt_metric, strip_thinki
 from timealign.suites.tcp.problem import answer_candidates
 from timealign.suites.units import SampleUnits, mean_units
 
-
 _MARKER = re.compile(r"answer\**\s*(?:is\b|:)", re.I)
 _DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T]+|\s+at\s+)(\d{1,2}):(\d{2})")
 _DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
@@ -82,8 +81,11 @@ def score(items: Sequence[dict], outputs: Sequence[str]) -> dict:
         raise ValueError(f"{len(items)} items but {len(outputs)} outputs")
     preds = [parse_answer(o, it["kind"]) for it, o in zip(items, outputs)]
     rows = list(zip(items, preds))
-    groups: dict[str, dict[str, list]] = {"by_kind": defaultdict(list), "by_dependency_type": defaultdict(list),
-                                          "by_kind_dependency": defaultdict(list)}
+    groups: dict[str, dict[str, list]] = {
+        "by_kind": defaultdict(list),
+        "by_dependency_type": defaultdict(list),
+        "by_kind_dependency": defaultdict(list),
+    }
     for item, pred in rows:
         groups["by_kind"][item["kind"]].append((item, pred))
         groups["by_dependency_type"][item["dependency_type"]].append((item, pred))
@@ -102,12 +104,21 @@ def tcp_units(report: dict) -> SampleUnits:
 
 def markdown_summary(report: dict) -> str:
     o = report["overall"]
-    lines = ["| metric | value |", "|---|---|", f"| items | {o['n']} |",
-             f"| accuracy | {fmt_metric(o['accuracy'])} |", f"| unclear | {o['unclear']} |",
-             f"| random baseline | {fmt_metric(o['random_baseline'])} |", "",
-             "| bucket | n | accuracy | unclear | random |", "|---|---|---|---|---|"]
+    lines = [
+        "| metric | value |",
+        "|---|---|",
+        f"| items | {o['n']} |",
+        f"| accuracy | {fmt_metric(o['accuracy'])} |",
+        f"| unclear | {o['unclear']} |",
+        f"| random baseline | {fmt_metric(o['random_baseline'])} |",
+        "",
+        "| bucket | n | accuracy | unclear | random |",
+        "|---|---|---|---|---|",
+    ]
     for group in ("by_kind", "by_dependency_type"):
         for k, m in report[group].items():
-            lines.append(f"| {k} | {m['n']} | {fmt_metric(m['accuracy'])} | {m['unclear']} | "
-                         f"{fmt_metric(m['random_baseline'])} |")
+            lines.append(
+                f"| {k} | {m['n']} | {fmt_metric(m['accuracy'])} | {m['unclear']} | "
+                f"{fmt_metric(m['random_baseline'])} |"
+            )
     return "\n".join(lines) + "\n"

@@ -11,8 +11,19 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Iterable, Sequence
 
-from timealign.suites.tcp.problem import (AGENT_NAMES, LONG_HORIZON_DAYS, READINGS, SHORT_HORIZON_HOURS, SLOTS_PER_HOUR,
-                                          TASKS, LongAgent, Problem, ShortAgent, project_start, resolve_day)
+from timealign.suites.tcp.problem import (
+    AGENT_NAMES,
+    LONG_HORIZON_DAYS,
+    READINGS,
+    SHORT_HORIZON_HOURS,
+    SLOTS_PER_HOUR,
+    TASKS,
+    LongAgent,
+    Problem,
+    ShortAgent,
+    project_start,
+    resolve_day,
+)
 
 
 @dataclass(frozen=True)
@@ -86,8 +97,9 @@ def task_end(available: Sequence[bool], start: int, duration: int, task_pause: s
     return worked[-1] + 1 if len(worked) == duration else None
 
 
-def solve_units(up: UnitProblem, break_after_mode: str = "fatigue",
-                task_pause: str = "whole") -> tuple[int | None, list[tuple[int, int]]]:
+def solve_units(
+    up: UnitProblem, break_after_mode: str = "fatigue", task_pause: str = "whole"
+) -> tuple[int | None, list[tuple[int, int]]]:
     """Exhaustive search: the minimal completion unit (end of the last task) and one optimal plan
     [(agent, start) per task], or (None, []) when nothing fits in the horizon."""
     check_rest = {"fatigue": fatigue_ok, "contiguous": contiguous_ok}[break_after_mode]
@@ -95,8 +107,13 @@ def solve_units(up: UnitProblem, break_after_mode: str = "fatigue",
     order = _topo_order(n_tasks, up.deps)
     preds = [[a for a, b in up.deps if b == t] for t in range(n_tasks)]
     # (start, end) placements per task and agent; ends never decrease with the start (the search relies on it).
-    starts = [[[(s, e) for s in range(up.horizon) if (e := task_end(up.available[g], s, d, task_pause)) is not None]
-               for g in range(n_agents)] for d in up.durations]
+    starts = [
+        [
+            [(s, e) for s in range(up.horizon) if (e := task_end(up.available[g], s, d, task_pause)) is not None]
+            for g in range(n_agents)
+        ]
+        for d in up.durations
+    ]
     best = [up.horizon + 1, []]
     plan: dict[int, tuple[int, int, int]] = {}  # task -> (agent, start, end)
 
@@ -157,15 +174,17 @@ def short_availability(agent: ShortAgent, start: datetime, horizon: int, shift_r
     return avail
 
 
-def long_availability(agent: LongAgent, start: date, conversation: date, horizon: int,
-                      next_reading: str = "calendar") -> list[bool]:
+def long_availability(
+    agent: LongAgent, start: date, conversation: date, horizon: int, next_reading: str = "calendar"
+) -> list[bool]:
     off = {resolve_day(x, conversation, next_reading) for x in agent.unavailable}
     days = [start + timedelta(days=u) for u in range(horizon)]
     return [(not agent.weekdays_only or d.weekday() < 5) and d not in off for d in days]
 
 
-def to_units(p: Problem, *, shift_rule: str = "paper", next_reading: str = "calendar",
-             start_grid: str = "hour") -> UnitProblem:
+def to_units(
+    p: Problem, *, shift_rule: str = "paper", next_reading: str = "calendar", start_grid: str = "hour"
+) -> UnitProblem:
     """The problem in units from the project start: hours (or half hours, `start_grid="half_hour"`) or days."""
     start = project_start(p, next_reading)
     if p.kind == "short":
@@ -177,10 +196,13 @@ def to_units(p: Problem, *, shift_rule: str = "paper", next_reading: str = "cale
         avail = [long_availability(a, start.date(), conv, horizon, next_reading) for a in p.agents]
     idx = {t: i for i, t in enumerate(TASKS)}
     up = UnitProblem(
-        durations=tuple(p.durations), deps=tuple((idx[a], idx[b]) for a, b in p.deps),
-        available=tuple(tuple(a) for a in avail), break_between=tuple(a.break_between for a in p.agents),
+        durations=tuple(p.durations),
+        deps=tuple((idx[a], idx[b]) for a, b in p.deps),
+        available=tuple(tuple(a) for a in avail),
+        break_between=tuple(a.break_between for a in p.agents),
         break_after=tuple((a.max_consecutive, a.min_rest) if a.max_consecutive else None for a in p.agents),
-        horizon=horizon)
+        horizon=horizon,
+    )
     return _subdivide(up, _slots(p, start_grid))
 
 
@@ -195,11 +217,14 @@ def _subdivide(up: UnitProblem, k: int) -> UnitProblem:
     if k == 1:
         return up
     scale = lambda v: None if v is None else v * k  # noqa: E731
-    return UnitProblem(durations=tuple(d * k for d in up.durations), deps=up.deps,
-                       available=tuple(tuple(a for a in row for _ in range(k)) for row in up.available),
-                       break_between=tuple(scale(b) for b in up.break_between),
-                       break_after=tuple(None if r is None else (r[0] * k, r[1] * k) for r in up.break_after),
-                       horizon=up.horizon * k)
+    return UnitProblem(
+        durations=tuple(d * k for d in up.durations),
+        deps=up.deps,
+        available=tuple(tuple(a for a in row for _ in range(k)) for row in up.available),
+        break_between=tuple(scale(b) for b in up.break_between),
+        break_after=tuple(None if r is None else (r[0] * k, r[1] * k) for r in up.break_after),
+        horizon=up.horizon * k,
+    )
 
 
 def format_answer(p: Problem, end_unit: int, start: datetime, slots_per_hour: int = 1) -> str:
@@ -215,8 +240,15 @@ class Solution:
     schedule: list[dict] = field(default_factory=list)
 
 
-def solve(p: Problem, *, shift_rule: str = "paper", next_reading: str = "calendar",
-          break_after_mode: str = "fatigue", task_pause: str = "whole", start_grid: str = "hour") -> Solution:
+def solve(
+    p: Problem,
+    *,
+    shift_rule: str = "paper",
+    next_reading: str = "calendar",
+    break_after_mode: str = "fatigue",
+    task_pause: str = "whole",
+    start_grid: str = "hour",
+) -> Solution:
     """Earliest completion (the answer string) and one optimal schedule; answer None if it does not fit."""
     start = project_start(p, next_reading)
     up = to_units(p, shift_rule=shift_rule, next_reading=next_reading, start_grid=start_grid)
@@ -228,8 +260,10 @@ def solve(p: Problem, *, shift_rule: str = "paper", next_reading: str = "calenda
     for t, (g, s) in zip(TASKS, plan):
         e = task_end(up.available[g], s, up.durations[TASKS.index(t)], task_pause)
         if p.kind == "short":
-            span = (start + timedelta(hours=s / k)).strftime("%Y-%m-%d %H:%M"), \
-                (start + timedelta(hours=e / k)).strftime("%Y-%m-%d %H:%M")
+            span = (
+                (start + timedelta(hours=s / k)).strftime("%Y-%m-%d %H:%M"),
+                (start + timedelta(hours=e / k)).strftime("%Y-%m-%d %H:%M"),
+            )
         else:
             span = (start.date() + timedelta(days=s)).isoformat(), (start.date() + timedelta(days=e - 1)).isoformat()
         schedule.append({"task": f"Task {t}", "agent": AGENT_NAMES[g], "start": span[0], "end": span[1]})
@@ -248,6 +282,7 @@ def answers_by_reading(p: Problem) -> dict[tuple[str, str, str, str, str], str |
     pauses = READINGS["task_pause"] if p.kind == "long" else ("whole",)
     grids = READINGS["start_grid"] if p.kind == "short" else ("hour",)
     for sr, nr, mode, pause, grid in itertools.product(shift_rules, next_readings, modes, pauses, grids):
-        out[(sr, nr, mode, pause, grid)] = solve(p, shift_rule=sr, next_reading=nr, break_after_mode=mode,
-                                                 task_pause=pause, start_grid=grid).answer
+        out[(sr, nr, mode, pause, grid)] = solve(
+            p, shift_rule=sr, next_reading=nr, break_after_mode=mode, task_pause=pause, start_grid=grid
+        ).answer
     return out

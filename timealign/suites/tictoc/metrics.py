@@ -57,8 +57,9 @@ def nar_from_counts(c: dict[str, int]) -> float | None:
     return 0.5 * (tpr + tnr)
 
 
-def summarize(labels: list[str], attempted: list[bool], empty: list[bool] | None = None,
-              protocol: str = "timealign") -> dict:
+def summarize(
+    labels: list[str], attempted: list[bool], empty: list[bool] | None = None, protocol: str = "timealign"
+) -> dict:
     """Confusion counts, NAR and attempt rates; `empty_outputs` counts the empty outputs among them.
 
     Under `paper` an empty output is left out of every count, as the authors' scorer does (`get_metric.py` drops
@@ -83,8 +84,9 @@ def summarize(labels: list[str], attempted: list[bool], empty: list[bool] | None
     }
 
 
-def tictoc_report(rows: list[dict], attempted: list[bool], empty: list[bool] | None = None,
-                  protocol: str = "timealign") -> dict:
+def tictoc_report(
+    rows: list[dict], attempted: list[bool], empty: list[bool] | None = None, protocol: str = "timealign"
+) -> dict:
     """Overall metrics plus breakdowns by sensitivity, elapse level and length bucket.
 
     `empty` flags the empty outputs (default: none); `protocol` decides whether they count (see `summarize`).
@@ -130,8 +132,9 @@ def tictoc_units(report: dict) -> SampleUnits:
     for i, s in enumerate(samples):
         ids.append(f"{s['id']}@{s['elapse_level']}")
         strata.append(s["label"])
-        counted = "error" not in s and s.get("tool_call") is not None and \
-            not (protocol == "paper" and s.get("empty_output"))
+        counted = (
+            "error" not in s and s.get("tool_call") is not None and not (protocol == "paper" and s.get("empty_output"))
+        )
         if counted:
             cells[cell(s["label"], bool(s["tool_call"]))][i] = 1
     metrics = {

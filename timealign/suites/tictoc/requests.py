@@ -93,9 +93,12 @@ class ChatRequestRenderer:
     @classmethod
     def for_data(cls, data: Any, *, timestamps: bool | None = None, prompt_mode: str = "none") -> ChatRequestRenderer:
         """The renderer a recipe's `data` section asks for (`data.protocol`, `data.timestamps`, `data.elapsed`)."""
-        return cls(protocol=getattr(data, "protocol", "timealign"),
-                   timestamps=data.timestamps if timestamps is None else timestamps, prompt_mode=prompt_mode,
-                   elapsed=bool(getattr(data, "elapsed", False)))
+        return cls(
+            protocol=getattr(data, "protocol", "timealign"),
+            timestamps=data.timestamps if timestamps is None else timestamps,
+            prompt_mode=prompt_mode,
+            elapsed=bool(getattr(data, "elapsed", False)),
+        )
 
     def __post_init__(self):
         if self.protocol not in PROTOCOLS:
@@ -104,8 +107,10 @@ class ChatRequestRenderer:
         if self.prompt_mode not in modes:
             raise ValueError(f"unknown prompt_mode {self.prompt_mode!r}; known: {', '.join(modes)}")
         if self.elapsed and (self.protocol == "paper" or self.timestamps):
-            raise ValueError("data.elapsed writes the elapsed badge after the reply's stamp, which a chat API cannot "
-                             "prefill (eval.backend=chat); set data.elapsed=false")
+            raise ValueError(
+                "data.elapsed writes the elapsed badge after the reply's stamp, which a chat API cannot "
+                "prefill (eval.backend=chat); set data.elapsed=false"
+            )
 
     def messages(self, messages: list[dict]) -> list[dict]:
         if self.protocol == "paper":

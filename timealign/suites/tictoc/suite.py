@@ -49,9 +49,17 @@ def renderable(renderer: PromptRenderer | PaperRenderer, rows: list[dict]) -> tu
     return kept, prompts, refused
 
 
-def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None = None, *, family: str | None = None,
-                    max_new_tokens: int = 24, desc: str = "TicToc", cache_dir: str | Path | None = None,
-                    protocol: str = "timealign") -> dict:
+def evaluate_tictoc(
+    backend,
+    rows: list[dict],
+    renderer: PromptRenderer | None = None,
+    *,
+    family: str | None = None,
+    max_new_tokens: int = 24,
+    desc: str = "TicToc",
+    cache_dir: str | Path | None = None,
+    protocol: str = "timealign",
+) -> dict:
     """Score one backend on prepared pair rows (the `prompt` and `tools` columns; labels from `label`).
 
     `renderer` renders the prompts (default: the recipe defaults, `PromptRenderer.for_data` on a default
@@ -67,33 +75,55 @@ def evaluate_tictoc(backend, rows: list[dict], renderer: PromptRenderer | None =
     renderer = renderer or PromptRenderer.for_data(tokenizer, DataSection())
     rows, prompts, unrenderable = renderable(renderer, rows)
     if unrenderable:
-        logger.warning("%d of %d samples cannot be rendered in the %s protocol and are not scored (the authors' "
-                       "code skipped them too); first: %s: %s", len(unrenderable), len(rows) + len(unrenderable),
-                       renderer.protocol, unrenderable[0]["id"], unrenderable[0]["reason"])
-    gens = cached_generate(backend, prompts, suite="tictoc", cache_dir=cache_dir,
-                           max_new_tokens=max_new_tokens, desc=desc)
+        logger.warning(
+            "%d of %d samples cannot be rendered in the %s protocol and are not scored (the authors' "
+            "code skipped them too); first: %s: %s",
+            len(unrenderable),
+            len(rows) + len(unrenderable),
+            renderer.protocol,
+            unrenderable[0]["id"],
+            unrenderable[0]["reason"],
+        )
+    gens = cached_generate(
+        backend, prompts, suite="tictoc", cache_dir=cache_dir, max_new_tokens=max_new_tokens, desc=desc
+    )
     outputs = gens.outputs
     attempted = [is_tool_call(text, family, protocol) if text is not None else None for text in outputs]
     # paper: empty or [ERROR] outputs leave the denominator, as the authors' get_metric.py drops them
     left_out = paper_dropped if protocol == "paper" else is_empty_output
     empty = [left_out(text, family) if text is not None else None for text in outputs]
     scored = [i for i, text in enumerate(outputs) if text is not None]
-    report = tictoc_report([rows[i] for i in scored], [attempted[i] for i in scored], [empty[i] for i in scored],
-                           protocol)
+    report = tictoc_report(
+        [rows[i] for i in scored], [attempted[i] for i in scored], [empty[i] for i in scored], protocol
+    )
     resolve = getattr(backend, "resolve_sampling", None)
-    report["settings"] = {"timestamps": renderer.timestamps, "elapsed": renderer.elapsed and renderer.timestamps,
-                          "prompt_mode": renderer.prompt_mode, "family": family,
-                          "prompt_protocol": renderer.protocol, "protocol": protocol,
-                          "backend": backend.name, "max_new_tokens": max_new_tokens,
-                          "sampling": resolve() if resolve else None}
+    report["settings"] = {
+        "timestamps": renderer.timestamps,
+        "elapsed": renderer.elapsed and renderer.timestamps,
+        "prompt_mode": renderer.prompt_mode,
+        "family": family,
+        "prompt_protocol": renderer.protocol,
+        "protocol": protocol,
+        "backend": backend.name,
+        "max_new_tokens": max_new_tokens,
+        "sampling": resolve() if resolve else None,
+    }
     report["generation"] = gens.summary()
     report["unrenderable"] = unrenderable
-    report["errors"] = [{"id": rows[i]["id"], "elapse_level": rows[i]["elapse_level"], "error": err}
-                        for i, err in sorted(gens.errors.items())]
+    report["errors"] = [
+        {"id": rows[i]["id"], "elapse_level": rows[i]["elapse_level"], "error": err}
+        for i, err in sorted(gens.errors.items())
+    ]
     report["samples"] = []
     for i, (r, called, is_empty, text) in enumerate(zip(rows, attempted, empty, outputs, strict=True)):
-        sample = {"id": r["id"], "elapse_level": r["elapse_level"], "label": r["label"], "tool_call": called,
-                  "empty_output": is_empty, "output": text}
+        sample = {
+            "id": r["id"],
+            "elapse_level": r["elapse_level"],
+            "label": r["label"],
+            "tool_call": called,
+            "empty_output": is_empty,
+            "output": text,
+        }
         if i in gens.errors:
             sample["error"] = gens.errors[i]
         report["samples"].append(sample)
@@ -129,8 +159,10 @@ def warn_undefined(report: dict, where: str) -> list[str]:
     from timealign.data.sampling import undefined_tictoc_metrics
 
     labels = [s["label"] for s in report.get("samples") or [] if "error" not in s]
-    notes = [f"{metric} is undefined on {where}: {why}"
-             for metric, why in undefined_tictoc_metrics(report["overall"], labels).items()]
+    notes = [
+        f"{metric} is undefined on {where}: {why}"
+        for metric, why in undefined_tictoc_metrics(report["overall"], labels).items()
+    ]
     for note in notes:
         logger.warning(note)
     return notes
@@ -138,10 +170,13 @@ def warn_undefined(report: dict, where: str) -> list[str]:
 
 @dataclass
 class TicTocOptions:
-    detection: str | None = opt(None, "how a reply counts as a tool-call attempt: timealign (pattern by pattern, see "
-                                      "timealign/suites/tictoc/tool_calls.py) | paper (the TicToc authors' signature "
-                                      "match; empty outputs leave the denominator); None: the recipe's "
-                                      "data.protocol. Prompts follow data.protocol, not this")
+    detection: str | None = opt(
+        None,
+        "how a reply counts as a tool-call attempt: timealign (pattern by pattern, see "
+        "timealign/suites/tictoc/tool_calls.py) | paper (the TicToc authors' signature "
+        "match; empty outputs leave the denominator); None: the recipe's "
+        "data.protocol. Prompts follow data.protocol, not this",
+    )
 
 
 def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
@@ -153,21 +188,38 @@ def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
         family = "api"
         renderer = ChatRequestRenderer.for_data(recipe.data, timestamps=ctx.timestamps, prompt_mode=ctx.prompt_mode)
     else:
-        renderer = PromptRenderer.for_data(backend.tokenizer, recipe.data, timestamps=ctx.timestamps,
-                                           prompt_mode=ctx.prompt_mode, family=family,
-                                           reasoning=recipe.eval.reasoning)
+        renderer = PromptRenderer.for_data(
+            backend.tokenizer,
+            recipe.data,
+            timestamps=ctx.timestamps,
+            prompt_mode=ctx.prompt_mode,
+            family=family,
+            reasoning=recipe.eval.reasoning,
+        )
     detection = (ctx.options.detection if ctx.options is not None else None) or renderer.protocol
     trained = trained_prompt_protocol(ctx.checkpoint)
     if trained is not None and trained != renderer.protocol:
-        logger.warning("the checkpoint %s was trained on data.protocol=%s prompts but is evaluated with data.protocol=%s "
-                       "prompts: its scores are on a prompt format it never saw (pass data.protocol=%s to evaluate "
-                       "it as trained)", ctx.checkpoint, trained, renderer.protocol, trained)
+        logger.warning(
+            "the checkpoint %s was trained on data.protocol=%s prompts but is evaluated with data.protocol=%s "
+            "prompts: its scores are on a prompt format it never saw (pass data.protocol=%s to evaluate "
+            "it as trained)",
+            ctx.checkpoint,
+            trained,
+            renderer.protocol,
+            trained,
+        )
     if detection not in PROTOCOLS:
         raise ValueError(f"tictoc.detection must be one of {', '.join(PROTOCOLS)}, got {detection!r}")
     rows, identity = heldout_sample(recipe)
-    report = evaluate_tictoc(backend, rows, renderer, family=family,
-                             max_new_tokens=recipe.eval.max_new_tokens, cache_dir=suite_cache_dir(ctx),
-                             protocol=detection)
+    report = evaluate_tictoc(
+        backend,
+        rows,
+        renderer,
+        family=family,
+        max_new_tokens=recipe.eval.max_new_tokens,
+        cache_dir=suite_cache_dir(ctx),
+        protocol=detection,
+    )
     report["data"] = identity
     report["notes"] = warn_undefined(report, f"the {identity['label']} sample")
     report["settings"]["trained_prompt_protocol"] = trained
@@ -175,8 +227,12 @@ def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
     return report
 
 
-SUITE = Suite("tictoc", "TicToc tool-call alignment (NAR, attempt rates) on the recipe's held-out split",
-              run_tictoc_suite, options=TicTocOptions)
+SUITE = Suite(
+    "tictoc",
+    "TicToc tool-call alignment (NAR, attempt rates) on the recipe's held-out split",
+    run_tictoc_suite,
+    options=TicTocOptions,
+)
 
 
 def markdown_summary(report: dict) -> str:
@@ -188,16 +244,23 @@ def markdown_summary(report: dict) -> str:
         return "n/a" if v is None else f"{v:.3f}"
 
     settings = report.get("settings") or {}
-    lines = ["| metric | value |", "|---|---|",
-             f"| prompts / detection protocol | {settings.get('prompt_protocol', 'timealign')} / "
-             f"{settings.get('protocol', 'timealign')} |",
-             *([f"| data | {report['data']['label']} ({report['data'].get('sampling', 'all')}) |"]
-               if report.get("data") else []),
-             f"| samples | {o['n']} |", f"| NAR | {fmt(o['nar'])} |",
-             f"| attempt rate, prefer-Tool | {fmt(o['attempt_rate_prefer_tool'])} |",
-             f"| attempt rate, prefer-noTool | {fmt(o['attempt_rate_prefer_no_tool'])} |",
-             f"| tool calls | {o['tool_calls']} |",
-             f"| empty outputs ({empty_note}) | {o.get('empty_outputs', 0)} |"]
+    lines = [
+        "| metric | value |",
+        "|---|---|",
+        f"| prompts / detection protocol | {settings.get('prompt_protocol', 'timealign')} / "
+        f"{settings.get('protocol', 'timealign')} |",
+        *(
+            [f"| data | {report['data']['label']} ({report['data'].get('sampling', 'all')}) |"]
+            if report.get("data")
+            else []
+        ),
+        f"| samples | {o['n']} |",
+        f"| NAR | {fmt(o['nar'])} |",
+        f"| attempt rate, prefer-Tool | {fmt(o['attempt_rate_prefer_tool'])} |",
+        f"| attempt rate, prefer-noTool | {fmt(o['attempt_rate_prefer_no_tool'])} |",
+        f"| tool calls | {o['tool_calls']} |",
+        f"| empty outputs ({empty_note}) | {o.get('empty_outputs', 0)} |",
+    ]
     failed = len(report.get("errors") or [])
     if failed:
         lines.append(f"| failed samples (not scored; see `errors`) | {failed} |")
@@ -207,10 +270,16 @@ def markdown_summary(report: dict) -> str:
     lines.append("")
     lines += [f"- {note}" for note in report.get("notes") or []] + ([""] if report.get("notes") else [])
     for group in ("by_sensitivity", "by_elapse_level", "by_length"):
-        lines += [f"**{group.replace('_', ' ')}**", "", "| bucket | n | NAR | attempt (Tool) | attempt (noTool) |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            f"**{group.replace('_', ' ')}**",
+            "",
+            "| bucket | n | NAR | attempt (Tool) | attempt (noTool) |",
+            "|---|---|---|---|---|",
+        ]
         for bucket, m in report[group].items():
-            lines.append(f"| {bucket} | {m['n']} | {fmt(m['nar'])} | {fmt(m['attempt_rate_prefer_tool'])} | "
-                         f"{fmt(m['attempt_rate_prefer_no_tool'])} |")
+            lines.append(
+                f"| {bucket} | {m['n']} | {fmt(m['nar'])} | {fmt(m['attempt_rate_prefer_tool'])} | "
+                f"{fmt(m['attempt_rate_prefer_no_tool'])} |"
+            )
         lines.append("")
     return "\n".join(lines)

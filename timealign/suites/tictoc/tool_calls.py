@@ -86,12 +86,15 @@ PROTOCOLS = ("timealign", "paper")
 
 # Each family's call syntax, attempt signature and dropped special tokens live in its registry entry
 # (timealign/render/families.py); `api` is eval.backend=chat's reply, not a template family.
-API_SIGNATURE = ("ChatCompletionMessageToolCall",)  # in the repr of the openai SDK of the paper's runs (paper_api_output)
+API_SIGNATURE = (
+    "ChatCompletionMessageToolCall",
+)  # in the repr of the openai SDK of the paper's runs (paper_api_output)
 
 
 def paper_signature(family: str) -> tuple[str, ...]:
     """The authors' attempt signature (all must occur) of `family`; tiny speaks the Qwen (Hermes) format."""
     return API_SIGNATURE if family == "api" else FAMILIES[family].paper_signature
+
 
 _JSON_KEY = re.compile(r'"([^"\\]*)"\s*:')
 
@@ -174,8 +177,11 @@ def family_detector(family: ModelFamily) -> Callable[[str], bool]:
     markers = re.compile(family.call_markers)
 
     def detect(text: str) -> bool:
-        action = text if family.reasoning == "none" else \
-            _action_part(text, prompt_opens_reasoning=family.reasoning == "prompt_opens")
+        action = (
+            text
+            if family.reasoning == "none"
+            else _action_part(text, prompt_opens_reasoning=family.reasoning == "prompt_opens")
+        )
         return bool(markers.search(action)) or has_call_json(action)
 
     return detect
@@ -206,10 +212,16 @@ def paper_api_output(text: str) -> str:
     if reply.content:
         return reply.content
     if reply.tool_calls:
-        return "[" + ", ".join(
-            f"ChatCompletionMessageToolCall(id={call.get('id')!r}, function=Function(arguments="
-            f"{call['function'].get('arguments')!r}, name={call['function'].get('name')!r}), "
-            f"type={call.get('type') or 'function'!r})" for call in reply.tool_calls) + "]"
+        return (
+            "["
+            + ", ".join(
+                f"ChatCompletionMessageToolCall(id={call.get('id')!r}, function=Function(arguments="
+                f"{call['function'].get('arguments')!r}, name={call['function'].get('name')!r}), "
+                f"type={call.get('type') or 'function'!r})"
+                for call in reply.tool_calls
+            )
+            + "]"
+        )
     return ""
 
 

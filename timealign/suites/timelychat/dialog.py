@@ -67,10 +67,28 @@ from timealign.suites.timelychat.metrics import is_delayed
 from timealign.suites.timelychat.postprocess import clean_reply
 
 __all__ = [
-    "AGENT", "USER", "DIALOG_HISTORIES", "DIALOG_JUDGE_METRICS", "SIMULATOR_PROMPT", "PROTOCOL_DIFFERENCES",
-    "DialogTurn", "SimulatedDialog", "delay_text", "seed_dialog", "agent_context", "partner_messages",
-    "read_partner_reply", "clean_partner_text", "transcript", "dialog_judge_messages", "parse_dialog_score",
-    "aggregate_dialogs", "simulate_dialogs", "judge_dialogs", "partner_from_options", "evaluate_dialog_level",
+    "AGENT",
+    "USER",
+    "DIALOG_HISTORIES",
+    "DIALOG_JUDGE_METRICS",
+    "SIMULATOR_PROMPT",
+    "PROTOCOL_DIFFERENCES",
+    "DialogTurn",
+    "SimulatedDialog",
+    "delay_text",
+    "seed_dialog",
+    "agent_context",
+    "partner_messages",
+    "read_partner_reply",
+    "clean_partner_text",
+    "transcript",
+    "dialog_judge_messages",
+    "parse_dialog_score",
+    "aggregate_dialogs",
+    "simulate_dialogs",
+    "judge_dialogs",
+    "partner_from_options",
+    "evaluate_dialog_level",
 ]
 
 AGENT, USER = "agent", "user"
@@ -85,9 +103,19 @@ delay is "0 minutes", agent is assumed to respond immediately.
 2. user is assumed to respond to agent without any delay."""
 
 # The authors' `Output` response format ({"answer": str}) as an OpenAI json_schema response format.
-PARTNER_FORMAT = {"type": "json_schema", "json_schema": {"name": "Output", "strict": True, "schema": {
-    "type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
-    "additionalProperties": False}}}
+PARTNER_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "Output",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        },
+    },
+}
 
 # App. B.3, "Dialog-level Prompt".
 DIALOG_JUDGE_TEMPLATE = """You will be given a conversation between a dialog agent and a user.
@@ -113,7 +141,8 @@ DIALOG_JUDGE_METRICS: dict[str, dict[str, str]] = {
             "1. Assess the flow and coherence of the agent's responses in the conversation.\n"
             "2. Evaluate the tone and style compatibility throughout the conversation.\n"
             "3. Rate on a scale from 1 to 5, where 1 indicates the agent's responses are incoherent or "
-            "inappropriate, and 5 indicates the agent's responses are perfectly coherent and appropriate."),
+            "inappropriate, and 5 indicates the agent's responses are perfectly coherent and appropriate."
+        ),
     },
     "delay_appropriateness": {
         "metric": "Delay-appropriateness",
@@ -124,12 +153,15 @@ DIALOG_JUDGE_METRICS: dict[str, dict[str, str]] = {
             "2. Evaluate whether the amounts of delays (if not 0 minutes) reflect the typical duration of events "
             "implied in the corresponding message.\n"
             "3. Rate on a scale from 1 to 5, where 1 indicates the agent overuses and misuses delays, and 5 "
-            "indicates the agent uses delays appropriately in terms of frequency and amount."),
+            "indicates the agent uses delays appropriately in terms of frequency and amount."
+        ),
     },
     "time_specificity": {
         "metric": "Time-specificity",
-        "criteria": ("the extent to which the agent's responses ONLY make sense when the specified time has passed, "
-                     "contrary to a time-agnostic responses that make sense regardless of time."),
+        "criteria": (
+            "the extent to which the agent's responses ONLY make sense when the specified time has passed, "
+            "contrary to a time-agnostic responses that make sense regardless of time."
+        ),
         "steps": (
             "1. Read the provided conversation and take note of the elapsed times since the previous messages.\n"
             "2. Consider the context of the conversation, focusing on how the passage of time might affect the "
@@ -139,7 +171,8 @@ DIALOG_JUDGE_METRICS: dict[str, dict[str, str]] = {
             "4. Rate on a scale from 1 to 5, where 1 indicates the agent's responses are completely time-agnostic "
             "and unaffected by the passage of time, and 5 indicates the agent's responses are entirely "
             "time-specific; they only make sense because of the amount of time that has passed since the previous "
-            "message."),
+            "message."
+        ),
     },
 }
 
@@ -151,10 +184,19 @@ Rate the dialog agent on {metric} (1-5). Answer with a JSON object only: \
 {{"score": <an integer from 1 to 5>, "explanation": "<one or two sentences>"}}"""
 
 # `judge_structured`: the same answer, enforced by the server (a weak local judge otherwise rarely answers in form).
-JUDGE_FORMAT = {"type": "json_schema", "json_schema": {"name": "Judgement", "strict": True, "schema": {
-    "type": "object", "properties": {"score": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
-                                     "explanation": {"type": "string"}},
-    "required": ["score", "explanation"], "additionalProperties": False}}}
+JUDGE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "Judgement",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}, "explanation": {"type": "string"}},
+            "required": ["score", "explanation"],
+            "additionalProperties": False,
+        },
+    },
+}
 
 PROTOCOL_DIFFERENCES = (
     "agent decoding: the backend's sampling settings (the recipe's eval section; greedy by default). The authors "
@@ -217,15 +259,23 @@ class SimulatedDialog:
 
     def to_dict(self, instant_max_minutes: float = 0.0) -> dict:
         agent = self.agent_turns()
-        out = {"id": self.id, "agent_speaker": self.agent, "user_speaker": self.user, "complete": self.complete,
-               "agent_turns": len(agent),
-               "delayed_turns": sum(is_delayed(t.minutes, instant_max_minutes) for t in agent),
-               "turns": [t.to_dict() for t in self.turns]}
+        out = {
+            "id": self.id,
+            "agent_speaker": self.agent,
+            "user_speaker": self.user,
+            "complete": self.complete,
+            "agent_turns": len(agent),
+            "delayed_turns": sum(is_delayed(t.minutes, instant_max_minutes) for t in agent),
+            "turns": [t.to_dict() for t in self.turns],
+        }
         if self.error is not None:
             out["error"] = self.error
         if self.scores or self.judge_replies:
-            out.update(scores=dict(self.scores), judge_replies=dict(self.judge_replies),
-                       judge_failed=sorted(m for m, bad in self.judge_failed.items() if bad))
+            out.update(
+                scores=dict(self.scores),
+                judge_replies=dict(self.judge_replies),
+                judge_failed=sorted(m for m, bad in self.judge_failed.items() if bad),
+            )
         return out
 
 
@@ -240,8 +290,9 @@ def seed_dialog(dialog) -> SimulatedDialog:
     others = [s for s in dialog.speakers if s != agent]
     user = others[0] if others else ("A" if agent == "B" else "B")  # the authors' rule for A/B dialogs
     first = dialog.speakers[0]
-    return SimulatedDialog(dialog.id, agent, user,
-                           [DialogTurn(AGENT if first == agent else USER, first, dialog.utterances[0])])
+    return SimulatedDialog(
+        dialog.id, agent, user, [DialogTurn(AGENT if first == agent else USER, first, dialog.utterances[0])]
+    )
 
 
 def agent_context(turns: Sequence[DialogTurn], history: str = "zero") -> list[TimerTurn]:
@@ -302,8 +353,10 @@ def clean_partner_text(text: str) -> str:
 
 def transcript(turns: Sequence[DialogTurn]) -> str:
     """The dialog as the judge reads it: `agent: (N minutes later) text` and `user: text`."""
-    return "\n".join(f"{AGENT}: ({delay_text(t.minutes)} later) {t.utterance}" if t.role == AGENT
-                     else f"{USER}: {t.utterance}" for t in turns)
+    return "\n".join(
+        f"{AGENT}: ({delay_text(t.minutes)} later) {t.utterance}" if t.role == AGENT else f"{USER}: {t.utterance}"
+        for t in turns
+    )
 
 
 def dialog_judge_messages(metric: str, turns: Sequence[DialogTurn]) -> list[dict]:
@@ -311,9 +364,10 @@ def dialog_judge_messages(metric: str, turns: Sequence[DialogTurn]) -> list[dict
     if metric not in DIALOG_JUDGE_METRICS:
         raise ValueError(f"unknown dialog-level judge metric {metric!r}; known: {', '.join(DIALOG_JUDGE_METRICS)}")
     rubric = DIALOG_JUDGE_METRICS[metric]
-    return [{"role": "system", "content": DIALOG_JUDGE_TEMPLATE.format(**rubric)},
-            {"role": "user", "content": DIALOG_JUDGE_INPUT.format(transcript=transcript(turns),
-                                                                   metric=rubric["metric"])}]
+    return [
+        {"role": "system", "content": DIALOG_JUDGE_TEMPLATE.format(**rubric)},
+        {"role": "user", "content": DIALOG_JUDGE_INPUT.format(transcript=transcript(turns), metric=rubric["metric"])},
+    ]
 
 
 # The turn-level reader knows the labels Score, Rating, Naturalness and Time-specificity; a dialog-level judge also
@@ -336,8 +390,13 @@ def _mean(values: list) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def aggregate_dialogs(sims: Sequence[SimulatedDialog], metrics: Sequence[str] = tuple(DIALOG_JUDGE_METRICS), *,
-                      instant_max_minutes: float = 0.0, judged: bool = True) -> dict:
+def aggregate_dialogs(
+    sims: Sequence[SimulatedDialog],
+    metrics: Sequence[str] = tuple(DIALOG_JUDGE_METRICS),
+    *,
+    instant_max_minutes: float = 0.0,
+    judged: bool = True,
+) -> dict:
     """The dialog-level numbers over the completed dialogs (keys prefixed `dialog`, beside the turn-level ones).
 
     Per metric: the mean of the readable scores (`dialog_<metric>`), how many were readable (`_judged`), unreadable
@@ -368,8 +427,9 @@ def aggregate_dialogs(sims: Sequence[SimulatedDialog], metrics: Sequence[str] = 
     for metric in metrics:
         key = f"dialog_{metric}"
         if not judged:
-            out.update({key: None, f"{key}_with_delay": None, f"{key}_judged": 0, f"{key}_unparsed": 0,
-                        f"{key}_failed": 0})
+            out.update(
+                {key: None, f"{key}_with_delay": None, f"{key}_judged": 0, f"{key}_unparsed": 0, f"{key}_failed": 0}
+            )
             continue
         readable = [s.scores[metric] for s in done if s.scores.get(metric) is not None]
         failed = sum(bool(s.judge_failed.get(metric)) for s in done)
@@ -397,8 +457,9 @@ class _AgentGenerator:
         from timealign.backends.cache import cached_generate
 
         suite = "timelychat-dialog-interval" if "interval" in (desc or "") else "timelychat-dialog-response"
-        gens = cached_generate(self.backend, prompts, suite=suite, cache_dir=self.cache_dir,
-                               max_new_tokens=max_new_tokens, desc=None)
+        gens = cached_generate(
+            self.backend, prompts, suite=suite, cache_dir=self.cache_dir, max_new_tokens=max_new_tokens, desc=None
+        )
         self.calls.append(dict(gens.errors))
         for key, value in gens.summary().items():
             if key in self.totals:
@@ -425,8 +486,15 @@ def _read_delay(text: str, minutes: float | None, interval_reading: str) -> tupl
     return "unparsed", None
 
 
-def _agent_step(infer: TimerInference, gen: _AgentGenerator, due: list[SimulatedDialog], *, history: str,
-                interval_reading: str, postprocess: bool) -> None:
+def _agent_step(
+    infer: TimerInference,
+    gen: _AgentGenerator,
+    due: list[SimulatedDialog],
+    *,
+    history: str,
+    interval_reading: str,
+    postprocess: bool,
+) -> None:
     """One agent turn in each dialog of `due` (batched through the backend)."""
     contexts = [agent_context(s.turns, history) for s in due]
     speakers = [s.agent for s in due]
@@ -448,13 +516,24 @@ def _agent_step(infer: TimerInference, gen: _AgentGenerator, due: list[Simulated
             sim.error = f"agent generation failed at turn {len(sim.turns) + 1}: {failed[i]}"
             continue
         reply = clean_reply(replies[i]) if postprocess else replies[i]
-        sim.turns.append(DialogTurn(AGENT, sim.agent, reply, delays[i], AGENT, raw=replies[i],
-                                    interval_text=intervals[i][0], interval_read=reads[i][0],
-                                    predicted_minutes=reads[i][1]))
+        sim.turns.append(
+            DialogTurn(
+                AGENT,
+                sim.agent,
+                reply,
+                delays[i],
+                AGENT,
+                raw=replies[i],
+                interval_text=intervals[i][0],
+                interval_read=reads[i][0],
+                predicted_minutes=reads[i][1],
+            )
+        )
 
 
-def _partner_step(partner, due: list[SimulatedDialog], *, temperature: float, structured: bool,
-                  max_new_tokens: int) -> None:
+def _partner_step(
+    partner, due: list[SimulatedDialog], *, temperature: float, structured: bool, max_new_tokens: int
+) -> None:
     """One simulated-user turn in each dialog of `due` (concurrent chat calls)."""
     extra = {"response_format": PARTNER_FORMAT} if structured else {}
     base_seed = int((getattr(partner, "sampling", None) or {}).get("seed", 0) or 0)
@@ -464,25 +543,39 @@ def _partner_step(partner, due: list[SimulatedDialog], *, temperature: float, st
         # turn (one fixed seed for every call made a random partner repeat itself).
         seed = {"seed": base_seed + zlib.crc32(f"{sim.id}:{len(sim.turns)}".encode())} if temperature > 0 else {}
         try:
-            content = partner.chat(partner_messages(sim.turns), max_new_tokens=max_new_tokens,
-                                   temperature=temperature, **extra, **seed)
+            content = partner.chat(
+                partner_messages(sim.turns), max_new_tokens=max_new_tokens, temperature=temperature, **extra, **seed
+            )
         except Exception as err:  # noqa: BLE001 - recorded on the dialog, counted and reported
             sim.error = f"partner call failed at turn {len(sim.turns) + 1}: {type(err).__name__}: {err}"[:2000]
             return
         answer, ok = read_partner_reply(content, structured)
-        sim.turns.append(DialogTurn(USER, sim.user, clean_partner_text(answer), 0.0, "partner", raw=content,
-                                    structured=ok))
+        sim.turns.append(
+            DialogTurn(USER, sim.user, clean_partner_text(answer), 0.0, "partner", raw=content, structured=ok)
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, min(int(getattr(partner, "concurrency", 8)), len(due)))) as pool:
         list(pool.map(one, due))
 
 
-def simulate_dialogs(backend, dialogs: Sequence, *, renderer: TimerRenderer, partner: Any, turns: int = 10,
-                     history: str = "zero", interval_reading: str = "extract", postprocess: bool = False,
-                     interval_max_new_tokens: int = 12, response_max_new_tokens: int = 64,
-                     partner_temperature: float = 1.0, partner_structured: bool = True,
-                     partner_max_new_tokens: int = 256, cache_dir: str | Path | None = None,
-                     generator: _AgentGenerator | None = None) -> list[SimulatedDialog]:
+def simulate_dialogs(
+    backend,
+    dialogs: Sequence,
+    *,
+    renderer: TimerRenderer,
+    partner: Any,
+    turns: int = 10,
+    history: str = "zero",
+    interval_reading: str = "extract",
+    postprocess: bool = False,
+    interval_max_new_tokens: int = 12,
+    response_max_new_tokens: int = 64,
+    partner_temperature: float = 1.0,
+    partner_structured: bool = True,
+    partner_max_new_tokens: int = 256,
+    cache_dir: str | Path | None = None,
+    generator: _AgentGenerator | None = None,
+) -> list[SimulatedDialog]:
     """Seed every dialog with its first utterance and add `turns` turns: the checkpoint (through `backend`, with
     `renderer`) as the agent, `partner.chat(messages, max_new_tokens=, temperature=, [response_format=]) -> str`
     as the user. The dialogs advance together, one turn per round, so agent turns are batched."""
@@ -490,24 +583,37 @@ def simulate_dialogs(backend, dialogs: Sequence, *, renderer: TimerRenderer, par
         raise ValueError(f"dialog_turns={turns}: at least one turn must follow the seed")
     agent_context([], history)  # checks `history`
     gen = generator or _AgentGenerator(backend, Path(cache_dir) if cache_dir is not None else None)
-    infer = TimerInference(gen, renderer, interval_max_new_tokens=interval_max_new_tokens,
-                           response_max_new_tokens=response_max_new_tokens)
+    infer = TimerInference(
+        gen, renderer, interval_max_new_tokens=interval_max_new_tokens, response_max_new_tokens=response_max_new_tokens
+    )
     sims = [seed_dialog(d) for d in dialogs]
     for _ in tqdm(range(turns), desc="TimelyChat dialog-level turns", unit="turn"):
         active = [s for s in sims if s.complete]
         agent_due = [s for s in active if s.turns[-1].role == USER]
         user_due = [s for s in active if s.turns[-1].role == AGENT]
         if agent_due:
-            _agent_step(infer, gen, agent_due, history=history, interval_reading=interval_reading,
-                        postprocess=postprocess)
+            _agent_step(
+                infer, gen, agent_due, history=history, interval_reading=interval_reading, postprocess=postprocess
+            )
         if user_due:
-            _partner_step(partner, user_due, temperature=partner_temperature, structured=partner_structured,
-                          max_new_tokens=partner_max_new_tokens)
+            _partner_step(
+                partner,
+                user_due,
+                temperature=partner_temperature,
+                structured=partner_structured,
+                max_new_tokens=partner_max_new_tokens,
+            )
     return sims
 
 
-def judge_dialogs(judge: Any, sims: Sequence[SimulatedDialog], metrics: Sequence[str] = tuple(DIALOG_JUDGE_METRICS),
-                  *, max_new_tokens: int = 512, structured: bool = False) -> None:
+def judge_dialogs(
+    judge: Any,
+    sims: Sequence[SimulatedDialog],
+    metrics: Sequence[str] = tuple(DIALOG_JUDGE_METRICS),
+    *,
+    max_new_tokens: int = 512,
+    structured: bool = False,
+) -> None:
     """Rate every completed dialog on each metric with `judge.chat(messages, max_new_tokens=, [response_format=])`;
     fills each dialog's `scores`, `judge_replies` (raw, or the error) and `judge_failed`."""
     extra = {"response_format": JUDGE_FORMAT} if structured else {}
@@ -538,33 +644,61 @@ def partner_from_options(options, allow_insecure_key: bool = False) -> Any:
     `OpenAIBackend` (its chat endpoint: the server applies the partner model's own chat template).
     `allow_insecure_key` is the recipe's `eval.allow_insecure_key` (a key over plain http to another host)."""
     if not (options.partner_url and options.partner_model):
-        raise ValueError("the dialog-level evaluation needs a simulated user: timelychat.partner_url= (an "
-                         "OpenAI-compatible /v1 URL) and timelychat.partner_model=")
+        raise ValueError(
+            "the dialog-level evaluation needs a simulated user: timelychat.partner_url= (an "
+            "OpenAI-compatible /v1 URL) and timelychat.partner_model="
+        )
     return chat_model(options.partner_url, options.partner_model, options.partner_api_key_env, allow_insecure_key)
 
 
-def evaluate_dialog_level(backend, dialogs: Sequence, *, renderer: TimerRenderer, partner: Any, judge: Any = None,
-                          turns: int = 10, history: str = "zero", interval_reading: str = "extract",
-                          postprocess: bool = False, instant_max_minutes: float = 0.0,
-                          interval_max_new_tokens: int = 12, response_max_new_tokens: int = 64,
-                          partner_temperature: float = 1.0, partner_structured: bool = True,
-                          partner_max_new_tokens: int = 256, judge_max_new_tokens: int = 512,
-                          judge_structured: bool = False, cache_dir: str | Path | None = None) -> dict:
+def evaluate_dialog_level(
+    backend,
+    dialogs: Sequence,
+    *,
+    renderer: TimerRenderer,
+    partner: Any,
+    judge: Any = None,
+    turns: int = 10,
+    history: str = "zero",
+    interval_reading: str = "extract",
+    postprocess: bool = False,
+    instant_max_minutes: float = 0.0,
+    interval_max_new_tokens: int = 12,
+    response_max_new_tokens: int = 64,
+    partner_temperature: float = 1.0,
+    partner_structured: bool = True,
+    partner_max_new_tokens: int = 256,
+    judge_max_new_tokens: int = 512,
+    judge_structured: bool = False,
+    cache_dir: str | Path | None = None,
+) -> dict:
     """Simulate, judge and aggregate (module docstring); returns {"overall", "judge", "notes", "settings",
     "generation", "samples"}. Raises when no dialog completes (the first error says why)."""
     if not dialogs:
         raise ValueError("no dialogs to evaluate")
     gen = _AgentGenerator(backend, Path(cache_dir) if cache_dir is not None else None)
-    sims = simulate_dialogs(backend, dialogs, renderer=renderer, partner=partner, turns=turns, history=history,
-                            interval_reading=interval_reading, postprocess=postprocess,
-                            interval_max_new_tokens=interval_max_new_tokens,
-                            response_max_new_tokens=response_max_new_tokens, partner_temperature=partner_temperature,
-                            partner_structured=partner_structured, partner_max_new_tokens=partner_max_new_tokens,
-                            generator=gen)
+    sims = simulate_dialogs(
+        backend,
+        dialogs,
+        renderer=renderer,
+        partner=partner,
+        turns=turns,
+        history=history,
+        interval_reading=interval_reading,
+        postprocess=postprocess,
+        interval_max_new_tokens=interval_max_new_tokens,
+        response_max_new_tokens=response_max_new_tokens,
+        partner_temperature=partner_temperature,
+        partner_structured=partner_structured,
+        partner_max_new_tokens=partner_max_new_tokens,
+        generator=gen,
+    )
     failed = [s for s in sims if not s.complete]
     if len(failed) == len(sims):
-        raise RuntimeError(f"dialog-level evaluation: none of the {len(sims)} dialogs completed; first error "
-                           f"({failed[0].id}): {failed[0].error}")
+        raise RuntimeError(
+            f"dialog-level evaluation: none of the {len(sims)} dialogs completed; first error "
+            f"({failed[0].id}): {failed[0].error}"
+        )
     metrics = tuple(DIALOG_JUDGE_METRICS)
     if judge is not None:
         judge_dialogs(judge, sims, metrics, max_new_tokens=judge_max_new_tokens, structured=judge_structured)
@@ -572,44 +706,82 @@ def evaluate_dialog_level(backend, dialogs: Sequence, *, renderer: TimerRenderer
 
     notes = []
     if failed:
-        notes.append(f"{len(failed)} of {len(sims)} simulated dialogs stopped early (agent or partner failure) and "
-                     f"were not judged; first ({failed[0].id}): {failed[0].error[:300]}")
+        notes.append(
+            f"{len(failed)} of {len(sims)} simulated dialogs stopped early (agent or partner failure) and "
+            f"were not judged; first ({failed[0].id}): {failed[0].error[:300]}"
+        )
     if judge is None:
-        notes.append("judge skipped: no LLM judge configured (timelychat.judge_url= and "
-                     "timelychat.judge_model=); only the agent's delay statistics are reported")
+        notes.append(
+            "judge skipped: no LLM judge configured (timelychat.judge_url= and "
+            "timelychat.judge_model=); only the agent's delay statistics are reported"
+        )
     else:
         for metric in metrics:
             bad_read, bad_call = overall[f"dialog_{metric}_unparsed"], overall[f"dialog_{metric}_failed"]
             if bad_read or bad_call:
-                notes.append(f"judge, {metric}: {bad_read} unreadable and {bad_call} failed replies "
-                             f"of {overall['dialogs_completed']}, left out of the mean (raw replies in the samples)")
+                notes.append(
+                    f"judge, {metric}: {bad_read} unreadable and {bad_call} failed replies "
+                    f"of {overall['dialogs_completed']}, left out of the mean (raw replies in the samples)"
+                )
     if overall["dialog_intervals_unparsed"]:
-        notes.append(f"{overall['dialog_intervals_unparsed']} of {overall['dialog_agent_turns']} agent intervals "
-                     "could not be read and were inserted as 0 minutes (the authors' convert_to_minutes gives 0 "
-                     "for an unreadable interval)")
+        notes.append(
+            f"{overall['dialog_intervals_unparsed']} of {overall['dialog_agent_turns']} agent intervals "
+            "could not be read and were inserted as 0 minutes (the authors' convert_to_minutes gives 0 "
+            "for an unreadable interval)"
+        )
     if overall["dialog_partner_unstructured"]:
-        notes.append(f"{overall['dialog_partner_unstructured']} of {overall['dialog_partner_turns']} partner replies "
-                     "were not the asked-for JSON {\"answer\": ...}; their text (or the answer cut off mid-string) "
-                     "was used")
+        notes.append(
+            f"{overall['dialog_partner_unstructured']} of {overall['dialog_partner_turns']} partner replies "
+            'were not the asked-for JSON {"answer": ...}; their text (or the answer cut off mid-string) '
+            "was used"
+        )
     if renderer.order != "time_first":
-        notes.append("order=utterance_first: each agent reply is written before its delay, so it is not "
-                     "conditioned on it")
+        notes.append(
+            "order=utterance_first: each agent reply is written before its delay, so it is not conditioned on it"
+        )
     resolve = getattr(backend, "resolve_sampling", None)
     settings = {
-        "turns": turns, "history": history, "interval_reading": interval_reading, "postprocess": postprocess,
-        "instant_max_minutes": instant_max_minutes, "special_tokens": renderer.special_tokens,
-        "order": renderer.order, "interval_max_new_tokens": interval_max_new_tokens,
-        "response_max_new_tokens": response_max_new_tokens, "agent_sampling": resolve() if resolve else None,
+        "turns": turns,
+        "history": history,
+        "interval_reading": interval_reading,
+        "postprocess": postprocess,
+        "instant_max_minutes": instant_max_minutes,
+        "special_tokens": renderer.special_tokens,
+        "order": renderer.order,
+        "interval_max_new_tokens": interval_max_new_tokens,
+        "response_max_new_tokens": response_max_new_tokens,
+        "agent_sampling": resolve() if resolve else None,
         "partner": getattr(partner, "model", None) or type(partner).__name__,
-        "partner_temperature": partner_temperature, "partner_structured": partner_structured,
+        "partner_temperature": partner_temperature,
+        "partner_structured": partner_structured,
         "partner_max_new_tokens": partner_max_new_tokens,
         "judge": (getattr(judge, "model", None) or type(judge).__name__) if judge is not None else None,
-        "judge_structured": judge_structured, "judge_max_new_tokens": judge_max_new_tokens,
+        "judge_structured": judge_structured,
+        "judge_max_new_tokens": judge_max_new_tokens,
         "protocol_differences": list(PROTOCOL_DIFFERENCES),
     }
-    judge_summary = None if judge is None else {m: {name: overall[f"dialog_{m}{suffix}"] for name, suffix in (
-        ("mean", ""), ("mean_with_delay", "_with_delay"), ("judged", "_judged"), ("unparsed", "_unparsed"),
-        ("failed", "_failed"))} for m in metrics}
-    return {"overall": overall, "judge": judge_summary, "notes": notes, "settings": settings,
-            "generation": dict(gen.totals),
-            "samples": [s.to_dict(instant_max_minutes) for s in sims]}
+    judge_summary = (
+        None
+        if judge is None
+        else {
+            m: {
+                name: overall[f"dialog_{m}{suffix}"]
+                for name, suffix in (
+                    ("mean", ""),
+                    ("mean_with_delay", "_with_delay"),
+                    ("judged", "_judged"),
+                    ("unparsed", "_unparsed"),
+                    ("failed", "_failed"),
+                )
+            }
+            for m in metrics
+        }
+    )
+    return {
+        "overall": overall,
+        "judge": judge_summary,
+        "notes": notes,
+        "settings": settings,
+        "generation": dict(gen.totals),
+        "samples": [s.to_dict(instant_max_minutes) for s in sims],
+    }

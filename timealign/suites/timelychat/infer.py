@@ -53,11 +53,17 @@ class TimerPrediction:
 
 
 class TimerInference:
-    def __init__(self, backend: Any, renderer: TimerRenderer, *, interval_max_new_tokens: int = 12,
-                 response_max_new_tokens: int = 64, fallback_minutes: float = 0.0):
+    def __init__(
+        self,
+        backend: Any,
+        renderer: TimerRenderer,
+        *,
+        interval_max_new_tokens: int = 12,
+        response_max_new_tokens: int = 64,
+        fallback_minutes: float = 0.0,
+    ):
         if callable(getattr(backend, "generate", None)):
-            self._generate: Callable = lambda prompts, n, desc: backend.generate(prompts, max_new_tokens=n,
-                                                                                desc=desc)
+            self._generate: Callable = lambda prompts, n, desc: backend.generate(prompts, max_new_tokens=n, desc=desc)
         elif callable(backend):
             self._generate = lambda prompts, n, desc: backend(prompts, n)
         else:
@@ -68,8 +74,9 @@ class TimerInference:
         self.fallback_minutes = fallback_minutes
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, *, dtype: str = "auto", device: str | None = None,
-                        batch_size: int = 16, **kwargs) -> "TimerInference":
+    def from_checkpoint(
+        cls, path: str | Path, *, dtype: str = "auto", device: str | None = None, batch_size: int = 16, **kwargs
+    ) -> "TimerInference":
         """HF backend on a trained checkpoint (full model or LoRA adapter) and the renderer it was trained with
         (`timer_renderer_for_checkpoint`: a checkpoint that was not TIMER-trained raises TimerCheckpointError)."""
         from timealign.backends.hf import HFBackend
@@ -78,8 +85,9 @@ class TimerInference:
         return cls(backend, timer_renderer_for_checkpoint(backend.tokenizer, path), **kwargs)
 
     # -- the two subtasks --------------------------------------------------------------------------------------
-    def predict_intervals(self, contexts: Sequence[list[TimerTurn]],
-                          speakers: Sequence[str]) -> list[tuple[str, float | None]]:
+    def predict_intervals(
+        self, contexts: Sequence[list[TimerTurn]], speakers: Sequence[str]
+    ) -> list[tuple[str, float | None]]:
         """Subtask 1: (interval text, minutes or None) per dialog."""
         _check(contexts, speakers)
         r = self.renderer
@@ -89,8 +97,9 @@ class TimerInference:
             return [r.read_interval(o) for o in outs]
         return [(p.interval_text, p.minutes) for p in self.run(contexts, speakers)]
 
-    def respond(self, contexts: Sequence[list[TimerTurn]], speakers: Sequence[str],
-                minutes: Sequence[float]) -> list[str]:
+    def respond(
+        self, contexts: Sequence[list[TimerTurn]], speakers: Sequence[str], minutes: Sequence[float]
+    ) -> list[str]:
         """Subtask 2: the reply given the interval (utterance-first order: the interval cannot be given, ignored)."""
         _check(contexts, speakers)
         if len(minutes) != len(contexts):
@@ -111,8 +120,10 @@ class TimerInference:
             intervals = self.predict_intervals(contexts, speakers)
             used = [m if m is not None else self.fallback_minutes for _, m in intervals]
             replies = self.respond(contexts, speakers, used)
-            return [TimerPrediction(text, m, reply, m is not None, u)
-                    for (text, m), reply, u in zip(intervals, replies, used)]
+            return [
+                TimerPrediction(text, m, reply, m is not None, u)
+                for (text, m), reply, u in zip(intervals, replies, used)
+            ]
         replies = self.respond(contexts, speakers, [0.0] * len(contexts))
         prompts = [r.interval_after_prompt(list(c), s, reply) for c, s, reply in zip(contexts, speakers, replies)]
         outs = self._generate(prompts, self.interval_max_new_tokens, "TIMER step 2: interval")
@@ -128,7 +139,9 @@ def _check(contexts, speakers) -> None:
 @dataclass
 class InferOptions:
     checkpoint: str = opt(MISSING, "TIMER checkpoint: a model or LoRA adapter folder written by train/sft.py")
-    data: str | None = opt(None, "dialogs in the TimelyChat layout (JSON/JSONL); default: n held-out synthetic dialogs")
+    data: str | None = opt(
+        None, "dialogs in the TimelyChat layout (JSON/JSONL); default: n held-out synthetic dialogs"
+    )
     n: int = opt(8, "at most this many dialogs")
     out: str | None = opt(None, "also write every prediction as JSONL to this file")
 
@@ -136,8 +149,10 @@ class InferOptions:
 COMMAND = Command(
     prog="python -m timealign.suites.timelychat.infer",
     summary="Two-step TIMER inference on a trained checkpoint (full model or LoRA adapter): predict each dialog's "
-            "response delay, then the reply conditioned on it; prints gold vs predicted interval and the reply.",
-    options=InferOptions, recipe="none")
+    "response delay, then the reply conditioned on it; prints gold vs predicted interval and the reply.",
+    options=InferOptions,
+    recipe="none",
+)
 
 
 def run(invocation: Invocation) -> int:
@@ -149,13 +164,15 @@ def run(invocation: Invocation) -> int:
     if opts.data:
         from timealign.data.timelychat import load_timelychat
 
-        dialogs = load_timelychat(opts.data).samples[:opts.n]
+        dialogs = load_timelychat(opts.data).samples[: opts.n]
     else:
         from timealign.data.synthetic.dialogs import generate_timelychat
         from timealign.data.timelychat import timelychat_dialog
 
-        dialogs = [timelychat_dialog(r, "synthetic[heldout]", i)
-                   for i, r in enumerate(generate_timelychat(opts.n, seed=12345, split="heldout"))]
+        dialogs = [
+            timelychat_dialog(r, "synthetic[heldout]", i)
+            for i, r in enumerate(generate_timelychat(opts.n, seed=12345, split="heldout"))
+        ]
     infer = TimerInference.from_checkpoint(opts.checkpoint)
     preds = infer.run([d.context for d in dialogs], [d.target_speaker for d in dialogs])
     for d, p in zip(dialogs, preds):

@@ -42,12 +42,15 @@ JUDGE_METRICS: dict[str, dict[str, str]] = {
             "2. Evaluate the tone and style compatibility: Determine if the response's tone and style match those of "
             "the previous messages.\n"
             "3. Rate on a scale from 1 to 5, where 1 indicates the response is unnatural or inappropriate, and 5 "
-            "indicates a perfectly natural continuation of the conversation."),
+            "indicates a perfectly natural continuation of the conversation."
+        ),
     },
     "time_specificity": {
         "metric": "Time-specificity",
-        "criteria": ("the extent to which the response ONLY makes sense when the specified time has passed, contrary "
-                     "to a time-agnostic response that makes sense regardless of time."),
+        "criteria": (
+            "the extent to which the response ONLY makes sense when the specified time has passed, contrary "
+            "to a time-agnostic response that makes sense regardless of time."
+        ),
         "steps": (
             "1. Read the provided conversation and take note of the elapsed time since the previous message.\n"
             "2. Consider the context of the conversation, focusing on how the passage of time might affect the "
@@ -57,7 +60,8 @@ JUDGE_METRICS: dict[str, dict[str, str]] = {
             "response.\n"
             "4. Rate on a scale from 1 to 5, where 1 indicates the response is completely time-agnostic and "
             "unaffected by the passage of time, and 5 indicates the response is entirely time-specific; it only "
-            "makes sense because of the amount of time that has passed since the previous message."),
+            "makes sense because of the amount of time that has passed since the previous message."
+        ),
     },
 }
 
@@ -77,8 +81,13 @@ Rate the potential response on {metric} (1-5). Answer with a JSON object only: \
 {{"score": <an integer from 1 to 5>, "explanation": "<one or two sentences>"}}"""
 
 
-def judge_messages(metric: str, context: Sequence[tuple[str, str]] | Sequence[TimerTurn], elapsed: str | float,
-                   speaker: str, response: str) -> list[dict]:
+def judge_messages(
+    metric: str,
+    context: Sequence[tuple[str, str]] | Sequence[TimerTurn],
+    elapsed: str | float,
+    speaker: str,
+    response: str,
+) -> list[dict]:
     """The judge's chat messages for one reply: the paper's prompt (system) and the dialog (user).
 
     context: (speaker, utterance) pairs or TimerTurns; elapsed: the gold interval (a phrase, or minutes rendered with
@@ -90,15 +99,21 @@ def judge_messages(metric: str, context: Sequence[tuple[str, str]] | Sequence[Ti
     pairs = [(t.speaker, t.utterance) if isinstance(t, TimerTurn) else (t[0], t[1]) for t in context]
     elapsed_text = elapsed if isinstance(elapsed, str) else render_minutes(elapsed)
     system = JUDGE_TEMPLATE.format(**rubric)
-    user = JUDGE_INPUT.format(context="\n".join(f"{s}: {u}" for s, u in pairs), elapsed=elapsed_text,
-                              response=f"{speaker}: {response}", metric=rubric["metric"])
+    user = JUDGE_INPUT.format(
+        context="\n".join(f"{s}: {u}" for s, u in pairs),
+        elapsed=elapsed_text,
+        response=f"{speaker}: {response}",
+        metric=rubric["metric"],
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 _NUM = r"([0-9]+(?:\.[0-9]+)?)"
 _JSON_SCORE = re.compile(r"\{[^{}]*\}", re.DOTALL)
-_LABELLED = re.compile(r"(?:score|rating|naturalness|time[- ]specificity)\W{0,6}(?:is|of|=)?\W{0,6}" + _NUM
-                       + r"(?:\s*(?:/|out of)\s*5)?", re.IGNORECASE)
+_LABELLED = re.compile(
+    r"(?:score|rating|naturalness|time[- ]specificity)\W{0,6}(?:is|of|=)?\W{0,6}" + _NUM + r"(?:\s*(?:/|out of)\s*5)?",
+    re.IGNORECASE,
+)
 _OUT_OF_5 = re.compile(_NUM + r"\s*(?:/|out of)\s*5\b", re.IGNORECASE)
 _BARE = re.compile(r"^\W*" + _NUM + r"\W*$")
 _SCALE = re.compile(r"\(?\b1\s*(?:-|\u2013|to)\s*5\b\)?", re.IGNORECASE)  # "(1-5)", "1 to 5": the scale, not a score
@@ -183,4 +198,3 @@ def chat_model(url: str, model: str, api_key_env: str | None, allow_insecure_key
     if api_key_env:
         kwargs["api_key_env"] = api_key_env
     return OpenAIBackend(url, **kwargs)
-

@@ -55,8 +55,20 @@ import numpy as np
 from timealign.render.intervals import extract_interval, paper_interval_minutes
 from timealign.suites.units import SampleUnits, mean_metric, rate
 
-__all__ = ["UNPARSED_POLICIES", "is_delayed", "rmsle", "score_case", "timing_metrics", "bleu2", "bleu2_statistics",
-           "bleu2_from_statistics", "sentence_bleu2", "rouge_l", "bertscore", "timelychat_units"]
+__all__ = [
+    "UNPARSED_POLICIES",
+    "is_delayed",
+    "rmsle",
+    "score_case",
+    "timing_metrics",
+    "bleu2",
+    "bleu2_statistics",
+    "bleu2_from_statistics",
+    "sentence_bleu2",
+    "rouge_l",
+    "bertscore",
+    "timelychat_units",
+]
 
 UNPARSED_POLICIES = ("instant", "wrong", "exclude")
 # How a predicted interval's text becomes minutes: strict (the whole text one interval, `parse_minutes`), extract
@@ -65,8 +77,9 @@ UNPARSED_POLICIES = ("instant", "wrong", "exclude")
 INTERVAL_READINGS = ("extract", "strict", "paper")
 
 
-def read_intervals(predicted: Sequence[tuple[str, float | None]], interval_reading: str
-                   ) -> tuple[list[tuple[str, float | None]], set[int]]:
+def read_intervals(
+    predicted: Sequence[tuple[str, float | None]], interval_reading: str
+) -> tuple[list[tuple[str, float | None]], set[int]]:
     """(text, strict minutes or None) pairs read as `interval_reading` says; also the indices read from prose."""
     if interval_reading not in INTERVAL_READINGS:
         raise ValueError(f"interval_reading={interval_reading!r}; known: {', '.join(INTERVAL_READINGS)}")
@@ -107,8 +120,9 @@ def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
-def score_case(gold: float, pred: float | None, unparsed: str,
-               instant_max_minutes: float) -> tuple[str | None, tuple[float, float] | None]:
+def score_case(
+    gold: float, pred: float | None, unparsed: str, instant_max_minutes: float
+) -> tuple[str | None, tuple[float, float] | None]:
     """One case's confusion cell ("tp" | "fp" | "tn" | "fn", None when the `unparsed` policy leaves it out) and the
     (gold, pred) pair it adds to RMSLE (None when it adds none)."""
     gold_delayed = is_delayed(gold, instant_max_minutes)
@@ -124,8 +138,7 @@ def score_case(gold: float, pred: float | None, unparsed: str,
     return ("fp" if pred_delayed else "tn"), (gold, pred)
 
 
-def _classify(gold: Sequence[float], pred: Sequence[float | None], unparsed: str,
-              instant_max_minutes: float) -> dict:
+def _classify(gold: Sequence[float], pred: Sequence[float | None], unparsed: str, instant_max_minutes: float) -> dict:
     """Confusion counts, unparsed count, and the (gold, pred) pairs RMSLE is over, under the `unparsed` policy."""
     counts = {"tp": 0, "fp": 0, "tn": 0, "fn": 0}
     pairs: list[tuple[float, float]] = []
@@ -143,7 +156,10 @@ def _classify(gold: Sequence[float], pred: Sequence[float | None], unparsed: str
         "instant_gold": sum(not is_delayed(g, instant_max_minutes) for g in gold),
         "unparsed": n_unparsed,
         "classified": tp + fp + tn + fn,
-        "tp": tp, "fp": fp, "tn": tn, "fn": fn,
+        "tp": tp,
+        "fp": fp,
+        "tn": tn,
+        "fn": fn,
         "precision": _ratio(tp, tp + fp),
         "recall": _ratio(tp, tp + fn),
         "f1": _ratio(2 * tp, 2 * tp + fp + fn),
@@ -155,15 +171,32 @@ def _classify(gold: Sequence[float], pred: Sequence[float | None], unparsed: str
 
 # The target-turn numbers under the names the report gives them ("target_f1", ...); "rmsle_target" keeps its
 # older name.
-_TARGET_KEYS = {"cases": "target_cases", "delayed_gold": "target_delayed_gold",
-                "instant_gold": "target_instant_gold", "unparsed": "target_unparsed", "tp": "target_tp",
-                "fp": "target_fp", "tn": "target_tn", "fn": "target_fn", "precision": "target_precision",
-                "recall": "target_recall", "f1": "target_f1", "fpr": "target_fpr", "rmsle": "rmsle_target",
-                "rmsle_cases": "rmsle_target_cases"}
+_TARGET_KEYS = {
+    "cases": "target_cases",
+    "delayed_gold": "target_delayed_gold",
+    "instant_gold": "target_instant_gold",
+    "unparsed": "target_unparsed",
+    "tp": "target_tp",
+    "fp": "target_fp",
+    "tn": "target_tn",
+    "fn": "target_fn",
+    "precision": "target_precision",
+    "recall": "target_recall",
+    "f1": "target_f1",
+    "fpr": "target_fpr",
+    "rmsle": "rmsle_target",
+    "rmsle_cases": "rmsle_target_cases",
+}
 
 
-def timing_metrics(gold: Sequence[float], pred: Sequence[float | None], *, unparsed: str = "instant",
-                   instant_max_minutes: float = 0.0, targets: Sequence[bool] | None = None) -> dict:
+def timing_metrics(
+    gold: Sequence[float],
+    pred: Sequence[float | None],
+    *,
+    unparsed: str = "instant",
+    instant_max_minutes: float = 0.0,
+    targets: Sequence[bool] | None = None,
+) -> dict:
     """Delayed-vs-instant classification and RMSLE (module docstring, Sec. 4.2), over all cases and target turns.
 
     gold: gold minutes per case; pred: predicted minutes, None where the model's interval could not be read;
@@ -179,8 +212,9 @@ def timing_metrics(gold: Sequence[float], pred: Sequence[float | None], *, unpar
     if len(targets) != len(gold):
         raise ValueError(f"{len(targets)} target flags for {len(gold)} cases")
     every = _classify(gold, pred, unparsed, instant_max_minutes)
-    target = _classify([g for g, t in zip(gold, targets) if t], [p for p, t in zip(pred, targets) if t], unparsed,
-                       instant_max_minutes)
+    target = _classify(
+        [g for g, t in zip(gold, targets) if t], [p for p, t in zip(pred, targets) if t], unparsed, instant_max_minutes
+    )
     return {
         **every,
         "unparsed_rate": _ratio(every["unparsed"], len(gold)),
@@ -237,8 +271,16 @@ def bleu2_from_statistics(stats: Sequence[float]) -> float | None:
     if sys_len == 0 and ref_len == 0:
         return None
     metrics = _need("sacrebleu.metrics", "sacrebleu")
-    return float(metrics.BLEU.compute_bleu(correct=[c1, c2], total=[t1, t2], sys_len=int(sys_len),
-                                           ref_len=int(ref_len), smooth_method="none", max_ngram_order=2).score)
+    return float(
+        metrics.BLEU.compute_bleu(
+            correct=[c1, c2],
+            total=[t1, t2],
+            sys_len=int(sys_len),
+            ref_len=int(ref_len),
+            smooth_method="none",
+            max_ngram_order=2,
+        ).score
+    )
 
 
 def sentence_bleu2(hypothesis: str, reference: str) -> float:
@@ -247,8 +289,9 @@ def sentence_bleu2(hypothesis: str, reference: str) -> float:
     return float(metrics.BLEU(max_ngram_order=2, effective_order=True).sentence_score(hypothesis, [reference]).score)
 
 
-def rouge_l(hypotheses: Sequence[str], references: Sequence[str], *,
-            use_stemmer: bool = False) -> tuple[float | None, list[float]]:
+def rouge_l(
+    hypotheses: Sequence[str], references: Sequence[str], *, use_stemmer: bool = False
+) -> tuple[float | None, list[float]]:
     """(mean ROUGE-L F-measure x100, per-sample F-measures x100) with rouge_score's `rougeL`."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
@@ -258,19 +301,38 @@ def rouge_l(hypotheses: Sequence[str], references: Sequence[str], *,
     return (sum(per) / len(per) if per else None), per
 
 
-def bertscore(hypotheses: Sequence[str], references: Sequence[str], model: str, *, num_layers: int | None = None,
-              batch_size: int = 32, device: str | None = None, idf: bool = False) -> tuple[float, list[float]]:
+def bertscore(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    model: str,
+    *,
+    num_layers: int | None = None,
+    batch_size: int = 32,
+    device: str | None = None,
+    idf: bool = False,
+) -> tuple[float, list[float]]:
     """(mean BERTScore F1 x100, per-sample F1 x100) with `bert_score.score`; raises ImportError if not installed."""
     try:
         from bert_score import score
     except ImportError:
         raise ImportError("BERTScore needs the `bert_score` package (pip install bert-score)") from None
     try:
-        _, _, f1 = score(list(hypotheses), list(references), model_type=model, num_layers=num_layers,
-                         batch_size=batch_size, device=device, idf=idf, lang="en", verbose=False)
+        _, _, f1 = score(
+            list(hypotheses),
+            list(references),
+            model_type=model,
+            num_layers=num_layers,
+            batch_size=batch_size,
+            device=device,
+            idf=idf,
+            lang="en",
+            verbose=False,
+        )
     except KeyError:
-        raise ValueError(f"bert_score does not know the layer to use for {model!r}: give bertscore_num_layers=N "
-                         "(roberta-large: 17, the authors' setting)") from None
+        raise ValueError(
+            f"bert_score does not know the layer to use for {model!r}: give bertscore_num_layers=N "
+            "(roberta-large: 17, the authors' setting)"
+        ) from None
     per = [100.0 * float(v) for v in f1.tolist()]
     return sum(per) / len(per), per
 
@@ -279,18 +341,22 @@ def bertscore(hypotheses: Sequence[str], references: Sequence[str], model: str, 
 
 # The overall metrics the bootstrap intervals cover (timealign.eval.bootstrap): the all-turn and the target-turn
 # timing metrics, and the response metrics over the scored replies.
-_TIMING_INTERVALS = {"": ("precision", "recall", "f1", "fpr", "rmsle"),
-                     "target_": ("target_precision", "target_recall", "target_f1", "target_fpr", "rmsle_target")}
+_TIMING_INTERVALS = {
+    "": ("precision", "recall", "f1", "fpr", "rmsle"),
+    "target_": ("target_precision", "target_recall", "target_f1", "target_fpr", "rmsle_target"),
+}
 
 
 def _timing_metrics_of(prefix: str) -> dict:
     tp, fp, tn, fn, sq, n = (f"{prefix}{k}" for k in ("tp", "fp", "tn", "fn", "sq_log_error", "rmsle_cases"))
     precision, recall, f1, fpr, rmsle_key = _TIMING_INTERVALS[prefix]
-    return {precision: lambda c: rate(c[tp], c[tp] + c[fp]),
-            recall: lambda c: rate(c[tp], c[tp] + c[fn]),
-            f1: lambda c: rate(2 * c[tp], 2 * c[tp] + c[fp] + c[fn]),
-            fpr: lambda c: rate(c[fp], c[fp] + c[tn]),
-            rmsle_key: lambda c: math.sqrt(c[sq] / c[n]) if c[n] else None}
+    return {
+        precision: lambda c: rate(c[tp], c[tp] + c[fp]),
+        recall: lambda c: rate(c[tp], c[tp] + c[fn]),
+        f1: lambda c: rate(2 * c[tp], 2 * c[tp] + c[fp] + c[fn]),
+        fpr: lambda c: rate(c[fp], c[fp] + c[tn]),
+        rmsle_key: lambda c: math.sqrt(c[sq] / c[n]) if c[n] else None,
+    }
 
 
 def timelychat_units(report: dict) -> SampleUnits | None:

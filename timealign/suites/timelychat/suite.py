@@ -136,19 +136,24 @@ def backend_checkpoint(backend) -> str | None:
         if isinstance(value, (str, Path)) and Path(value, CHECKPOINT_RECIPE).is_file():
             return str(value)
     model = getattr(backend, "model", None)
-    for value in (getattr(model, "name_or_path", None), getattr(getattr(model, "config", None), "_name_or_path", None)):
+    for value in (
+        getattr(model, "name_or_path", None),
+        getattr(getattr(model, "config", None), "_name_or_path", None),
+    ):
         if isinstance(value, (str, Path)) and Path(value).is_dir():
             return str(value)
     return None
 
 
-def timer_renderer_for_backend(backend, *, checkpoint: str | None = None, special_tokens: bool | None = None,
-                               order: str | None = None) -> TimerRenderer:
+def timer_renderer_for_backend(
+    backend, *, checkpoint: str | None = None, special_tokens: bool | None = None, order: str | None = None
+) -> TimerRenderer:
     """The `TimerRenderer` the backend's checkpoint was trained with (`checkpoint`, else the folder the backend's
     model came from): `timealign.render.checkpoint.timer_renderer_for_checkpoint`, whose rules and errors apply;
     `special_tokens` / `order` override the saved settings."""
-    return timer_renderer_for_checkpoint(backend.tokenizer, checkpoint or backend_checkpoint(backend),
-                                         special_tokens=special_tokens, order=order)
+    return timer_renderer_for_checkpoint(
+        backend.tokenizer, checkpoint or backend_checkpoint(backend), special_tokens=special_tokens, order=order
+    )
 
 
 # ================================================================================================ generation
@@ -170,8 +175,9 @@ class _CachedGenerator:
         from timealign.backends.cache import cached_generate
 
         suite = "timelychat-interval" if "interval" in (desc or "") else "timelychat-response"
-        gens = cached_generate(self.backend, prompts, suite=suite, cache_dir=self.cache_dir,
-                               max_new_tokens=max_new_tokens, desc=desc)
+        gens = cached_generate(
+            self.backend, prompts, suite=suite, cache_dir=self.cache_dir, max_new_tokens=max_new_tokens, desc=desc
+        )
         self.calls.append(dict(gens.errors))
         self.summaries.append({"step": desc, **gens.summary()})
         return [o if o is not None else "" for o in gens.outputs]
@@ -213,8 +219,17 @@ class _Replies:
     judged: dict | None = None
 
 
-def _predict_timing(infer, gen: _CachedGenerator, dialogs: Sequence, notes: list[str], *, timing_turns: str,
-                    unparsed: str, instant_max_minutes: float, interval_reading: str = "extract") -> _Timing:
+def _predict_timing(
+    infer,
+    gen: _CachedGenerator,
+    dialogs: Sequence,
+    notes: list[str],
+    *,
+    timing_turns: str,
+    unparsed: str,
+    instant_max_minutes: float,
+    interval_reading: str = "extract",
+) -> _Timing:
     """Subtask 1: the interval before each case's turn, scored against the gold interval."""
     cases = timing_cases(dialogs, timing_turns)
     start = len(gen.calls)
@@ -223,65 +238,94 @@ def _predict_timing(infer, gen: _CachedGenerator, dialogs: Sequence, notes: list
     predicted, extracted = read_intervals(predicted, interval_reading)  # extract | strict | paper (metrics.py)
     extracted -= set(failed)
     scored = [i for i in range(len(cases)) if i not in failed]
-    metrics = timing_metrics([cases[i].gold_minutes for i in scored], [predicted[i][1] for i in scored],
-                             unparsed=unparsed, instant_max_minutes=instant_max_minutes,
-                             targets=[cases[i].is_target for i in scored])
+    metrics = timing_metrics(
+        [cases[i].gold_minutes for i in scored],
+        [predicted[i][1] for i in scored],
+        unparsed=unparsed,
+        instant_max_minutes=instant_max_minutes,
+        targets=[cases[i].is_target for i in scored],
+    )
     metrics["failed"] = len(failed)
     metrics["extracted"] = len(extracted)
     metrics["target_extracted"] = sum(cases[i].is_target for i in extracted)
     metrics["interval_reading"] = interval_reading
     if extracted:
-        notes.append(f"{len(extracted)} predicted intervals were not bare intervals and were read from the text "
-                     "around them (interval_reading=extract; flagged `extracted` in the samples)")
+        notes.append(
+            f"{len(extracted)} predicted intervals were not bare intervals and were read from the text "
+            "around them (interval_reading=extract; flagged `extracted` in the samples)"
+        )
     if failed:
-        notes.append(f"{len(failed)} interval generations failed (backend errors); they are left out of the "
-                     "timing metrics and listed in the samples")
+        notes.append(
+            f"{len(failed)} interval generations failed (backend errors); they are left out of the "
+            "timing metrics and listed in the samples"
+        )
     if metrics["unparsed"]:
-        how = {"instant": "scored as 0 minutes (predicted instant)", "wrong": "counted as misclassified and left out "
-               "of RMSLE", "exclude": "left out of every timing metric"}[unparsed]
-        notes.append(f"{metrics['unparsed']} of {len(scored)} predicted intervals could not be parsed: {how} "
-                     f"(unparsed={unparsed})")
+        how = {
+            "instant": "scored as 0 minutes (predicted instant)",
+            "wrong": "counted as misclassified and left out of RMSLE",
+            "exclude": "left out of every timing metric",
+        }[unparsed]
+        notes.append(
+            f"{metrics['unparsed']} of {len(scored)} predicted intervals could not be parsed: {how} "
+            f"(unparsed={unparsed})"
+        )
     if metrics["fpr"] is None:
-        notes.append("FPR is undefined: no instant (0-minute) gold cases" +
-                     (" (timing_turns=target on data whose targets are all delayed)" if timing_turns == "target"
-                      else ""))
+        notes.append(
+            "FPR is undefined: no instant (0-minute) gold cases"
+            + (" (timing_turns=target on data whose targets are all delayed)" if timing_turns == "target" else "")
+        )
     elif metrics["target_fpr"] is None and metrics["target_cases"]:
-        notes.append("target-turn FPR is undefined: every target turn's gold interval is delayed (the all-turn FPR "
-                     "comes from the context turns)")
+        notes.append(
+            "target-turn FPR is undefined: every target turn's gold interval is delayed (the all-turn FPR "
+            "comes from the context turns)"
+        )
     return _Timing(cases, predicted, failed, metrics, extracted)
 
 
-def _generate_replies(infer, gen: _CachedGenerator, dialogs: Sequence, notes: list[str], *,
-                      postprocess: bool = False) -> _Replies:
+def _generate_replies(
+    infer, gen: _CachedGenerator, dialogs: Sequence, notes: list[str], *, postprocess: bool = False
+) -> _Replies:
     """Subtask 2: each dialog's reply given its gold interval, scored by BLEU-2 and ROUGE-L against the reference
     (after the authors' clean-up, `clean_reply`, when `postprocess`)."""
     start = len(gen.calls)
-    raw = infer.respond([d.context for d in dialogs], [d.target_speaker for d in dialogs],
-                        [d.target_minutes for d in dialogs])
+    raw = infer.respond(
+        [d.context for d in dialogs], [d.target_speaker for d in dialogs], [d.target_minutes for d in dialogs]
+    )
     failed = gen.failed_since(start)
     replies = [clean_reply(r) for r in raw] if postprocess else list(raw)
     if postprocess:
         changed = sum(a != b for a, b in zip(raw, replies))
-        notes.append(f"replies cleaned the TimelyChat authors' way before scoring (postprocess=true): {changed} of "
-                     f"{len(raw)} changed")
+        notes.append(
+            f"replies cleaned the TimelyChat authors' way before scoring (postprocess=true): {changed} of "
+            f"{len(raw)} changed"
+        )
     scored = [i for i in range(len(dialogs)) if i not in failed]
     hyps = [replies[i] for i in scored]
     refs = [dialogs[i].utterances[-1] for i in scored]
     if failed:
-        notes.append(f"{len(failed)} reply generations failed (backend errors); left out of the response "
-                     "metrics")
+        notes.append(f"{len(failed)} reply generations failed (backend errors); left out of the response metrics")
     rl, rl_per = rouge_l(hyps, refs)
-    per_sample = {i: {"rouge_l": r, "bleu2_sentence": sentence_bleu2(h, ref)}
-                  for i, r, h, ref in zip(scored, rl_per, hyps, refs)}
+    per_sample = {
+        i: {"rouge_l": r, "bleu2_sentence": sentence_bleu2(h, ref)} for i, r, h, ref in zip(scored, rl_per, hyps, refs)
+    }
     return _Replies(replies, list(raw), failed, scored, per_sample, bleu2=bleu2(hyps, refs), rouge_l=rl)
 
 
-def _add_bertscore(result: _Replies, dialogs: Sequence, notes: list[str], *, model: str | None,
-                   num_layers: int | None, batch_size: int) -> None:
+def _add_bertscore(
+    result: _Replies,
+    dialogs: Sequence,
+    notes: list[str],
+    *,
+    model: str | None,
+    num_layers: int | None,
+    batch_size: int,
+) -> None:
     """BERTScore of the generated replies, when a model is given and `bert_score` is installed (else a note)."""
     if not model:
-        notes.append("BERTScore skipped: no bertscore_model= given (the authors' setting: "
-                     "bertscore_model=roberta-large bertscore_num_layers=17; needs the bert_score package)")
+        notes.append(
+            "BERTScore skipped: no bertscore_model= given (the authors' setting: "
+            "bertscore_model=roberta-large bertscore_num_layers=17; needs the bert_score package)"
+        )
         return
     if not result.scored:
         notes.append("BERTScore skipped: no replies")
@@ -297,18 +341,28 @@ def _add_bertscore(result: _Replies, dialogs: Sequence, notes: list[str], *, mod
         result.per_sample[i]["bertscore"] = value
 
 
-def _add_judgements(result: _Replies, dialogs: Sequence, notes: list[str], *, judge: Any,
-                    max_samples: int | None) -> None:
+def _add_judgements(
+    result: _Replies, dialogs: Sequence, notes: list[str], *, judge: Any, max_samples: int | None
+) -> None:
     """Naturalness and time-specificity of the first `max_samples` generated replies, when a judge is configured."""
     if judge is None:
-        notes.append("naturalness / time-specificity skipped: no LLM judge configured (timelychat.judge_url= and "
-                     "timelychat.judge_model=, an OpenAI-compatible server)")
+        notes.append(
+            "naturalness / time-specificity skipped: no LLM judge configured (timelychat.judge_url= and "
+            "timelychat.judge_model=, an OpenAI-compatible server)"
+        )
         return
     chosen = result.scored[:max_samples] if max_samples is not None else result.scored
     if not chosen:
         return
-    items = [{"context": dialogs[i].context, "elapsed": dialogs[i].target_minutes,
-              "speaker": dialogs[i].target_speaker, "response": result.replies[i]} for i in chosen]
+    items = [
+        {
+            "context": dialogs[i].context,
+            "elapsed": dialogs[i].target_minutes,
+            "speaker": dialogs[i].target_speaker,
+            "response": result.replies[i],
+        }
+        for i in chosen
+    ]
     judged = judge_responses(judge, items)
     for metric in JUDGE_METRICS:
         for i, score, reply in zip(chosen, judged["scores"][metric], judged["replies"][metric]):
@@ -316,8 +370,10 @@ def _add_judgements(result: _Replies, dialogs: Sequence, notes: list[str], *, ju
             result.per_sample[i][f"{metric}_judge_reply"] = reply
         bad = judged["unparsed"][metric] + judged["failed"][metric]
         if bad:
-            notes.append(f"judge {metric}: {judged['unparsed'][metric]} unreadable and {judged['failed'][metric]} "
-                         f"failed judgements of {len(chosen)}, left out of the mean")
+            notes.append(
+                f"judge {metric}: {judged['unparsed'][metric]} unreadable and {judged['failed'][metric]} "
+                f"failed judgements of {len(chosen)}, left out of the mean"
+            )
     result.judged = judged
 
 
@@ -355,25 +411,40 @@ def _overall(dialogs: Sequence, timing: dict, replies: _Replies) -> dict:
     }
 
 
-def _samples(dialogs: Sequence, timing: _Timing, replies: _Replies, *, conditioned: bool,
-             instant_max_minutes: float) -> list[dict]:
+def _samples(
+    dialogs: Sequence, timing: _Timing, replies: _Replies, *, conditioned: bool, instant_max_minutes: float
+) -> list[dict]:
     """One record per dialog: its reply and metric values, and the timing cases of its turns."""
     by_dialog: dict[int, list[dict]] = {}
     for k, (case, (text, minutes)) in enumerate(zip(timing.cases, timing.predicted)):
-        record = {"turn": case.turn, "speaker": case.speaker, "gold_minutes": case.gold_minutes,
-                  "interval_text": text, "pred_minutes": minutes, "parsed": minutes is not None,
-                  "extracted": k in timing.extracted, "is_target": case.is_target,
-                  "gold_delayed": is_delayed(case.gold_minutes, instant_max_minutes),
-                  "pred_delayed": None if minutes is None else is_delayed(minutes, instant_max_minutes)}
+        record = {
+            "turn": case.turn,
+            "speaker": case.speaker,
+            "gold_minutes": case.gold_minutes,
+            "interval_text": text,
+            "pred_minutes": minutes,
+            "parsed": minutes is not None,
+            "extracted": k in timing.extracted,
+            "is_target": case.is_target,
+            "gold_delayed": is_delayed(case.gold_minutes, instant_max_minutes),
+            "pred_delayed": None if minutes is None else is_delayed(minutes, instant_max_minutes),
+        }
         if k in timing.failed:
             record["error"] = timing.failed[k]
         by_dialog.setdefault(case.dialog, []).append(record)
     samples = []
     for i, d in enumerate(dialogs):
-        sample = {"id": d.id, "target_speaker": d.target_speaker, "gold_minutes": d.target_minutes,
-                  "gold_interval": render_minutes(d.target_minutes), "reference": d.utterances[-1],
-                  "response": replies.replies[i], "response_conditioned_on": d.target_minutes if conditioned else None,
-                  **replies.per_sample.get(i, {}), "timing": by_dialog.get(i, [])}
+        sample = {
+            "id": d.id,
+            "target_speaker": d.target_speaker,
+            "gold_minutes": d.target_minutes,
+            "gold_interval": render_minutes(d.target_minutes),
+            "reference": d.utterances[-1],
+            "response": replies.replies[i],
+            "response_conditioned_on": d.target_minutes if conditioned else None,
+            **replies.per_sample.get(i, {}),
+            "timing": by_dialog.get(i, []),
+        }
         if replies.raw[i] != replies.replies[i]:
             sample["response_raw"] = replies.raw[i]
         if i in replies.failed:
@@ -382,13 +453,25 @@ def _samples(dialogs: Sequence, timing: _Timing, replies: _Replies, *, condition
     return samples
 
 
-def evaluate_timelychat(backend, dialogs: Sequence, *, renderer: TimerRenderer | None = None,
-                        timing_turns: str = "all", unparsed: str = "instant", instant_max_minutes: float = 0.0,
-                        interval_reading: str = "extract", postprocess: bool = False,
-                        interval_max_new_tokens: int = 12, response_max_new_tokens: int = 64,
-                        cache_dir: str | Path | None = None, bertscore_model: str | None = None,
-                        bertscore_num_layers: int | None = None, bertscore_batch_size: int = 32,
-                        judge: Any = None, judge_max_samples: int | None = None) -> dict:
+def evaluate_timelychat(
+    backend,
+    dialogs: Sequence,
+    *,
+    renderer: TimerRenderer | None = None,
+    timing_turns: str = "all",
+    unparsed: str = "instant",
+    instant_max_minutes: float = 0.0,
+    interval_reading: str = "extract",
+    postprocess: bool = False,
+    interval_max_new_tokens: int = 12,
+    response_max_new_tokens: int = 64,
+    cache_dir: str | Path | None = None,
+    bertscore_model: str | None = None,
+    bertscore_num_layers: int | None = None,
+    bertscore_batch_size: int = 32,
+    judge: Any = None,
+    judge_max_samples: int | None = None,
+) -> dict:
     """Score a TIMER checkpoint's backend on TimerDialogs; returns {"overall", "timing", "samples", "notes", ...}.
 
     `renderer` defaults to the one the backend's checkpoint was trained with (`timer_renderer_for_backend`).
@@ -403,19 +486,36 @@ def evaluate_timelychat(backend, dialogs: Sequence, *, renderer: TimerRenderer |
         raise ValueError(f"interval_reading={interval_reading!r}; known: {', '.join(INTERVAL_READINGS)}")
     renderer = renderer or timer_renderer_for_backend(backend)
     gen = _CachedGenerator(backend, Path(cache_dir) if cache_dir is not None else None)
-    infer = TimerInference(gen, renderer, interval_max_new_tokens=interval_max_new_tokens,
-                           response_max_new_tokens=response_max_new_tokens)
+    infer = TimerInference(
+        gen, renderer, interval_max_new_tokens=interval_max_new_tokens, response_max_new_tokens=response_max_new_tokens
+    )
     notes: list[str] = []
 
-    timing = _predict_timing(infer, gen, dialogs, notes, timing_turns=timing_turns, unparsed=unparsed,
-                             instant_max_minutes=instant_max_minutes, interval_reading=interval_reading)
+    timing = _predict_timing(
+        infer,
+        gen,
+        dialogs,
+        notes,
+        timing_turns=timing_turns,
+        unparsed=unparsed,
+        instant_max_minutes=instant_max_minutes,
+        interval_reading=interval_reading,
+    )
     conditioned = renderer.order == "time_first"
     if not conditioned:
-        notes.append("order=utterance_first: replies cannot be conditioned on the gold interval (the format has no "
-                     "place for it before the utterance)")
+        notes.append(
+            "order=utterance_first: replies cannot be conditioned on the gold interval (the format has no "
+            "place for it before the utterance)"
+        )
     replies = _generate_replies(infer, gen, dialogs, notes, postprocess=postprocess)
-    _add_bertscore(replies, dialogs, notes, model=bertscore_model, num_layers=bertscore_num_layers,
-                   batch_size=bertscore_batch_size)
+    _add_bertscore(
+        replies,
+        dialogs,
+        notes,
+        model=bertscore_model,
+        num_layers=bertscore_num_layers,
+        batch_size=bertscore_batch_size,
+    )
     _add_judgements(replies, dialogs, notes, judge=judge, max_samples=judge_max_samples)
 
     resolve = getattr(backend, "resolve_sampling", None)
@@ -425,19 +525,27 @@ def evaluate_timelychat(backend, dialogs: Sequence, *, renderer: TimerRenderer |
         "timing": timing.metrics,
         "judge": judged and {k: judged[k] for k in ("mean", "unparsed", "failed")},
         "notes": notes,
-        "settings": {"timing_turns": timing_turns, "unparsed": unparsed, "instant_max_minutes": instant_max_minutes,
-                     "interval_reading": interval_reading, "postprocess": postprocess,
-                     "special_tokens": renderer.special_tokens, "order": renderer.order,
-                     "response_conditioned_on_gold": conditioned,
-                     "interval_max_new_tokens": interval_max_new_tokens,
-                     "response_max_new_tokens": response_max_new_tokens,
-                     "backend": getattr(backend, "name", type(backend).__name__),
-                     "sampling": resolve() if resolve else None,
-                     "bertscore_model": bertscore_model, "bertscore_num_layers": bertscore_num_layers,
-                     "judge": getattr(judge, "model", None) or (type(judge).__name__ if judge is not None else None)},
+        "settings": {
+            "timing_turns": timing_turns,
+            "unparsed": unparsed,
+            "instant_max_minutes": instant_max_minutes,
+            "interval_reading": interval_reading,
+            "postprocess": postprocess,
+            "special_tokens": renderer.special_tokens,
+            "order": renderer.order,
+            "response_conditioned_on_gold": conditioned,
+            "interval_max_new_tokens": interval_max_new_tokens,
+            "response_max_new_tokens": response_max_new_tokens,
+            "backend": getattr(backend, "name", type(backend).__name__),
+            "sampling": resolve() if resolve else None,
+            "bertscore_model": bertscore_model,
+            "bertscore_num_layers": bertscore_num_layers,
+            "judge": getattr(judge, "model", None) or (type(judge).__name__ if judge is not None else None),
+        },
         "generation": gen.summaries,
-        "samples": _samples(dialogs, timing, replies, conditioned=conditioned,
-                            instant_max_minutes=instant_max_minutes),
+        "samples": _samples(
+            dialogs, timing, replies, conditioned=conditioned, instant_max_minutes=instant_max_minutes
+        ),
     }
 
 
@@ -452,8 +560,9 @@ def load_eval_dialogs(data: str | None = None, n: int | None = None, seed: int =
     return load_eval_dialogs_with_identity(data, n, seed)[0]
 
 
-def load_eval_dialogs_with_identity(data: str | None = None, n: int | None = None, seed: int = 12345
-                                    ) -> tuple[list, dict]:
+def load_eval_dialogs_with_identity(
+    data: str | None = None, n: int | None = None, seed: int = 12345
+) -> tuple[list, dict]:
     """`load_eval_dialogs` and the identity of what it read (`timealign.data.identity`)."""
     from timealign.data.identity import files_identity, generated_identity
     from timealign.data.sampling import sample_dialogs
@@ -462,15 +571,20 @@ def load_eval_dialogs_with_identity(data: str | None = None, n: int | None = Non
     if data and data != SYNTHETIC:
         dialogs = load_files(data).dialogs
         rows, info = sample_dialogs([d.to_row() for d in dialogs], n, seed)
-        return ([TimerDialog.from_row(r) for r in rows],
-                files_identity("timelychat.data", data, rows, None, **info, from_recipe=False))
+        return (
+            [TimerDialog.from_row(r) for r in rows],
+            files_identity("timelychat.data", data, rows, None, **info, from_recipe=False),
+        )
     from timealign.data.synthetic.dialogs import generate_timelychat
 
     n = 40 if n is None else n
-    dialogs = [timelychat_dialog(r, "synthetic[heldout]", i, split="heldout")
-               for i, r in enumerate(generate_timelychat(n, seed=seed, split="heldout"))]
-    identity = generated_identity("synthetic heldout dialogs", {"n": n, "seed": seed},
-                                  [d.to_row() for d in dialogs], split="heldout")
+    dialogs = [
+        timelychat_dialog(r, "synthetic[heldout]", i, split="heldout")
+        for i, r in enumerate(generate_timelychat(n, seed=seed, split="heldout"))
+    ]
+    identity = generated_identity(
+        "synthetic heldout dialogs", {"n": n, "seed": seed}, [d.to_row() for d in dialogs], split="heldout"
+    )
     identity["from_recipe"] = False
     return dialogs, identity
 
@@ -493,10 +607,12 @@ def recipe_eval_dialogs(recipe, n: int | None) -> tuple[list, dict, list[str]]:
     data = load_timer_prepared(folder)
     split = recipe.data.eval_split
     if split not in data:
-        raise RecipeError(f"the TimelyChat suite scores data.eval_split={split!r} of the recipe's data "
-                         f"(data.source={recipe.data.source} data.path={recipe.data.path}), which has no such split "
-                         f"(has: {', '.join(data)}); set data.eval_split to one of those (data.eval_split="
-                         f"{recipe.data.train_split} scores the training dialogs), or timelychat.data=FILE")
+        raise RecipeError(
+            f"the TimelyChat suite scores data.eval_split={split!r} of the recipe's data "
+            f"(data.source={recipe.data.source} data.path={recipe.data.path}), which has no such split "
+            f"(has: {', '.join(data)}); set data.eval_split to one of those (data.eval_split="
+            f"{recipe.data.train_split} scores the training dialogs), or timelychat.data=FILE"
+        )
     rows, info = sample_dialogs(data[split].to_list(), n, recipe.data.seed)
     identity = prepared_identity(recipe.data, folder, "dialogs", split, rows, info)
     identity["from_recipe"] = True
@@ -515,8 +631,10 @@ def overlap_notes(dialogs: list, data, train_split: str, split: str | None) -> l
     seen = [d.id for d in dialogs if _dialog_key(d) in trained]
     if not seen:
         return []
-    note = (f"{len(seen)} of {len(dialogs)} evaluated dialogs are in the training split {train_split!r} (e.g. "
-            f"{seen[0]}): their scores measure what was trained on, not generalization")
+    note = (
+        f"{len(seen)} of {len(dialogs)} evaluated dialogs are in the training split {train_split!r} (e.g. "
+        f"{seen[0]}): their scores measure what was trained on, not generalization"
+    )
     logger.warning(note)
     return [note]
 
@@ -526,8 +644,9 @@ def _judge_from_options(options: TimelyChatOptions, allow_insecure_key: bool = F
     if not options.judge_url and not options.judge_model:
         return None
     if not (options.judge_url and options.judge_model):
-        raise ValueError("an LLM judge needs both timelychat.judge_url= (an OpenAI-compatible /v1 URL) and "
-                         "timelychat.judge_model=")
+        raise ValueError(
+            "an LLM judge needs both timelychat.judge_url= (an OpenAI-compatible /v1 URL) and timelychat.judge_model="
+        )
     return chat_model(options.judge_url, options.judge_model, options.judge_api_key_env, allow_insecure_key)
 
 
@@ -535,8 +654,12 @@ def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
     from timealign.suites.registry import suite_cache_dir
 
     options: TimelyChatOptions = ctx.options or TimelyChatOptions()
-    renderer = timer_renderer_for_backend(backend, checkpoint=options.checkpoint or ctx.checkpoint,
-                                          special_tokens=options.special_tokens, order=options.order)
+    renderer = timer_renderer_for_backend(
+        backend,
+        checkpoint=options.checkpoint or ctx.checkpoint,
+        special_tokens=options.special_tokens,
+        order=options.order,
+    )
     overlap: list[str] = []
     if options.data or ctx.recipe.task != "sft":  # explicit data, or a DPO recipe: no dialogs of its own
         dialogs, identity = load_eval_dialogs_with_identity(options.data, options.n, options.seed)
@@ -556,26 +679,46 @@ def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
     report: dict = {"overall": {}, "notes": [], "settings": {}}
     if options.level in ("turn", "both"):
         report = evaluate_timelychat(
-            backend, dialogs, renderer=renderer, timing_turns=options.timing_turns, unparsed=options.unparsed,
-            instant_max_minutes=options.instant_max_minutes, interval_reading=options.interval_reading,
-            postprocess=options.postprocess, interval_max_new_tokens=options.interval_max_new_tokens,
-            response_max_new_tokens=options.response_max_new_tokens, cache_dir=cache_dir,
-            bertscore_model=options.bertscore_model, bertscore_num_layers=options.bertscore_num_layers,
-            bertscore_batch_size=options.bertscore_batch_size, judge=judge,
-            judge_max_samples=options.judge_max_samples)
+            backend,
+            dialogs,
+            renderer=renderer,
+            timing_turns=options.timing_turns,
+            unparsed=options.unparsed,
+            instant_max_minutes=options.instant_max_minutes,
+            interval_reading=options.interval_reading,
+            postprocess=options.postprocess,
+            interval_max_new_tokens=options.interval_max_new_tokens,
+            response_max_new_tokens=options.response_max_new_tokens,
+            cache_dir=cache_dir,
+            bertscore_model=options.bertscore_model,
+            bertscore_num_layers=options.bertscore_num_layers,
+            bertscore_batch_size=options.bertscore_batch_size,
+            judge=judge,
+            judge_max_samples=options.judge_max_samples,
+        )
     if options.level in ("dialog", "both"):  # Sec. 6.3: timealign.suites.timelychat.dialog
         from timealign.suites.timelychat.dialog import evaluate_dialog_level, partner_from_options
 
         dialog = evaluate_dialog_level(
-            backend, dialogs, renderer=renderer, partner=getattr(ctx, "partner", None) or partner_from_options(
-                options, ctx.recipe.eval.allow_insecure_key),
-            judge=judge, turns=options.dialog_turns, history=options.dialog_history,
-            interval_reading=options.interval_reading, postprocess=options.postprocess,
-            instant_max_minutes=options.instant_max_minutes, interval_max_new_tokens=options.interval_max_new_tokens,
-            response_max_new_tokens=options.response_max_new_tokens, partner_temperature=options.partner_temperature,
-            partner_structured=options.partner_structured, partner_max_new_tokens=options.partner_max_new_tokens,
-            judge_max_new_tokens=options.dialog_judge_max_new_tokens, judge_structured=options.judge_structured,
-            cache_dir=cache_dir)
+            backend,
+            dialogs,
+            renderer=renderer,
+            partner=getattr(ctx, "partner", None) or partner_from_options(options, ctx.recipe.eval.allow_insecure_key),
+            judge=judge,
+            turns=options.dialog_turns,
+            history=options.dialog_history,
+            interval_reading=options.interval_reading,
+            postprocess=options.postprocess,
+            instant_max_minutes=options.instant_max_minutes,
+            interval_max_new_tokens=options.interval_max_new_tokens,
+            response_max_new_tokens=options.response_max_new_tokens,
+            partner_temperature=options.partner_temperature,
+            partner_structured=options.partner_structured,
+            partner_max_new_tokens=options.partner_max_new_tokens,
+            judge_max_new_tokens=options.dialog_judge_max_new_tokens,
+            judge_structured=options.judge_structured,
+            cache_dir=cache_dir,
+        )
         report["dialog_level"] = dialog
         report["overall"].update(dialog["overall"])
         report["notes"] += [f"dialog-level: {note}" for note in dialog["notes"]]
@@ -587,6 +730,10 @@ def run_timelychat_suite(backend, ctx: EvalContext) -> dict:
     return report
 
 
-SUITE = Suite("timelychat", "TimelyChat turn-level timing (F1, FPR, RMSLE) and response (BLEU-2, ROUGE-L) metrics; "
-              "dialog-level (level=dialog|both): a simulated user and an LLM judge",
-              run_timelychat_suite, options=TimelyChatOptions)
+SUITE = Suite(
+    "timelychat",
+    "TimelyChat turn-level timing (F1, FPR, RMSLE) and response (BLEU-2, ROUGE-L) metrics; "
+    "dialog-level (level=dialog|both): a simulated user and an LLM judge",
+    run_timelychat_suite,
+    options=TimelyChatOptions,
+)

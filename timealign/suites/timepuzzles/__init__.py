@@ -33,20 +33,58 @@ Choices where the paper is silent (see also the module constants):
   variants, so the implicit and explicit datasets of one seed hold the same puzzles and the same answers.
 """
 
-from timealign.suites.timepuzzles.calendar import (DATE_MAX, DATE_MIN, Calendar, chinese_new_year, get_calendar,
-                                                   lunar_months, lunar_of, zodiac_of_lunar_year)
+from timealign.suites.timepuzzles.calendar import (
+    DATE_MAX,
+    DATE_MIN,
+    Calendar,
+    chinese_new_year,
+    get_calendar,
+    lunar_months,
+    lunar_of,
+    zodiac_of_lunar_year,
+)
 from timealign.suites.timepuzzles.categories import CATEGORIES_BY_LEVEL, FACT_TYPES, fact_from_dict
 from timealign.suites.timepuzzles.fact import DAY, LEVELS, MONTH, VARIOUS, YEAR, Fact
-from timealign.suites.timepuzzles.generate import (ANCHOR_WEIGHTS, MAX_SOLUTIONS, RANGE_END_HORIZON, VARIANTS, Puzzle,
-                                                   depends_on_range_end, generate, generate_puzzle, is_ambiguous,
-                                                   puzzle_record, render_prompt)
-from timealign.suites.timepuzzles.month_day_facts import (DayOfMonthFact, DayOfMonthRangeFact, LunarMonthFact,
-                                                          MonthFact, MultiWeekdayFact, SeasonFact, WeekdayFact,
-                                                          WeekdayInMonthFact)
+from timealign.suites.timepuzzles.generate import (
+    ANCHOR_WEIGHTS,
+    MAX_SOLUTIONS,
+    RANGE_END_HORIZON,
+    VARIANTS,
+    Puzzle,
+    depends_on_range_end,
+    generate,
+    generate_puzzle,
+    is_ambiguous,
+    puzzle_record,
+    render_prompt,
+)
+from timealign.suites.timepuzzles.month_day_facts import (
+    DayOfMonthFact,
+    DayOfMonthRangeFact,
+    LunarMonthFact,
+    MonthFact,
+    MultiWeekdayFact,
+    SeasonFact,
+    WeekdayFact,
+    WeekdayInMonthFact,
+)
 from timealign.suites.timepuzzles.score import ParsedAnswer, markdown_summary, parse_answer, score_outputs, set_metrics
 from timealign.suites.timepuzzles.solver import solve, solve_indices
-from timealign.suites.timepuzzles.suite import (SUITE, TimePuzzlesOptions, TimePuzzlesSet, evaluate_timepuzzles,
-                                                generate_set, run_suite)
-from timealign.suites.timepuzzles.year_facts import (ChineseZodiacFact, DecadeFact, EventFact, ExplicitYearFact,
-                                                     KnowledgeBaseEventFact, LeapYearFact, PersonAliveFact,
-                                                     USPresidentFact)
+from timealign.suites.timepuzzles.suite import (
+    SUITE,
+    TimePuzzlesOptions,
+    TimePuzzlesSet,
+    evaluate_timepuzzles,
+    generate_set,
+    run_suite,
+)
+from timealign.suites.timepuzzles.year_facts import (
+    ChineseZodiacFact,
+    DecadeFact,
+    EventFact,
+    ExplicitYearFact,
+    KnowledgeBaseEventFact,
+    LeapYearFact,
+    PersonAliveFact,
+    USPresidentFact,
+)

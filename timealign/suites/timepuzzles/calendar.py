@@ -17,13 +17,24 @@ from typing import Hashable, Iterable, Protocol
 
 import numpy as np
 
-
 DATE_MIN = date(1850, 1, 1)
 DATE_MAX = date(2025, 12, 31)
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 SEASONS = {"winter": (12, 1, 2), "spring": (3, 4, 5), "summer": (6, 7, 8), "autumn": (9, 10, 11)}
 SEASON_OF_MONTH = {m: s for s, months in SEASONS.items() for m in months}
 ZODIAC = ("Rat", "Ox", "Tiger", "Rabbit", "Dragon", "Snake", "Horse", "Goat", "Monkey", "Rooster", "Dog", "Pig")
@@ -51,7 +62,10 @@ def lunar_months(first_year: int, last_year: int) -> tuple[tuple[int, int, int, 
     for a, b in zip(out, out[1:]):
         if a[0] + a[4] != b[0]:
             raise RuntimeError(f"lunar month table has a gap after ordinal {a[0]}")
-    if out[0][0] > date(first_year, 1, 1).toordinal() or out[-1][0] + out[-1][4] <= date(last_year, 12, 31).toordinal():
+    if (
+        out[0][0] > date(first_year, 1, 1).toordinal()
+        or out[-1][0] + out[-1][4] <= date(last_year, 12, 31).toordinal()
+    ):
         raise RuntimeError("lunar month table does not cover the date range")
     return tuple(out)
 
@@ -84,6 +98,7 @@ def chinese_new_year(year: int) -> date:
 # ---------------------------------------------------------------------------------------------------------------
 # The day-by-day calendar (the universal date set D)
 # ---------------------------------------------------------------------------------------------------------------
+
 
 class Constraint(Protocol):
     """What the calendar needs of a fact: a cache key and the mask of the dates that satisfy it."""

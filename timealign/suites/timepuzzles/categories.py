@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 from timealign.suites.timepuzzles.fact import DAY, MONTH, YEAR, Fact
-from timealign.suites.timepuzzles.month_day_facts import (DayOfMonthFact, DayOfMonthRangeFact, LunarMonthFact,
-                                                          MonthFact, MultiWeekdayFact, SeasonFact, WeekdayFact,
-                                                          WeekdayInMonthFact)
-from timealign.suites.timepuzzles.year_facts import (ChineseZodiacFact, DecadeFact, EventFact, ExplicitYearFact,
-                                                     KnowledgeBaseEventFact, LeapYearFact, PersonAliveFact,
-                                                     USPresidentFact)
+from timealign.suites.timepuzzles.month_day_facts import (
+    DayOfMonthFact,
+    DayOfMonthRangeFact,
+    LunarMonthFact,
+    MonthFact,
+    MultiWeekdayFact,
+    SeasonFact,
+    WeekdayFact,
+    WeekdayInMonthFact,
+)
+from timealign.suites.timepuzzles.year_facts import (
+    ChineseZodiacFact,
+    DecadeFact,
+    EventFact,
+    ExplicitYearFact,
+    KnowledgeBaseEventFact,
+    LeapYearFact,
+    PersonAliveFact,
+    USPresidentFact,
+)
 
 CATEGORIES_BY_LEVEL: dict[str, tuple[type[Fact], ...]] = {
-    YEAR: (ExplicitYearFact, DecadeFact, LeapYearFact, ChineseZodiacFact, PersonAliveFact, USPresidentFact,
-           EventFact),
+    YEAR: (ExplicitYearFact, DecadeFact, LeapYearFact, ChineseZodiacFact, PersonAliveFact, USPresidentFact, EventFact),
     MONTH: (MonthFact, SeasonFact, LunarMonthFact),
     DAY: (WeekdayInMonthFact, DayOfMonthFact, WeekdayFact, MultiWeekdayFact, DayOfMonthRangeFact),
 }

@@ -47,8 +47,9 @@ class Fact:
         return type(self).__name__
 
     def params(self) -> dict:
-        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                for f in dataclasses.fields(self)}
+        return {
+            f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in dataclasses.fields(self)
+        }
 
     def key(self) -> tuple:
         return (self.category, *(getattr(self, f.name) for f in dataclasses.fields(self)))

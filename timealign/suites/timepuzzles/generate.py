@@ -94,8 +94,7 @@ def _draw_anchor(rng: random.Random) -> Fact:
     return KnowledgeBaseEventFact.draw(rng)
 
 
-def generate_facts(rng: random.Random, anchor: Fact, seed: date, n_facts: int,
-                   cal: Calendar) -> list[Fact] | None:
+def generate_facts(rng: random.Random, anchor: Fact, seed: date, n_facts: int, cal: Calendar) -> list[Fact] | None:
     """Algorithm 2 (GENERATEFACT): the anchor plus n_facts-1 facts of distinct unused categories, levels taken in
     turn (YEAR, MONTH, DAY from a random starting point), each instantiated to hold on the seed date."""
     facts, used = [anchor], {_used_key(anchor), ("category", anchor.category)}
@@ -169,8 +168,9 @@ def depends_on_range_end(facts: list[Fact], cal: Calendar) -> bool:
     return bool(len(idx))
 
 
-def generate_puzzle(rng: random.Random, target: int, cal: Calendar | None = None, *,
-                    max_attempts: int = 20000) -> Puzzle:
+def generate_puzzle(
+    rng: random.Random, target: int, cal: Calendar | None = None, *, max_attempts: int = 20000
+) -> Puzzle:
     """Algorithm 1: draw an anchor and a seed date inside it, generate facts, solve, keep |A| == target."""
     if not 1 <= target <= MAX_SOLUTIONS:
         raise ValueError(f"target solution count must be in 1..{MAX_SOLUTIONS}, got {target}")
@@ -205,8 +205,14 @@ def puzzle_record(puzzle: Puzzle, *, pid: str, variant: str, seed: int, index: i
         "target_count": target,
         "num_facts": len(puzzle.facts),
         "facts": [
-            {"category": f.category, "level": f.level, "params": f.params(), "anchor": f is puzzle.anchor,
-             "implicit": f.implicit(), "explicit": e}
+            {
+                "category": f.category,
+                "level": f.level,
+                "params": f.params(),
+                "anchor": f is puzzle.anchor,
+                "implicit": f.implicit(),
+                "explicit": e,
+            }
             for f, e in zip(puzzle.facts, puzzle.explicit_texts)
         ],
         "constraints": puzzle.texts(variant),
@@ -216,8 +222,9 @@ def puzzle_record(puzzle: Puzzle, *, pid: str, variant: str, seed: int, index: i
     }
 
 
-def generate(n: int, seed: int, *, variant: str = "implicit", targets: Iterable[int] | None = None,
-             cal: Calendar | None = None) -> list[dict]:
+def generate(
+    n: int, seed: int, *, variant: str = "implicit", targets: Iterable[int] | None = None, cal: Calendar | None = None
+) -> list[dict]:
     """`n` puzzles as JSON-able records, deterministic in (seed, index): the same seed gives the same puzzles
     (and answers) for both variants. Target solution counts cycle 1..6 (Sec. 2.2: sizes evenly distributed)
     unless `targets` is given."""
@@ -231,6 +238,9 @@ def generate(n: int, seed: int, *, variant: str = "implicit", targets: Iterable[
     for i, target in enumerate(targets):
         rng = random.Random(f"timepuzzles:{seed}:{i}:{target}")
         puzzle = generate_puzzle(rng, target, cal)
-        records.append(puzzle_record(puzzle, pid=f"timepuzzles-{seed}-{i:05d}", variant=variant, seed=seed,
-                                     index=i, target=target))
+        records.append(
+            puzzle_record(
+                puzzle, pid=f"timepuzzles-{seed}-{i:05d}", variant=variant, seed=seed, index=i, target=target
+            )
+        )
     return records

@@ -76,16 +76,92 @@ US_PRESIDENTS: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] = (
 )
 
 # Years in which the games were actually held (Tokyo 2020 took place in 2021; 1916/1940/1944 were cancelled).
-SUMMER_OLYMPIC_YEARS = (1896, 1900, 1904, 1908, 1912, 1920, 1924, 1928, 1932, 1936, 1948, 1952, 1956, 1960, 1964,
-                        1968, 1972, 1976, 1980, 1984, 1988, 1992, 1996, 2000, 2004, 2008, 2012, 2016, 2021, 2024)
+SUMMER_OLYMPIC_YEARS = (
+    1896,
+    1900,
+    1904,
+    1908,
+    1912,
+    1920,
+    1924,
+    1928,
+    1932,
+    1936,
+    1948,
+    1952,
+    1956,
+    1960,
+    1964,
+    1968,
+    1972,
+    1976,
+    1980,
+    1984,
+    1988,
+    1992,
+    1996,
+    2000,
+    2004,
+    2008,
+    2012,
+    2016,
+    2021,
+    2024,
+)
 # Years whose Summer-Olympics status depends on interpretation: 1906 (Intercalated Games, not recognised by the
 # IOC), and both 2020 and 2021 (the Games named "Tokyo 2020" were held in 2021: "the 2020 Olympics" reads as
 # either year). Puzzles never hinge on them.
 SUMMER_OLYMPIC_AMBIGUOUS_YEARS = (1906, 2020, 2021)
-WINTER_OLYMPIC_YEARS = (1924, 1928, 1932, 1936, 1948, 1952, 1956, 1960, 1964, 1968, 1972, 1976, 1980, 1984, 1988,
-                        1992, 1994, 1998, 2002, 2006, 2010, 2014, 2018, 2022)
-FIFA_WORLD_CUP_YEARS = (1930, 1934, 1938, 1950, 1954, 1958, 1962, 1966, 1970, 1974, 1978, 1982, 1986, 1990, 1994,
-                        1998, 2002, 2006, 2010, 2014, 2018, 2022)
+WINTER_OLYMPIC_YEARS = (
+    1924,
+    1928,
+    1932,
+    1936,
+    1948,
+    1952,
+    1956,
+    1960,
+    1964,
+    1968,
+    1972,
+    1976,
+    1980,
+    1984,
+    1988,
+    1992,
+    1994,
+    1998,
+    2002,
+    2006,
+    2010,
+    2014,
+    2018,
+    2022,
+)
+FIFA_WORLD_CUP_YEARS = (
+    1930,
+    1934,
+    1938,
+    1950,
+    1954,
+    1958,
+    1962,
+    1966,
+    1970,
+    1974,
+    1978,
+    1982,
+    1986,
+    1990,
+    1994,
+    1998,
+    2002,
+    2006,
+    2010,
+    2014,
+    2018,
+    2022,
+)
 
 # Single-day events, (noun phrase, date). The phrase never states the date.
 DAY_EVENTS: tuple[tuple[str, str], ...] = (
@@ -117,7 +193,7 @@ DAY_EVENTS: tuple[tuple[str, str], ...] = (
     ("Barack Obama's first inauguration", "2009-01-20"),
     ("the WHO's declaration of COVID-19 as a pandemic", "2020-03-11"),
     ("the launch of TheFacebook (later Facebook)", "2004-02-04"),
-    ("Martin Luther King Jr.'s \"I Have a Dream\" speech", "1963-08-28"),
+    ('Martin Luther King Jr.\'s "I Have a Dream" speech', "1963-08-28"),
     ("Yuri Gagarin's first human spaceflight", "1961-04-12"),
     ("the signing of the Treaty of Versailles", "1919-06-28"),
     ("the assassination of Archduke Franz Ferdinand in Sarajevo", "1914-06-28"),

@@ -9,11 +9,19 @@ from typing import ClassVar
 
 import numpy as np
 
-from timealign.suites.timepuzzles.calendar import (MONTHS, SEASON_OF_MONTH, SEASONS, WEEKDAYS, lunar_months,
-                                                   lunar_of, periods_text)
+from timealign.suites.timepuzzles.calendar import (
+    MONTHS,
+    SEASON_OF_MONTH,
+    SEASONS,
+    WEEKDAYS,
+    lunar_months,
+    lunar_of,
+    periods_text,
+)
 from timealign.suites.timepuzzles.fact import DAY, MONTH, Fact, and_list, ordinal_suffix
 
 # -- MONTH level -------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class MonthFact(Fact):
@@ -69,8 +77,11 @@ class LunarMonthFact(Fact):
         return m == self.month and leap == self.leap
 
     def implicit(self):
-        which = f"the leap {ordinal_suffix(self.month)} month" if self.leap else \
-            f"the {ordinal_suffix(self.month)} month (not a leap month)"
+        which = (
+            f"the leap {ordinal_suffix(self.month)} month"
+            if self.leap
+            else f"the {ordinal_suffix(self.month)} month (not a leap month)"
+        )
         return f"In the Chinese lunar calendar, the date falls in {which}."
 
     def explicit_periods(self, window, cal):
@@ -85,8 +96,12 @@ class LunarMonthFact(Fact):
     def explicit(self, window=None, cal=None):
         if window is None:
             return self.implicit()
-        return self.implicit()[:-1] + ", i.e. it lies in one of these periods: " + periods_text(
-            self.explicit_periods(window, cal)) + "."
+        return (
+            self.implicit()[:-1]
+            + ", i.e. it lies in one of these periods: "
+            + periods_text(self.explicit_periods(window, cal))
+            + "."
+        )
 
     @classmethod
     def instantiate(cls, rng, seed, used, cal):
@@ -95,6 +110,7 @@ class LunarMonthFact(Fact):
 
 
 # -- DAY level ---------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class WeekdayInMonthFact(Fact):

@@ -28,7 +28,7 @@ def parse_answer(text: str) -> ParsedAnswer:
     matches = list(_ANSWER_RE.finditer(text or ""))
     if not matches:
         return ParsedAnswer(frozenset(), False)
-    tail = text[matches[-1].end():].lstrip()
+    tail = text[matches[-1].end() :].lstrip()
     tail = re.split(r"\n\s*\n", tail, maxsplit=1)[0]
     found = set()
     for m in _DATE_RE.finditer(tail):
@@ -63,8 +63,11 @@ def aggregate(rows: list[dict]) -> dict:
     n = len(rows)
     if not n:
         return {"n": 0, "em": None, "f1": None, "jaccard": None, "unparseable": None}
-    return {"n": n, **{k: sum(r[k] for r in rows) / n for k in ("em", "f1", "jaccard")},
-            "unparseable": sum(not r["parseable"] for r in rows) / n}
+    return {
+        "n": n,
+        **{k: sum(r[k] for r in rows) / n for k in ("em", "f1", "jaccard")},
+        "unparseable": sum(not r["parseable"] for r in rows) / n,
+    }
 
 
 def score_outputs(records: list[dict], outputs: list[str]) -> dict:
@@ -73,9 +76,18 @@ def score_outputs(records: list[dict], outputs: list[str]) -> dict:
     for rec, text in zip(records, outputs, strict=True):
         parsed = parse_answer(text)
         metrics = set_metrics(rec["gold"], parsed.dates)
-        rows.append({"id": rec["id"], "target_count": rec["target_count"], "num_facts": rec["num_facts"],
-                     "gold": rec["gold"], "predicted": sorted(parsed.dates), "parseable": parsed.parseable,
-                     **metrics, "output": text})
+        rows.append(
+            {
+                "id": rec["id"],
+                "target_count": rec["target_count"],
+                "num_facts": rec["num_facts"],
+                "gold": rec["gold"],
+                "predicted": sorted(parsed.dates),
+                "parseable": parsed.parseable,
+                **metrics,
+                "output": text,
+            }
+        )
     by_count, by_facts = defaultdict(list), defaultdict(list)
     for r in rows:
         by_count[str(r["target_count"])].append(r)
@@ -95,12 +107,23 @@ def timepuzzles_units(report: dict) -> SampleUnits:
 
 def markdown_summary(report: dict) -> str:
     o, s = report["overall"], report.get("settings", {})
-    lines = [f"variant `{s.get('variant')}`, seed {s.get('seed')}, max_new_tokens {s.get('max_new_tokens')}", "",
-             "| metric | value |", "|---|---|", f"| puzzles | {o['n']} |", f"| EM | {fmt_metric(o['em'])} |",
-             f"| F1 | {fmt_metric(o['f1'])} |", f"| Jaccard | {fmt_metric(o['jaccard'])} |",
-             f"| unparseable | {fmt_metric(o['unparseable'])} |", "",
-             "| solutions | n | EM | F1 | Jaccard | unparseable |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"variant `{s.get('variant')}`, seed {s.get('seed')}, max_new_tokens {s.get('max_new_tokens')}",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| puzzles | {o['n']} |",
+        f"| EM | {fmt_metric(o['em'])} |",
+        f"| F1 | {fmt_metric(o['f1'])} |",
+        f"| Jaccard | {fmt_metric(o['jaccard'])} |",
+        f"| unparseable | {fmt_metric(o['unparseable'])} |",
+        "",
+        "| solutions | n | EM | F1 | Jaccard | unparseable |",
+        "|---|---|---|---|---|---|",
+    ]
     for k, m in report["by_target_count"].items():
-        lines.append(f"| {k} | {m['n']} | {fmt_metric(m['em'])} | {fmt_metric(m['f1'])} | "
-                     f"{fmt_metric(m['jaccard'])} | {fmt_metric(m['unparseable'])} |")
+        lines.append(
+            f"| {k} | {m['n']} | {fmt_metric(m['em'])} | {fmt_metric(m['f1'])} | "
+            f"{fmt_metric(m['jaccard'])} | {fmt_metric(m['unparseable'])} |"
+        )
     return "\n".join(lines) + "\n"

@@ -17,12 +17,23 @@ from typing import ClassVar
 import numpy as np
 
 from timealign.suites.timepuzzles import kb
-from timealign.suites.timepuzzles.calendar import (ZODIAC, chinese_new_year, in_ranges, lunar_of, periods_text,
-                                                   zodiac_of_lunar_year)
+from timealign.suites.timepuzzles.calendar import (
+    ZODIAC,
+    chinese_new_year,
+    in_ranges,
+    lunar_of,
+    periods_text,
+    zodiac_of_lunar_year,
+)
 from timealign.suites.timepuzzles.fact import VARIOUS, YEAR, Fact, and_list
 
 SPORT_EVENTS = {
-    "summer_olympics": ("the Summer Olympic Games", "were", kb.SUMMER_OLYMPIC_YEARS, kb.SUMMER_OLYMPIC_AMBIGUOUS_YEARS),
+    "summer_olympics": (
+        "the Summer Olympic Games",
+        "were",
+        kb.SUMMER_OLYMPIC_YEARS,
+        kb.SUMMER_OLYMPIC_AMBIGUOUS_YEARS,
+    ),
     "winter_olympics": ("the Winter Olympic Games", "were", kb.WINTER_OLYMPIC_YEARS, ()),
     "fifa_world_cup": ("a FIFA World Cup", "was", kb.FIFA_WORLD_CUP_YEARS, ()),
 }
@@ -100,8 +111,10 @@ class ChineseZodiacFact(Fact):
         return zodiac_of_lunar_year(lunar_of(d)[0]) == self.animal
 
     def implicit(self):
-        return (f"The date falls in a Year of the {self.animal} of the Chinese zodiac (a zodiac year begins on "
-                f"Chinese New Year).")
+        return (
+            f"The date falls in a Year of the {self.animal} of the Chinese zodiac (a zodiac year begins on "
+            f"Chinese New Year)."
+        )
 
     def explicit_periods(self, window, cal):
         hit = window[cal.zodiac[window] == ZODIAC.index(self.animal)]
@@ -113,8 +126,12 @@ class ChineseZodiacFact(Fact):
     def explicit(self, window=None, cal=None):
         if window is None:
             return self.implicit()
-        return self.implicit()[:-1] + ", i.e. it lies in one of these periods: " + periods_text(
-            self.explicit_periods(window, cal)) + "."
+        return (
+            self.implicit()[:-1]
+            + ", i.e. it lies in one of these periods: "
+            + periods_text(self.explicit_periods(window, cal))
+            + "."
+        )
 
     @classmethod
     def instantiate(cls, rng, seed, used, cal):
@@ -148,8 +165,10 @@ class PersonAliveFact(Fact):
 
     def explicit(self, window=None, cal=None):
         lo, hi = _person(self.name)
-        return (f"{self.name} (born {date.fromordinal(lo).isoformat()}, died {date.fromordinal(hi).isoformat()}) "
-                f"was alive on this date.")
+        return (
+            f"{self.name} (born {date.fromordinal(lo).isoformat()}, died {date.fromordinal(hi).isoformat()}) "
+            f"was alive on this date."
+        )
 
     @classmethod
     def instantiate(cls, rng, seed, used, cal):
@@ -191,17 +210,20 @@ class USPresidentFact(Fact):
         return f"{self.name} was the President of the United States on this date."
 
     def explicit(self, window=None, cal=None):
-        parts = [f"from {date.fromordinal(a).isoformat()} to {date.fromordinal(b).isoformat()}"
-                 if b != OPEN_END else f"from {date.fromordinal(a).isoformat()} on"
-                 for a, b in _terms(self.name)]
-        return (f"{self.name} was the President of the United States on this date (in office "
-                f"{and_list(parts)}).")
+        parts = [
+            f"from {date.fromordinal(a).isoformat()} to {date.fromordinal(b).isoformat()}"
+            if b != OPEN_END
+            else f"from {date.fromordinal(a).isoformat()} on"
+            for a, b in _terms(self.name)
+        ]
+        return f"{self.name} was the President of the United States on this date (in office {and_list(parts)})."
 
     @classmethod
     def instantiate(cls, rng, seed, used, cal):
         o = seed.toordinal()
-        names = [n for n, _ in kb.US_PRESIDENTS if ("president", n) not in used
-                 and any(a <= o <= b for a, b in _terms(n))]
+        names = [
+            n for n, _ in kb.US_PRESIDENTS if ("president", n) not in used and any(a <= o <= b for a, b in _terms(n))
+        ]
         return cls(rng.choice(names)) if names else None
 
 
@@ -241,8 +263,11 @@ class EventFact(Fact):
         y0, y1 = int(cal.year[window].min()), int(cal.year[window].max())
         name, verb, years, _ = SPORT_EVENTS[self.event]
         listed = [str(y) for y in years if y0 <= y <= y1]
-        plural = {"the Summer Olympic Games": "the Summer Olympic Games", "the Winter Olympic Games":
-                  "the Winter Olympic Games", "a FIFA World Cup": "FIFA World Cups"}[name]
+        plural = {
+            "the Summer Olympic Games": "the Summer Olympic Games",
+            "the Winter Olympic Games": "the Winter Olympic Games",
+            "a FIFA World Cup": "FIFA World Cups",
+        }[name]
         span = f"in {y0}" if y0 == y1 else f"between {y0} and {y1}"
         if not listed:
             ref = f"no {plural.replace('the ', '')} were held {span}"
@@ -259,6 +284,7 @@ class EventFact(Fact):
 
 
 # -- knowledge-base events (the anchor) ---------------------------------------------------------------------------
+
 
 def _kb_event(name: str) -> tuple[int, int, bool]:
     for n, day in kb.DAY_EVENTS:
@@ -285,8 +311,10 @@ class KnowledgeBaseEventFact(Fact):
         if self.relation == "same_year":
             return date(d.year, 1, 1).toordinal(), date(d.year, 12, 31).toordinal()
         if self.relation == "same_month":
-            return (date(d.year, d.month, 1).toordinal(),
-                    date(d.year, d.month, pycal.monthrange(d.year, d.month)[1]).toordinal())
+            return (
+                date(d.year, d.month, 1).toordinal(),
+                date(d.year, d.month, pycal.monthrange(d.year, d.month)[1]).toordinal(),
+            )
         return lo, hi
 
     def mask(self, v):
@@ -319,8 +347,10 @@ class KnowledgeBaseEventFact(Fact):
         lo, hi, _ = _kb_event(self.event)
         if lo == hi:
             return self.implicit()[:-1] + f", which took place on {date.fromordinal(lo).isoformat()}."
-        return (f"The date falls during {self.event}, which lasted from {date.fromordinal(lo).isoformat()} to "
-                f"{date.fromordinal(hi).isoformat()}, both days included.")
+        return (
+            f"The date falls during {self.event}, which lasted from {date.fromordinal(lo).isoformat()} to "
+            f"{date.fromordinal(hi).isoformat()}, both days included."
+        )
 
     @classmethod
     def instantiate(cls, rng, seed, used, cal):  # anchors are drawn, never instantiated from a seed (Algorithm 2)
