@@ -204,6 +204,7 @@ def reduced(tmp_path_factory):
         "max_steps=2",
         "batch_size=2",
         "resamples=200",
+        "curve_every=1",
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out, json.loads((out / "summary.json").read_text())
@@ -255,6 +256,16 @@ def test_reduced_experiment_statistics_match_the_runs(reduced):
             )
         lo, hi = diff["interval"]
         assert lo <= diff["difference"] <= hi
+    # The curves: the held-out set scored while training (before step 1, after steps 1 and 2) by the evaluator's
+    # code on the model in memory; the last point is the final evaluation of the saved model on the same rows.
+    for variant, by_mode in summary["curves"].items():
+        for mode, curve in by_mode.items():
+            assert curve["steps"] == [0, 1, 2]
+            runs = [summary["runs"][f"{variant}-{mode}-seed{s}"] for s in (0, 1)]
+            for run in runs:
+                assert run["curve"]["2"] == pytest.approx(run["nar"])  # JSON: steps as text keys
+            assert curve["nar_mean"][-1] == pytest.approx(by_mode_nar := summary["arms"][variant][mode]["nar_mean"])
+            assert curve["nar_min"][-1] == min(r["nar"] for r in runs) <= by_mode_nar
     effect = summary["ambiguous_effect"]["plain"]
     assert effect["difference"] == pytest.approx(
         summary["arms"]["with_ambiguous"]["plain"]["nar_mean"] - summary["arms"]["confident"]["plain"]["nar_mean"]

@@ -48,6 +48,7 @@ BASELINE_MODE = "plain"
 # data variant -> where the ambiguous (0.5 <= S <= 2.5) records stay (timealign.data.synthetic.annotators.retain)
 VARIANTS = {"confident": "none", "with_ambiguous": "train"}
 TEST_SEED = 10_000  # the held-out set's seed: one test set for every run
+CURVE_ALL_ROWS = 1_000_000  # live_eval.max_samples above any held-out set: the curve scores all of it
 MODE_COLORS = {"plain": "#7f7f7f", "offset": "#1f77b4", "log_offset": "#2ca02c", "weight": "#d62728"}
 
 
@@ -79,9 +80,16 @@ class MarginsOptions:
     )
     scenario_disagreement: float = opt(0.5, "spread of the annotator noise across scenarios (0: all alike)")
     epochs: float = opt(
-        3.0,
-        "training epochs per run (training.num_train_epochs; 3 as in recipe experiment-dpo: "
-        "the held-out NAR flips after about 125-165 steps of 8 pairs)",
+        5.0,
+        "training epochs per run (training.num_train_epochs; recipe experiment-dpo trains 3, after which the held-out "
+        "NAR of offset-DPO has flipped (about 125-165 steps of 8 pairs) but plain DPO's, with its smaller gradient "
+        "at the start, may not have: 5 lets every arm reach its plateau, and the curve shows when each got there)",
+    )
+    curve_every: int = opt(
+        20,
+        "score the whole held-out set every N optimizer steps while training (live_eval.every_steps, the evaluator's "
+        "code on the model in memory; also before the first step): each arm's NAR curve, so a difference in speed is "
+        "told from a difference in where an arm ends; 0: off",
     )
     max_steps: int = opt(
         -1, "cap on optimizer steps per run (training.max_steps; -1: the epochs decide); the CI test runs a few"
@@ -201,6 +209,31 @@ def difference_row(a: dict[int, dict], b: dict[int, dict], resamples: int) -> di
     }
 
 
+def nar_curve(model_dir: Path) -> dict[int, float]:
+    """step -> held-out NAR while training (the run's live-eval points)."""
+    from timealign.experiment.analysis import live_curve
+
+    return {int(p["step"]): p["nar"] for p in live_curve(model_dir) if p.get("nar") is not None}
+
+
+def curve_row(by_seed: dict[int, dict[int, float]]) -> dict:
+    """An arm's curves: per step (scored in every seed) the mean NAR over the seeds, min and max, and per seed the
+    first step at which NAR reached 0.75 (None: never)."""
+    steps = sorted(set.intersection(*(set(c) for c in by_seed.values()))) if by_seed else []
+    return {
+        "steps": steps,
+        "nar_mean": [statistics.fmean(by_seed[s][k] for s in by_seed) for k in steps],
+        "nar_min": [min(by_seed[s][k] for s in by_seed) for k in steps],
+        "nar_max": [max(by_seed[s][k] for s in by_seed) for k in steps],
+        "first_step_at_075": {
+            str(s): next((k for k in sorted(c) if c[k] >= CURVE_LEVEL), None) for s, c in sorted(by_seed.items())
+        },
+    }
+
+
+CURVE_LEVEL = 0.75  # the "has learned the gap rule" line of the curves (make demo's bar)
+
+
 def arm_row(reports: dict[int, dict], resamples: int) -> dict:
     """An arm's NAR per seed (with the evaluator's interval), their mean with a pooled interval, and the spread."""
     from timealign.eval.bootstrap import bootstrap_intervals
@@ -254,6 +287,9 @@ class MarginsExperiment:
             "training.per_device_train_batch_size": str(o.batch_size),
             "training.logging_steps": "1",
             "eval.bootstrap": str(o.resamples),
+            # the whole held-out set (every confident test record), the rows the final evaluation scores
+            "live_eval.every_steps": str(o.curve_every),
+            "live_eval.max_samples": str(CURVE_ALL_ROWS),
             "output_dir": str(self.out / "models" / f"{variant}-{mode}-seed{seed}"),
         }
         return load_recipe(DPO_RECIPE, {**overrides, "dpo.margin_mode": mode}, task="dpo")
@@ -294,6 +330,7 @@ class MarginsExperiment:
                         "nar": report["overall"]["nar"],
                         "n": report["overall"]["n"],
                         "train": train_summary(Path(checkpoint)),
+                        "curve": nar_curve(Path(checkpoint)),
                         "train_seconds": round(t1 - t0, 1),
                         "eval_seconds": round(time.perf_counter() - t1, 1),
                     }
@@ -314,6 +351,10 @@ class MarginsExperiment:
             if set(VARIANTS) <= set(self.variants)
             else {}
         )
+        curves = {
+            v: {m: curve_row({s: runs[f"{v}-{m}-seed{s}"]["curve"] for s in self.seeds}) for m in self.modes}
+            for v in self.variants
+        }
         first = next(iter(next(iter(reports.values())).values()))[self.seeds[0]]
         seconds["total"] = round(time.perf_counter() - start, 1)
         summary: dict[str, Any] = {
@@ -333,6 +374,7 @@ class MarginsExperiment:
             "arms": arms,
             "vs_baseline": vs_baseline,
             "ambiguous_effect": ambiguous_effect,
+            "curves": curves,
             "runs": runs,
             "seconds": seconds,
         }
@@ -410,6 +452,31 @@ def markdown_report(summary: dict) -> str:
         diff_table(
             f"## Paired differences vs plain DPO (margin_mode plain), {v}", rows.items(), lambda m: f"{m} - none"
         )
+    curves = summary.get("curves") or {}
+    if any(c["steps"] for by in curves.values() for c in by.values()):
+        lines += [
+            "",
+            "## Learning curves: held-out NAR while training (mean over seeds [min, max])",
+            "",
+        ]
+        for v, by_mode in curves.items():
+            steps = next(iter(by_mode.values()))["steps"]
+            shown = [k for i, k in enumerate(steps) if i % max(1, len(steps) // 8) == 0 or k == steps[-1]]
+            lines += [
+                f"{v}:",
+                "",
+                "| margin_mode | " + " | ".join(f"step {k}" for k in shown) + " | "
+                f"first step at NAR >= {CURVE_LEVEL} per seed |",
+                "|---" * (len(shown) + 2) + "|",
+            ]
+            for m, c in by_mode.items():
+                at = {k: i for i, k in enumerate(c["steps"])}
+                cells = [
+                    f"{c['nar_mean'][at[k]]:.3f} [{c['nar_min'][at[k]]:.2f}, {c['nar_max'][at[k]]:.2f}]" for k in shown
+                ]
+                reached = ", ".join("never" if x is None else str(x) for x in c["first_step_at_075"].values())
+                lines.append(f"| {m} | " + " | ".join(cells) + f" | {reached} |")
+            lines.append("")
     if summary["ambiguous_effect"]:
         diff_table(
             "## Adding the ambiguous pairs (with_ambiguous - confident), per margin_mode",
@@ -436,7 +503,9 @@ def write_plot(summary: dict, path: Path) -> None:
 
     variants = list(summary["arms"])
     modes = summary["settings"]["modes"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    curves = summary.get("curves") or {}
+    with_curves = any(c["steps"] for by in curves.values() for c in by.values())
+    fig, axes = plt.subplots(1, 3 if with_curves else 2, figsize=(16.5 if with_curves else 11, 4.2))
     ax = axes[0]
     width = 0.8 / len(modes)
     for j, m in enumerate(modes):
@@ -471,6 +540,17 @@ def write_plot(summary: dict, path: Path) -> None:
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=7)
     ax.set_xlabel("paired NAR difference (pooled over seeds, 95% CI)")
+    if with_curves:
+        ax = axes[2]
+        styles = {v: ls for v, ls in zip(curves, ("-", "--", ":"))}
+        for v, by_mode in curves.items():
+            for m, c in by_mode.items():
+                ax.plot(c["steps"], c["nar_mean"], ls=styles[v], color=MODE_COLORS.get(m), label=f"{m} ({v})")
+        ax.axhline(CURVE_LEVEL, color="grey", lw=0.8, ls=":")
+        ax.set_ylim(0.4, 1.0)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("held-out NAR while training (mean over seeds)")
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
