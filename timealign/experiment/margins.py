@@ -48,7 +48,6 @@ BASELINE_MODE = "plain"
 # data variant -> where the ambiguous (0.5 <= S <= 2.5) records stay (timealign.data.synthetic.annotators.retain)
 VARIANTS = {"confident": "none", "with_ambiguous": "train"}
 TEST_SEED = 10_000  # the held-out set's seed: one test set for every run
-CURVE_ALL_ROWS = 1_000_000  # live_eval.max_samples above any held-out set: the curve scores all of it
 MODE_COLORS = {"plain": "#7f7f7f", "offset": "#1f77b4", "log_offset": "#2ca02c", "weight": "#d62728"}
 
 
@@ -86,10 +85,18 @@ class MarginsOptions:
         "at the start, may not have: 5 lets every arm reach its plateau, and the curve shows when each got there)",
     )
     curve_every: int = opt(
-        20,
-        "score the whole held-out set every N optimizer steps while training (live_eval.every_steps, the evaluator's "
+        25,
+        "score held-out pairs (curve_samples of them) every N optimizer steps while training (live_eval.every_steps, "
+        "the evaluator's "
         "code on the model in memory; also before the first step): each arm's NAR curve, so a difference in speed is "
         "told from a difference in where an arm ends; 0: off",
+    )
+    curve_samples: int = opt(
+        160,
+        "held-out pairs the curve scores (live_eval.max_samples: a seeded sample stratified by label, the same rows "
+        "at "
+        "every point and in every run); at or above the held-out set's size the curve's last point is the final "
+        "evaluation itself",
     )
     max_steps: int = opt(
         -1, "cap on optimizer steps per run (training.max_steps; -1: the epochs decide); the CI test runs a few"
@@ -287,9 +294,8 @@ class MarginsExperiment:
             "training.per_device_train_batch_size": str(o.batch_size),
             "training.logging_steps": "1",
             "eval.bootstrap": str(o.resamples),
-            # the whole held-out set (every confident test record), the rows the final evaluation scores
             "live_eval.every_steps": str(o.curve_every),
-            "live_eval.max_samples": str(CURVE_ALL_ROWS),
+            "live_eval.max_samples": str(o.curve_samples),
             "output_dir": str(self.out / "models" / f"{variant}-{mode}-seed{seed}"),
         }
         return load_recipe(DPO_RECIPE, {**overrides, "dpo.margin_mode": mode}, task="dpo")
