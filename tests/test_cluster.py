@@ -26,7 +26,8 @@ from conftest import REPO_ROOT, launcher_env
 
 from timealign import cluster
 from timealign.config import RecipeError, load_recipe
-from timealign.train import resume
+from timealign.render.checkpoint import CHECKPOINT_RECIPE
+from timealign.train import preemption, resume
 
 CONFIGS = ("ddp", "fsdp", "fsdp_offload", "zero2", "zero3", "zero3_offload")
 SCRIPTS = ("slurm/dpo.sbatch", "slurm/sft.sbatch", "slurm/eval.sbatch", "slurm/launch.sh")
@@ -569,7 +570,7 @@ def _checkpoint(root: Path, step: int, complete: bool = True, recipe=None) -> Pa
     if recipe is not None:
         import yaml
 
-        (path / resume.CHECKPOINT_RECIPE).write_text(yaml.safe_dump(recipe.to_dict()))
+        (path / CHECKPOINT_RECIPE).write_text(yaml.safe_dump(recipe.to_dict()))
     return path
 
 
@@ -609,7 +610,7 @@ def test_preemption_callback_signal_and_stop_file(tmp_path):
     class Args:
         device = "cpu"
 
-    callback = resume.PreemptionCallback()
+    callback = preemption.PreemptionCallback()
     callback.install()
     try:
         state, control = TrainerState(global_step=3, max_steps=6), TrainerControl()
@@ -624,7 +625,7 @@ def test_preemption_callback_signal_and_stop_file(tmp_path):
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
 
     stop = tmp_path / "job.stop"
-    callback = resume.PreemptionCallback(stop_file=str(stop))
+    callback = preemption.PreemptionCallback(stop_file=str(stop))
     control = TrainerControl()
     callback.on_step_end(Args(), TrainerState(global_step=1), control)
     assert not control.should_training_stop
@@ -655,28 +656,28 @@ def test_stop_outcome_says_what_slurm_will_do():
         "job 77 was cancelled (scancel): it is not requeued; resubmit the same command "
         "(training.resume_from_checkpoint=auto) to continue from it",
     )
-    assert resume.stop_outcome("SIGTERM", job, slurm("COMPLETING")) == cancelled  # what scancel shows
-    assert resume.stop_outcome("SIGTERM", job, slurm("CANCELLED", limit="01:00:00")) == cancelled
+    assert preemption.stop_outcome("SIGTERM", job, slurm("COMPLETING")) == cancelled  # what scancel shows
+    assert preemption.stop_outcome("SIGTERM", job, slurm("CANCELLED", limit="01:00:00")) == cancelled
     for state in ("TIMEOUT", "COMPLETING"):
-        requeued, line = resume.stop_outcome("SIGTERM", job, slurm(state, run="1-00:00:03", limit="1-00:00:00"))
+        requeued, line = preemption.stop_outcome("SIGTERM", job, slurm(state, run="1-00:00:03", limit="1-00:00:00"))
         assert not requeued and "reached its time limit" in line and "raise launch.signal_seconds" in line
     for fields in (slurm("PREEMPTED"), slurm("COMPLETING", restarts="1")):  # scontrol requeue: Restarts counted
-        requeued, line = resume.stop_outcome("SIGTERM", job, fields)
+        requeued, line = preemption.stop_outcome("SIGTERM", job, fields)
         assert requeued and "Slurm requeues job 77" in line and "BeginTime" in line
-    assert not resume.stop_outcome("SIGTERM", job, slurm("PREEMPTED", requeue="0"))[0]
+    assert not preemption.stop_outcome("SIGTERM", job, slurm("PREEMPTED", requeue="0"))[0]
     assert (
-        resume.stop_outcome("SIGTERM", {**job, "SLURM_RESTART_COUNT": "1"}, slurm("COMPLETING", restarts="1"))
+        preemption.stop_outcome("SIGTERM", {**job, "SLURM_RESTART_COUNT": "1"}, slurm("COMPLETING", restarts="1"))
         == cancelled
     )
     for reason in ("SIGUSR1", "stop file /logs/77.stop", "another rank"):  # the USR1 warning, however it came
-        requeued, line = resume.stop_outcome(reason, job, slurm("RUNNING"))
+        requeued, line = preemption.stop_outcome(reason, job, slurm("RUNNING"))
         assert requeued and "the batch script requeues job 77" in line, reason
-    assert not resume.stop_outcome("SIGUSR1", {**job, "TIMEALIGN_REQUEUE": "0"}, slurm("RUNNING"))[0]
+    assert not preemption.stop_outcome("SIGUSR1", {**job, "TIMEALIGN_REQUEUE": "0"}, slurm("RUNNING"))[0]
     capped = {**job, "SLURM_RESTART_COUNT": "3", "TIMEALIGN_MAX_REQUEUES": "3"}
-    assert "requeued 3 times already" in resume.stop_outcome("SIGUSR1", capped, slurm("RUNNING"))[1]
-    requeued, line = resume.stop_outcome("SIGTERM", job, slurm("RUNNING"))  # a SIGTERM Slurm did not send
+    assert "requeued 3 times already" in preemption.stop_outcome("SIGUSR1", capped, slurm("RUNNING"))[1]
+    requeued, line = preemption.stop_outcome("SIGTERM", job, slurm("RUNNING"))  # a SIGTERM Slurm did not send
     assert not requeued and "requeued only if Slurm requeues it" in line
-    assert resume.stop_outcome("SIGUSR1", {}, slurm("RUNNING"))[1].startswith("not in a Slurm job")
+    assert preemption.stop_outcome("SIGUSR1", {}, slurm("RUNNING"))[1].startswith("not in a Slurm job")
 
 
 OUTLIVE = """
@@ -712,10 +713,10 @@ def test_save_timing_warns_when_a_step_and_a_save_outgrow_the_signal_lead(monkey
     class Args:
         device = "cpu"
 
-    timing = resume.SaveTimingCallback(signal_seconds=1)
+    timing = preemption.SaveTimingCallback(signal_seconds=1)
     state = TrainerState(global_step=4, max_steps=8)
-    monkeypatch.setenv(resume.SLOW_SAVE_ENV, "1.2")  # the test-only slow save: sleeps in on_save
-    with caplog.at_level("INFO", logger="timealign.train.resume"):
+    monkeypatch.setenv(preemption.SLOW_SAVE_ENV, "1.2")  # the test-only slow save: sleeps in on_save
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):
         timing.on_step_begin(Args(), state, TrainerControl())
         timing.on_step_end(Args(), state, TrainerControl())
         timing.on_save(Args(), state, TrainerControl())
@@ -724,10 +725,10 @@ def test_save_timing_warns_when_a_step_and_a_save_outgrow_the_signal_lead(monkey
     assert re.search(r"checkpoint-4 saved in 1\.\d s", text), text
     assert "more than launch.signal_seconds=1" in text and "raise launch.signal_seconds to at least" in text
     caplog.clear()
-    monkeypatch.delenv(resume.SLOW_SAVE_ENV)
-    resume.SaveTimingCallback(signal_seconds=600).on_save(Args(), state, TrainerControl())  # no step yet: silent
-    timing = resume.SaveTimingCallback(signal_seconds=600)
-    with caplog.at_level("INFO", logger="timealign.train.resume"):
+    monkeypatch.delenv(preemption.SLOW_SAVE_ENV)
+    preemption.SaveTimingCallback(signal_seconds=600).on_save(Args(), state, TrainerControl())  # no step yet: silent
+    timing = preemption.SaveTimingCallback(signal_seconds=600)
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):
         timing.on_step_begin(Args(), state, TrainerControl())
         timing.on_step_end(Args(), state, TrainerControl())
         timing.on_save(Args(), state, TrainerControl())
@@ -756,13 +757,13 @@ class SignalAt(TrainerCallback):  # a real SIGUSR1 to this process after step K,
         if state.global_step == int(os.environ["SIGNAL_AT_STEP"]):
             os.kill(os.getpid(), signal.SIGUSR1)
 
-build = dpo.build_trainer
-def build_with_signal(recipe):
-    trainer = build(recipe)
+make = dpo.make_trainer
+def make_with_signal(recipe, ready, data):
+    trainer = make(recipe, ready, data)
     trainer.add_callback(SignalAt())
     return trainer
 
-dpo.build_trainer = build_with_signal
+dpo.make_trainer = make_with_signal
 sys.exit(dpo.main(sys.argv[1:]))
 """
 
@@ -854,7 +855,7 @@ def test_preempted_run_resumes_with_identical_losses(baseline, train_env, prepar
     script = tmp_path / "preempt.py"
     script.write_text(PREEMPT_SCRIPT)
     proc = _run([sys.executable, str(script), *args], {**env, "SIGNAL_AT_STEP": "3"}, check=False)
-    assert proc.returncode == resume.EXIT_REQUEUE, proc.stderr[-3000:]
+    assert proc.returncode == preemption.EXIT_REQUEUE, proc.stderr[-3000:]
     marker = json.loads((out / "preempted.json").read_text())
     assert marker == {"checkpoint": str(out / "checkpoint-3"), "step": 3, "reason": "SIGUSR1"}
     assert json.loads((tmp_path / "job.stop.requeue").read_text())["step"] == 3  # what the sbatch script requeues on

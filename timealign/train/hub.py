@@ -75,11 +75,11 @@ class HubUploadMixin:
     _card_context: dict | None = None
 
     def attach_model_card(self, recipe, data_dir=None, wandb_url: str | None = None) -> None:
-        """The run the card describes (`timealign.train.resume.train_and_save` calls this before training)."""
+        """The run the card describes (`timealign.train.session.TrainingSession.start` calls this before training)."""
         self._card_context = {"recipe": recipe, "data_dir": data_dir, "wandb_url": wandb_url}
 
     def create_model_card(self, *args, **kwargs) -> None:
-        if self._card_context is None:  # a trainer used outside train_and_save: TRL's card
+        if self._card_context is None:  # a trainer used outside a TrainingSession: TRL's card
             return super().create_model_card(*args, **kwargs)
         if not self.is_world_process_zero():
             return None

@@ -2,7 +2,7 @@
 
     python -m timealign.train.model_card checkpoint=outputs/tiny            # rewrite it, e.g. after eval/run.py
 
-Training writes it into output_dir when it ends (`timealign.train.resume.train_and_save`, main process only), the
+Training writes it into output_dir when it ends (`timealign.train.final_model.write_run_card`, main process only), the
 trainers' hub upload writes it before each push (`timealign.train.hub`), and `train/export.py` writes one beside
 the merged weights. Built with huggingface_hub's `ModelCard` / `ModelCardData`: the YAML header carries base_model
 (hub ids only: the hub refuses a local path there), library_name, license (unknown: the base model's license
@@ -35,7 +35,7 @@ import yaml
 
 from timealign.config.options import RecipeError
 from timealign.config.schema import opt
-from timealign.config.tracking import TRAINING_RUN_FILE, run_folders
+from timealign.config.tracking import RUN_INFO_FILE, TRAIN_LOG, TRAINING_RUN_FILE, run_folders
 from timealign.config.written import card_may_replace, foreign_card_message, note_written
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
 
@@ -43,8 +43,6 @@ logger = logging.getLogger("timealign.train.model_card")
 
 CARD_FILE = "README.md"
 CARD_KEY = "timealign"  # the metadata block a rewrite reads back
-RUN_INFO_FILE = "run_info.json"  # timealign.train.resume's names (not imported: resume imports this module)
-TRAIN_LOG = "train_log.json"
 PREPARED_MANIFEST = "manifest.json"
 LICENSE = "unknown"  # the base model's license applies; we cannot know it for every base
 _LOW = ("low", "lo", "lower")

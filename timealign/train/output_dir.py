@@ -47,7 +47,8 @@ from timealign.config.written import KEPT, RUN_FILE, TEMPORARY, WRITTEN, note_ba
 from timealign.data.fingerprint import Fingerprint
 from timealign.data.prepared import fingerprint_of, global_rank
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
-from timealign.train.resume import RESUME_IGNORED, checkpoint_folders
+from timealign.train.checkpoints import checkpoint_folders
+from timealign.train.resume import RESUME_IGNORED
 
 logger = logging.getLogger("timealign.train.output_dir")
 
