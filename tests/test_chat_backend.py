@@ -27,15 +27,16 @@ from needs import vllm_missing
 from vllm_server import vllm_server
 
 from timealign.backends.base import BackendError, GenerationError
-from timealign.backends.chat import ChatBackend, ChatReply, parse_reply, reply_from_response, reply_string
+from timealign.backends.chat import ChatBackend, reply_from_response
 from timealign.backends.factory import make_backend
 from timealign.config import load_recipe
 from timealign.render.chat import RULES_PROMPT
+from timealign.render.chat_api import ChatReply, parse_reply, reply_string
 from timealign.render.paper import PAPER_REMINDER
+from timealign.render.tool_calls import is_empty_output, is_tool_call, paper_api_output
 from timealign.suites.tictoc.metrics import summarize
 from timealign.suites.tictoc.requests import ChatRequestRenderer
 from timealign.suites.tictoc.suite import evaluate_tictoc
-from timealign.suites.tictoc.tool_calls import is_empty_output, is_tool_call, paper_api_output
 
 HAS_VLLM = vllm_missing() is None  # raises under make test-vllm (TIMEALIGN_REQUIRE_VLLM=1) if vLLM is broken
 

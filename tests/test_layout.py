@@ -31,9 +31,9 @@ ALLOWED = {
     "__main__": {"cli"},
 }
 # Single modules allowed more than their package, with the reason. data.direct_answer=generate makes data prep
-# generate with the evaluator's backends and judge tool calls with the TicToc detector; the imports are inside the
-# functions that run only then, so `timealign.data` never loads an engine.
-EXCEPTIONS = {"timealign.data.generated_answers": {"backends", "suites"}}
+# generate with the evaluator's backends (tool calls are judged with timealign.render.tool_calls, below data); the
+# imports are inside the functions that run only then, so `timealign.data` never loads an engine.
+EXCEPTIONS = {"timealign.data.generated_answers": {"backends"}}
 
 
 def _module_name(path: Path) -> str:
