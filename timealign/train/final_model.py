@@ -18,7 +18,8 @@ from timealign.config.secrets import redact
 from timealign.config.tracking import TRAIN_LOG
 from timealign.config.written import card_may_replace, foreign_card_message
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
-from timealign.train.model_card import CARD_FILE, write_model_card
+from timealign.train.card_facts import CARD_FILE
+from timealign.train.model_card import write_model_card
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from timealign.config.written import card_may_replace, foreign_card_message
-from timealign.train.model_card import CARD_FILE, write_model_card
+from timealign.train.card_facts import CARD_FILE
+from timealign.train.model_card import write_model_card
 
 logger = logging.getLogger("timealign.train.hub")
 
