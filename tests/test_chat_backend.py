@@ -535,7 +535,7 @@ def build_api_agent(out: Path, base_dir: Path, rows: list[dict]) -> Path:
 @pytest.fixture(scope="module")
 def short_rows(tmp_path_factory):
     """Held-out synthetic TicToc rows, histories cut to the first exchange and the final question (fast to train)."""
-    from test_backends import tictoc_rows
+    from helpers import tictoc_rows
 
     rows = tictoc_rows(tmp_path_factory.mktemp("prepared"))
     return [dict(r, prompt=r["prompt"][:4] + r["prompt"][-1:]) for r in rows]
@@ -721,7 +721,7 @@ def test_forced_tool_calls_and_a_failed_request(server, short_rows, tmp_path):
 @pytest.mark.slow
 def test_eval_cli_with_the_chat_backend(server, tmp_path):
     """`python eval/run.py ... eval.backend=chat` end to end on a few TicToc samples, in both prompt protocols."""
-    from conftest import REPO_ROOT
+    from helpers import REPO_ROOT
 
     url, _ = server
     env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", TIMEALIGN_CACHE=str(tmp_path / "cache"))

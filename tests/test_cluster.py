@@ -22,7 +22,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from conftest import REPO_ROOT, launcher_env
+from helpers import REPO_ROOT, cluster_launch, launcher_env, run_checked
 
 from timealign import cluster
 from timealign.config import RecipeError, load_recipe
@@ -768,29 +768,6 @@ sys.exit(dpo.main(sys.argv[1:]))
 """
 
 
-@pytest.fixture(scope="module")
-def train_env(tmp_path_factory):
-    return launcher_env(TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")))
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    from timealign.data.pairs import prepare
-
-    out = tmp_path_factory.mktemp("prepared")
-    prepare(load_recipe("tiny", {"data.synthetic_trajectories": "8"}).data, out)
-    return out
-
-
-def _run(args, env, check=True, timeout=600):
-    proc = subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-        )
-    return proc
-
-
 def _log(out: Path, key: str = "loss") -> dict[int, float]:
     return {e["step"]: e[key] for e in json.loads((out / "train_log.json").read_text()) if key in e}
 
@@ -800,7 +777,7 @@ def baseline(train_env, prepared, tmp_path_factory):
     """One uninterrupted 6-step run (1 process, global batch 2), reporting to W&B offline."""
     root = tmp_path_factory.mktemp("baseline")
     out = root / "run"
-    _run(
+    run_checked(
         [
             sys.executable,
             str(REPO_ROOT / "train/dpo.py"),
@@ -854,7 +831,7 @@ def test_preempted_run_resumes_with_identical_losses(baseline, train_env, prepar
     env = {**train_env, "WANDB_DIR": str(tmp_path), "TIMEALIGN_STOP_FILE": str(stop)}
     script = tmp_path / "preempt.py"
     script.write_text(PREEMPT_SCRIPT)
-    proc = _run([sys.executable, str(script), *args], {**env, "SIGNAL_AT_STEP": "3"}, check=False)
+    proc = run_checked([sys.executable, str(script), *args], {**env, "SIGNAL_AT_STEP": "3"}, check=False)
     assert proc.returncode == preemption.EXIT_REQUEUE, proc.stderr[-3000:]
     marker = json.loads((out / "preempted.json").read_text())
     assert marker == {"checkpoint": str(out / "checkpoint-3"), "step": 3, "reason": "SIGUSR1"}
@@ -863,7 +840,7 @@ def test_preempted_run_resumes_with_identical_losses(baseline, train_env, prepar
     state = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())
     assert state["global_step"] == 3 and [e["step"] for e in state["log_history"]] == [1, 2, 3]
 
-    _run([sys.executable, str(REPO_ROOT / "train/dpo.py"), *args], env)  # the requeued job: same command
+    run_checked([sys.executable, str(REPO_ROOT / "train/dpo.py"), *args], env)  # the requeued job: same command
     info = json.loads((out / "run_info.json").read_text())
     assert info["resumed_from"] == str(out / "checkpoint-3") and info["global_step"] == 6 and not info["preempted"]
     assert not (out / "preempted.json").exists()
@@ -873,34 +850,6 @@ def test_preempted_run_resumes_with_identical_losses(baseline, train_env, prepar
         assert got == pytest.approx(expected, abs=1e-5), key
     runs = sorted((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 2 and {r.name.rsplit("-", 1)[1] for r in runs} == {info["wandb_run_id"]}  # one W&B run
-
-
-def _cluster_launch(env, prepared, out, *extra, nodes=1, gpus=2, rank=0, job="777", cpu_env=True):
-    slurm = {
-        "SLURM_JOB_ID": job,
-        "SLURM_JOB_NODELIST": ",".join(["127.0.0.1"] * nodes),
-        "SLURM_NNODES": str(nodes),
-        "SLURM_NODEID": str(rank),
-        "SLURM_GPUS_ON_NODE": str(gpus),
-    }
-    if cpu_env:
-        slurm["ACCELERATE_USE_CPU"] = "true"  # DDP over gloo; without it 2 processes train independently
-    args = [
-        sys.executable,
-        "-m",
-        "timealign.cluster",
-        "launch",
-        "task=dpo",
-        "recipe=tiny",
-        f"data.prepared_dir={prepared}",
-        "data.synthetic_trajectories=8",
-        f"output_dir={out}",
-        "training.logging_steps=1",
-        "training.per_device_train_batch_size=1",
-        "training.save_strategy=no",
-        *extra,
-    ]
-    return {**env, **slurm}, args
 
 
 def _check_distributed(out: Path, baseline: Path, steps: int, wrapper: str, world_size: int = 2):
@@ -915,8 +864,8 @@ def _check_distributed(out: Path, baseline: Path, steps: int, wrapper: str, worl
 def test_ddp_two_processes_on_one_node(baseline, train_env, prepared, tmp_path):
     """1 node x 2 "GPUs" through the SLURM launcher: accelerate launch --num_processes 2 with ddp.yaml on CPU."""
     out = tmp_path / "ddp"
-    env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2")
-    _run(args, env)
+    env, args = cluster_launch(train_env, prepared, out, "training.max_steps=2")
+    run_checked(args, env)
     info = _check_distributed(out, baseline, 2, "DistributedDataParallel")
     assert info["distributed_type"] == "DistributedType.MULTI_CPU"
 
@@ -931,7 +880,7 @@ def test_two_nodes_zero2_rendezvous_on_cpu(baseline, train_env, prepared, tmp_pa
     for rank in (0, 1):
         # No ACCELERATE_USE_CPU for DeepSpeed: with it accelerate builds a MULTI_CPU state and silently drops
         # DeepSpeed.
-        env, args = _cluster_launch(
+        env, args = cluster_launch(
             train_env,
             prepared,
             out,
@@ -956,10 +905,10 @@ def test_two_nodes_zero2_rendezvous_on_cpu(baseline, train_env, prepared, tmp_pa
 def test_deepspeed_zero3_two_processes(baseline, train_env, prepared, tmp_path):
     pytest.importorskip("deepspeed", reason="DeepSpeed not installed (pip install -e '.[deepspeed]')")
     out = tmp_path / "zero3"
-    env, args = _cluster_launch(
+    env, args = cluster_launch(
         train_env, prepared, out, "training.max_steps=2", "accelerate_config=zero3", job="779", cpu_env=False
     )
-    _run(args, env)
+    run_checked(args, env)
     info = _check_distributed(out, baseline, 2, "DeepSpeedEngine")
     assert info["zero_stage"] == 3 and info["distributed_type"] == "DistributedType.DEEPSPEED"
 
@@ -976,10 +925,10 @@ def test_fsdp_two_processes(baseline, train_env, prepared, tmp_path):
             "test_accelerate_config_loads_and_launches"
         )
     out = tmp_path / "fsdp"
-    env, args = _cluster_launch(
+    env, args = cluster_launch(
         train_env, prepared, out, "training.max_steps=2", "accelerate_config=fsdp", cpu_env=False
     )
-    _run(args, env)
+    run_checked(args, env)
     info = json.loads((out / "run_info.json").read_text())
     assert info["distributed_type"] == "DistributedType.FSDP" and info["model_wrapper"].startswith("FSDP")
 

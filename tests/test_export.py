@@ -22,8 +22,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import build_test_model, tictoc_rows
 from needs import vllm_missing
-from test_backends import build_test_model, tictoc_rows
 
 pytestmark = pytest.mark.slow
 

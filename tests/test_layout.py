@@ -150,3 +150,21 @@ def test_no_private_names_imported_across_modules():
                 if name.startswith("_") and not name.startswith("__"):
                     private.append(f"{path.relative_to(ROOT.parent)}:{line} imports {module}.{name}")
     assert not private, "\n".join(private)
+
+
+def test_test_modules_share_helpers_not_each_other():
+    """Shared builders live in tests/helpers.py and fixtures in conftest.py: no test module imports another test
+    module or conftest (a test file renamed or trimmed must not break its neighbours)."""
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for path in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            offenders += [
+                f"{path.name}:{node.lineno} imports {n}" for n in names if n == "conftest" or n.startswith("test_")
+            ]
+    assert offenders == [], offenders

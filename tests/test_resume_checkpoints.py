@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 from timealign.config import RecipeError
 from timealign.config.tracking import RUN_INFO_FILE, TRAIN_LOG
