@@ -300,7 +300,7 @@ class ScriptedBackend:
 def scripted(tokenizer, fail_target_interval_of=None, intervals=None, replies=None):
     """A ScriptedBackend answering every TIMER prompt of DIALOGS by hand (see test_timelychat_eval for the counts)."""
     from timealign.render.timer import TIMER_UTT, TimerRenderer
-    from timealign.suites.timelychat.suite import timing_cases
+    from timealign.suites.timelychat.turn_level import timing_cases
 
     r = TimerRenderer(tokenizer)
     intervals = intervals or {  # (dialog, turn) -> what the model writes at <TIME>

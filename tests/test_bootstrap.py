@@ -181,7 +181,7 @@ def test_units_of_a_timelychat_suite_report_give_its_numbers(tiny_tokenizer, unp
     from helpers import DIALOGS, scripted
 
     from timealign.render.timer import add_timer_tokens
-    from timealign.suites.timelychat.suite import evaluate_timelychat
+    from timealign.suites.timelychat.turn_level import evaluate_timelychat
 
     tokenizer = copy.deepcopy(tiny_tokenizer)
     add_timer_tokens(tokenizer)

@@ -194,7 +194,7 @@ def test_timer_run_logs_delay_f1_and_rmsle_curves(tmp_path):
     from timealign.data.prepared import prepared_dir_for
     from timealign.data.timelychat import TimerDialog
     from timealign.data.timer_prep import load_timer_prepared
-    from timealign.suites.timelychat.suite import evaluate_timelychat
+    from timealign.suites.timelychat.turn_level import evaluate_timelychat
     from timealign.train import sft
 
     recipe = load_recipe(

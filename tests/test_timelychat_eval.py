@@ -26,14 +26,9 @@ from timealign.suites.timelychat.judge import (
 )
 from timealign.suites.timelychat.metrics import bleu2, rmsle, rouge_l, timing_metrics
 from timealign.suites.timelychat.postprocess import clean_reply
-from timealign.suites.timelychat.suite import (
-    SUITE,
-    evaluate_timelychat,
-    markdown_summary,
-    run_timelychat_suite,
-    timer_renderer_for_backend,
-    timing_cases,
-)
+from timealign.suites.timelychat.report import markdown_summary
+from timealign.suites.timelychat.suite import SUITE, run_timelychat_suite
+from timealign.suites.timelychat.turn_level import evaluate_timelychat, timer_renderer_for_backend, timing_cases
 
 # ------------------------------------------------------------------------------------------------- timing metrics
 
@@ -573,7 +568,7 @@ def test_suite_on_a_tiny_timer_checkpoint(timer_checkpoint, hf_timer, tmp_path):
         options=SUITE.parse_options({"data": "synthetic", "n": "4", "seed": "3", **SMALL}),
     )
     report = get_suite("timelychat").run(hf_timer, ctx)
-    from timealign.suites.timelychat.suite import load_eval_dialogs
+    from timealign.suites.timelychat.eval_data import load_eval_dialogs
 
     dialogs = load_eval_dialogs(None, 4, 3)
     assert [s["id"] for s in report["samples"]] == [d.id for d in dialogs]
