@@ -1,4 +1,5 @@
-"""Shared fixtures: the locally built tiny model, offline settings, and the optional ../shared data."""
+"""Shared fixtures: the locally built tiny model, offline settings, and the optional ../shared data. Shared helpers
+(paths, builders, readers) are in tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import launcher_env
 from needs import shared_path
 
 # Tests never reach the hub and never upload runs.
@@ -13,29 +15,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-
-
-def launcher_env(**extra: str) -> dict[str, str]:
-    """This environment for a child training process: offline, unbuffered, one OpenMP thread, and none of the
-    Slurm / accelerate / stop-file / W&B-run variables that would make it join or resume something else."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLURM_", "ACCELERATE_", "TIMEALIGN_STOP", "WANDB_RUN_ID"))
-    }
-    env.update(
-        HF_HUB_OFFLINE="1",
-        HF_HUB_DISABLE_TELEMETRY="1",
-        WANDB_MODE="offline",
-        TOKENIZERS_PARALLELISM="false",
-        PYTHONUNBUFFERED="1",
-        OMP_NUM_THREADS="1",
-        **extra,
-    )
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -64,3 +43,20 @@ def timelychat_sample() -> Path:
     """The six author-written TimelyChat dialogs (paper Appendix A.2) in the authors' eval layout; skipped where
     absent, failed in CI (tests/needs.py)."""
     return shared_path("data", "timelychat-sample", "eval.jsonl")
+
+
+@pytest.fixture(scope="module")
+def train_env(tmp_path_factory):
+    """The environment of a child training process, with a cache of its own per test module."""
+    return launcher_env(TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """8 synthetic trajectories prepared as the tiny recipe's pairs, once per test module."""
+    from timealign.config import load_recipe
+    from timealign.data.pairs import prepare
+
+    out = tmp_path_factory.mktemp("prepared")
+    prepare(load_recipe("tiny", {"data.synthetic_trajectories": "8"}).data, out)
+    return out

@@ -1,7 +1,7 @@
 """Backends (interface, factory, hf, openai), the resume cache with per-sample failures, and the compare chart.
 
 The vLLM engine itself is tested in tests/test_vllm_backend.py (it needs vLLM, installed in its own environment).
-`build_test_model` below is shared with that file.
+`build_test_model` and `tictoc_rows` (tests/helpers.py) are shared with it.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
+from helpers import BOS, build_test_model, tictoc_rows
 
 from timealign.backends.base import (
     GREEDY,
@@ -24,61 +24,7 @@ from timealign.backends.base import (
 )
 from timealign.backends.cache import cached_generate, read_cache
 from timealign.backends.factory import make_backend
-from timealign.config import DataSection, RecipeError, load_recipe
-
-BOS = "<s>"
-
-
-# ------------------------------------------------------------------------------------------ shared test fixtures
-def build_test_model(
-    out: Path, base_dir: Path, rows: list[dict], *, std: float = 0.3, seed: int = 1, bos: bool = True
-) -> Path:
-    """The tiny architecture with weights redrawn at `std` (the stock random init emits one token over and over; at
-    0.3 the greedy outputs vary per prompt and the top-2 logit gap stays far above float noise), a BOS-adding
-    tokenizer whose chat template starts with the BOS (like Llama 3), and a second EOS id in generation_config
-    taken from the model's own greedy output on the first of `rows` (TicToc rows), so generations end at different
-    lengths within a batch."""
-    import torch
-    from tokenizers.processors import TemplateProcessing
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from timealign.tiny import TINY_CHAT_TEMPLATE
-
-    tokenizer = AutoTokenizer.from_pretrained(base_dir)
-    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    if bos:
-        tokenizer.add_special_tokens({"bos_token": BOS})
-        bos_id = tokenizer.convert_tokens_to_ids(BOS)
-        tokenizer._tokenizer.post_processor = TemplateProcessing(
-            single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)]
-        )
-        tokenizer.chat_template = "{{ bos_token }}" + TINY_CHAT_TEMPLATE
-        model.resize_token_embeddings(len(tokenizer))
-        model.config.bos_token_id = bos_id
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0.0, std)
-    from timealign.render.chat import PromptRenderer
-
-    probe = tokenizer(PromptRenderer(tokenizer).prompt(rows[0]["prompt"], rows[0]["tools"]), return_tensors="pt")
-    greedy = model.generate(**probe, max_new_tokens=6, do_sample=False)[0, probe["input_ids"].shape[1] :].tolist()
-    model.generation_config.eos_token_id = [tokenizer.eos_token_id, greedy[2]]
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
-def tictoc_rows(folder: Path, trajectories: int = 4) -> list[dict]:
-    """Held-out TicToc pair rows from the synthetic generator, as the tictoc suite reads them."""
-    from timealign.data.pairs import load_prepared, prepare
-
-    if not (folder / "manifest.json").exists():
-        prepare(DataSection(synthetic_trajectories=trajectories), folder)
-    return load_prepared(folder)["test"].to_list()
+from timealign.config import RecipeError, load_recipe
 
 
 @pytest.fixture(scope="module")

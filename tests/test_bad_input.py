@@ -12,76 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import FINAL_TIMES, annotated_record, rid, v1_record, write_jsonl, write_v1
 
 from timealign.config import DataSection, RecipeError
 from timealign.data.records import RecordError
 from timealign.data.tictoc import MAX_ARGUMENT_DEPTH, PREFER_NO_TOOL, TicTocFormatError, load_annotated, load_v1
 from timealign.data.timelychat import load_files, load_timelychat
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_price",
-            "description": "Latest price of a stock.",
-            "parameters": {"type": "object", "properties": {"symbol": {"type": "string"}}},
-        },
-    }
-]
-FINAL_TIMES = ["2024-05-01T09:05:00Z", "2024-05-01T12:00:00Z", "2024-05-03T12:00:00Z"]
-
-
-def history(session: str, final_time="2024-05-01T12:00:00Z") -> list[dict]:
-    return [
-        {"role": "system", "content": f"You check stock prices. Session {session}.", "time": "2024-05-01T09:00:00Z"},
-        {"role": "user", "content": "Price of ACME?", "time": "2024-05-01T09:00:00Z"},
-        {
-            "role": "assistant",
-            "content": None,
-            "time": "2024-05-01T09:00:03Z",
-            "tool_calls": [
-                {
-                    "id": "call_a",
-                    "type": "function",
-                    "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'},
-                }
-            ],
-        },
-        {
-            "role": "tool",
-            "tool_call_id": "call_a",
-            "name": "get_price",
-            "content": '{"price": 10}',
-            "time": "2024-05-01T09:00:04Z",
-        },
-        {"role": "assistant", "content": "ACME is at 10.", "time": "2024-05-01T09:00:08Z"},
-        {"role": "user", "content": "Is ACME above 15 now?", "time": final_time},
-    ]
-
-
-def v1_record(rid: str) -> dict:
-    """A valid v1 record; ids are `stock_market_order_book_<n>` (a known scenario), each its own conversation."""
-    return {"id": rid, "history": history(rid, FINAL_TIMES), "function": copy.deepcopy(TOOLS)}
-
-
-def annotated_record(rid: str, score: float = 3.0) -> dict:
-    return {"id": rid, "history": history(rid), "function": copy.deepcopy(TOOLS), "elapse_level": 1, "score": score}
-
-
-def rid(n: int) -> str:
-    return f"stock_market_order_book_{n}"
-
-
-def write_v1(folder: Path, files: dict[str, list]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, records in files.items():
-        (folder / name).write_text(json.dumps(records))
-    return folder
-
-
-def write_jsonl(path: Path, records: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
 
 
 def expect_named_and_skipped(load, path, source, bad_id, reason, kept_ids):

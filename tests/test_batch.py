@@ -7,7 +7,7 @@ import json
 import sys
 
 import pytest
-from conftest import REPO_ROOT, launcher_env
+from helpers import REPO_ROOT, launcher_env
 
 from timealign.config import RecipeError, load_recipe
 from timealign.train.batch import optimizer_steps, plan_batch, schedule_warnings

@@ -3,7 +3,7 @@
 import sys
 
 import pytest
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT))  # benchmarks/ is a folder of scripts beside the package, not installed
 

@@ -174,14 +174,14 @@ def test_timelychat_units_reproduce_the_turn_level_metrics():
 
 @pytest.mark.parametrize("unparsed", ["instant", "exclude"])
 def test_units_of_a_timelychat_suite_report_give_its_numbers(tiny_tokenizer, unparsed):
-    """On the suite's own report (a scripted TIMER backend from test_timelychat_eval: a failed interval, an
+    """On the suite's own report (a scripted TIMER backend from tests/helpers.py: a failed interval, an
     unparsed one), the full set of units gives every number the report states."""
     import copy
 
-    from test_timelychat_eval import DIALOGS, scripted
+    from helpers import DIALOGS, scripted
 
     from timealign.render.timer import add_timer_tokens
-    from timealign.suites.timelychat.suite import evaluate_timelychat
+    from timealign.suites.timelychat.turn_level import evaluate_timelychat
 
     tokenizer = copy.deepcopy(tiny_tokenizer)
     add_timer_tokens(tokenizer)
@@ -273,7 +273,7 @@ def test_compare_prints_and_writes_the_paired_verdicts(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------- kept runs (real model)
 def test_a_rerun_keeps_the_first_run_and_moves_latest(tiny_model_dir, tmp_path):
-    from test_backends import tictoc_rows
+    from helpers import tictoc_rows
 
     from timealign.config import load_recipe
     from timealign.eval.runner import evaluate

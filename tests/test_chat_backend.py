@@ -27,15 +27,16 @@ from needs import vllm_missing
 from vllm_server import vllm_server
 
 from timealign.backends.base import BackendError, GenerationError
-from timealign.backends.chat import ChatBackend, ChatReply, parse_reply, reply_from_response, reply_string
+from timealign.backends.chat import ChatBackend, reply_from_response
 from timealign.backends.factory import make_backend
 from timealign.config import load_recipe
 from timealign.render.chat import RULES_PROMPT
+from timealign.render.chat_api import ChatReply, parse_reply, reply_string
 from timealign.render.paper import PAPER_REMINDER
+from timealign.render.tool_calls import is_empty_output, is_tool_call, paper_api_output
 from timealign.suites.tictoc.metrics import summarize
 from timealign.suites.tictoc.requests import ChatRequestRenderer
 from timealign.suites.tictoc.suite import evaluate_tictoc
-from timealign.suites.tictoc.tool_calls import is_empty_output, is_tool_call, paper_api_output
 
 HAS_VLLM = vllm_missing() is None  # raises under make test-vllm (TIMEALIGN_REQUIRE_VLLM=1) if vLLM is broken
 
@@ -534,7 +535,7 @@ def build_api_agent(out: Path, base_dir: Path, rows: list[dict]) -> Path:
 @pytest.fixture(scope="module")
 def short_rows(tmp_path_factory):
     """Held-out synthetic TicToc rows, histories cut to the first exchange and the final question (fast to train)."""
-    from test_backends import tictoc_rows
+    from helpers import tictoc_rows
 
     rows = tictoc_rows(tmp_path_factory.mktemp("prepared"))
     return [dict(r, prompt=r["prompt"][:4] + r["prompt"][-1:]) for r in rows]
@@ -720,7 +721,7 @@ def test_forced_tool_calls_and_a_failed_request(server, short_rows, tmp_path):
 @pytest.mark.slow
 def test_eval_cli_with_the_chat_backend(server, tmp_path):
     """`python eval/run.py ... eval.backend=chat` end to end on a few TicToc samples, in both prompt protocols."""
-    from conftest import REPO_ROOT
+    from helpers import REPO_ROOT
 
     url, _ = server
     env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", TIMEALIGN_CACHE=str(tmp_path / "cache"))

@@ -22,11 +22,12 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from conftest import REPO_ROOT, launcher_env
+from helpers import REPO_ROOT, cluster_launch, launcher_env, run_checked
 
 from timealign import cluster
 from timealign.config import RecipeError, load_recipe
-from timealign.train import resume
+from timealign.render.checkpoint import CHECKPOINT_RECIPE
+from timealign.train import preemption, resume
 
 CONFIGS = ("ddp", "fsdp", "fsdp_offload", "zero2", "zero3", "zero3_offload")
 SCRIPTS = ("slurm/dpo.sbatch", "slurm/sft.sbatch", "slurm/eval.sbatch", "slurm/launch.sh")
@@ -569,7 +570,7 @@ def _checkpoint(root: Path, step: int, complete: bool = True, recipe=None) -> Pa
     if recipe is not None:
         import yaml
 
-        (path / resume.CHECKPOINT_RECIPE).write_text(yaml.safe_dump(recipe.to_dict()))
+        (path / CHECKPOINT_RECIPE).write_text(yaml.safe_dump(recipe.to_dict()))
     return path
 
 
@@ -609,7 +610,7 @@ def test_preemption_callback_signal_and_stop_file(tmp_path):
     class Args:
         device = "cpu"
 
-    callback = resume.PreemptionCallback()
+    callback = preemption.PreemptionCallback()
     callback.install()
     try:
         state, control = TrainerState(global_step=3, max_steps=6), TrainerControl()
@@ -624,7 +625,7 @@ def test_preemption_callback_signal_and_stop_file(tmp_path):
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
 
     stop = tmp_path / "job.stop"
-    callback = resume.PreemptionCallback(stop_file=str(stop))
+    callback = preemption.PreemptionCallback(stop_file=str(stop))
     control = TrainerControl()
     callback.on_step_end(Args(), TrainerState(global_step=1), control)
     assert not control.should_training_stop
@@ -655,28 +656,28 @@ def test_stop_outcome_says_what_slurm_will_do():
         "job 77 was cancelled (scancel): it is not requeued; resubmit the same command "
         "(training.resume_from_checkpoint=auto) to continue from it",
     )
-    assert resume.stop_outcome("SIGTERM", job, slurm("COMPLETING")) == cancelled  # what scancel shows
-    assert resume.stop_outcome("SIGTERM", job, slurm("CANCELLED", limit="01:00:00")) == cancelled
+    assert preemption.stop_outcome("SIGTERM", job, slurm("COMPLETING")) == cancelled  # what scancel shows
+    assert preemption.stop_outcome("SIGTERM", job, slurm("CANCELLED", limit="01:00:00")) == cancelled
     for state in ("TIMEOUT", "COMPLETING"):
-        requeued, line = resume.stop_outcome("SIGTERM", job, slurm(state, run="1-00:00:03", limit="1-00:00:00"))
+        requeued, line = preemption.stop_outcome("SIGTERM", job, slurm(state, run="1-00:00:03", limit="1-00:00:00"))
         assert not requeued and "reached its time limit" in line and "raise launch.signal_seconds" in line
     for fields in (slurm("PREEMPTED"), slurm("COMPLETING", restarts="1")):  # scontrol requeue: Restarts counted
-        requeued, line = resume.stop_outcome("SIGTERM", job, fields)
+        requeued, line = preemption.stop_outcome("SIGTERM", job, fields)
         assert requeued and "Slurm requeues job 77" in line and "BeginTime" in line
-    assert not resume.stop_outcome("SIGTERM", job, slurm("PREEMPTED", requeue="0"))[0]
+    assert not preemption.stop_outcome("SIGTERM", job, slurm("PREEMPTED", requeue="0"))[0]
     assert (
-        resume.stop_outcome("SIGTERM", {**job, "SLURM_RESTART_COUNT": "1"}, slurm("COMPLETING", restarts="1"))
+        preemption.stop_outcome("SIGTERM", {**job, "SLURM_RESTART_COUNT": "1"}, slurm("COMPLETING", restarts="1"))
         == cancelled
     )
     for reason in ("SIGUSR1", "stop file /logs/77.stop", "another rank"):  # the USR1 warning, however it came
-        requeued, line = resume.stop_outcome(reason, job, slurm("RUNNING"))
+        requeued, line = preemption.stop_outcome(reason, job, slurm("RUNNING"))
         assert requeued and "the batch script requeues job 77" in line, reason
-    assert not resume.stop_outcome("SIGUSR1", {**job, "TIMEALIGN_REQUEUE": "0"}, slurm("RUNNING"))[0]
+    assert not preemption.stop_outcome("SIGUSR1", {**job, "TIMEALIGN_REQUEUE": "0"}, slurm("RUNNING"))[0]
     capped = {**job, "SLURM_RESTART_COUNT": "3", "TIMEALIGN_MAX_REQUEUES": "3"}
-    assert "requeued 3 times already" in resume.stop_outcome("SIGUSR1", capped, slurm("RUNNING"))[1]
-    requeued, line = resume.stop_outcome("SIGTERM", job, slurm("RUNNING"))  # a SIGTERM Slurm did not send
+    assert "requeued 3 times already" in preemption.stop_outcome("SIGUSR1", capped, slurm("RUNNING"))[1]
+    requeued, line = preemption.stop_outcome("SIGTERM", job, slurm("RUNNING"))  # a SIGTERM Slurm did not send
     assert not requeued and "requeued only if Slurm requeues it" in line
-    assert resume.stop_outcome("SIGUSR1", {}, slurm("RUNNING"))[1].startswith("not in a Slurm job")
+    assert preemption.stop_outcome("SIGUSR1", {}, slurm("RUNNING"))[1].startswith("not in a Slurm job")
 
 
 OUTLIVE = """
@@ -712,10 +713,10 @@ def test_save_timing_warns_when_a_step_and_a_save_outgrow_the_signal_lead(monkey
     class Args:
         device = "cpu"
 
-    timing = resume.SaveTimingCallback(signal_seconds=1)
+    timing = preemption.SaveTimingCallback(signal_seconds=1)
     state = TrainerState(global_step=4, max_steps=8)
-    monkeypatch.setenv(resume.SLOW_SAVE_ENV, "1.2")  # the test-only slow save: sleeps in on_save
-    with caplog.at_level("INFO", logger="timealign.train.resume"):
+    monkeypatch.setenv(preemption.SLOW_SAVE_ENV, "1.2")  # the test-only slow save: sleeps in on_save
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):
         timing.on_step_begin(Args(), state, TrainerControl())
         timing.on_step_end(Args(), state, TrainerControl())
         timing.on_save(Args(), state, TrainerControl())
@@ -724,10 +725,10 @@ def test_save_timing_warns_when_a_step_and_a_save_outgrow_the_signal_lead(monkey
     assert re.search(r"checkpoint-4 saved in 1\.\d s", text), text
     assert "more than launch.signal_seconds=1" in text and "raise launch.signal_seconds to at least" in text
     caplog.clear()
-    monkeypatch.delenv(resume.SLOW_SAVE_ENV)
-    resume.SaveTimingCallback(signal_seconds=600).on_save(Args(), state, TrainerControl())  # no step yet: silent
-    timing = resume.SaveTimingCallback(signal_seconds=600)
-    with caplog.at_level("INFO", logger="timealign.train.resume"):
+    monkeypatch.delenv(preemption.SLOW_SAVE_ENV)
+    preemption.SaveTimingCallback(signal_seconds=600).on_save(Args(), state, TrainerControl())  # no step yet: silent
+    timing = preemption.SaveTimingCallback(signal_seconds=600)
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):
         timing.on_step_begin(Args(), state, TrainerControl())
         timing.on_step_end(Args(), state, TrainerControl())
         timing.on_save(Args(), state, TrainerControl())
@@ -756,38 +757,15 @@ class SignalAt(TrainerCallback):  # a real SIGUSR1 to this process after step K,
         if state.global_step == int(os.environ["SIGNAL_AT_STEP"]):
             os.kill(os.getpid(), signal.SIGUSR1)
 
-build = dpo.build_trainer
-def build_with_signal(recipe):
-    trainer = build(recipe)
+make = dpo.make_trainer
+def make_with_signal(recipe, ready, data):
+    trainer = make(recipe, ready, data)
     trainer.add_callback(SignalAt())
     return trainer
 
-dpo.build_trainer = build_with_signal
+dpo.make_trainer = make_with_signal
 sys.exit(dpo.main(sys.argv[1:]))
 """
-
-
-@pytest.fixture(scope="module")
-def train_env(tmp_path_factory):
-    return launcher_env(TIMEALIGN_CACHE=str(tmp_path_factory.mktemp("cache")))
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    from timealign.data.pairs import prepare
-
-    out = tmp_path_factory.mktemp("prepared")
-    prepare(load_recipe("tiny", {"data.synthetic_trajectories": "8"}).data, out)
-    return out
-
-
-def _run(args, env, check=True, timeout=600):
-    proc = subprocess.run(args, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-        )
-    return proc
 
 
 def _log(out: Path, key: str = "loss") -> dict[int, float]:
@@ -799,7 +777,7 @@ def baseline(train_env, prepared, tmp_path_factory):
     """One uninterrupted 6-step run (1 process, global batch 2), reporting to W&B offline."""
     root = tmp_path_factory.mktemp("baseline")
     out = root / "run"
-    _run(
+    run_checked(
         [
             sys.executable,
             str(REPO_ROOT / "train/dpo.py"),
@@ -853,8 +831,8 @@ def test_preempted_run_resumes_with_identical_losses(baseline, train_env, prepar
     env = {**train_env, "WANDB_DIR": str(tmp_path), "TIMEALIGN_STOP_FILE": str(stop)}
     script = tmp_path / "preempt.py"
     script.write_text(PREEMPT_SCRIPT)
-    proc = _run([sys.executable, str(script), *args], {**env, "SIGNAL_AT_STEP": "3"}, check=False)
-    assert proc.returncode == resume.EXIT_REQUEUE, proc.stderr[-3000:]
+    proc = run_checked([sys.executable, str(script), *args], {**env, "SIGNAL_AT_STEP": "3"}, check=False)
+    assert proc.returncode == preemption.EXIT_REQUEUE, proc.stderr[-3000:]
     marker = json.loads((out / "preempted.json").read_text())
     assert marker == {"checkpoint": str(out / "checkpoint-3"), "step": 3, "reason": "SIGUSR1"}
     assert json.loads((tmp_path / "job.stop.requeue").read_text())["step"] == 3  # what the sbatch script requeues on
@@ -862,7 +840,7 @@ def test_preempted_run_resumes_with_identical_losses(baseline, train_env, prepar
     state = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())
     assert state["global_step"] == 3 and [e["step"] for e in state["log_history"]] == [1, 2, 3]
 
-    _run([sys.executable, str(REPO_ROOT / "train/dpo.py"), *args], env)  # the requeued job: same command
+    run_checked([sys.executable, str(REPO_ROOT / "train/dpo.py"), *args], env)  # the requeued job: same command
     info = json.loads((out / "run_info.json").read_text())
     assert info["resumed_from"] == str(out / "checkpoint-3") and info["global_step"] == 6 and not info["preempted"]
     assert not (out / "preempted.json").exists()
@@ -872,34 +850,6 @@ def test_preempted_run_resumes_with_identical_losses(baseline, train_env, prepar
         assert got == pytest.approx(expected, abs=1e-5), key
     runs = sorted((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 2 and {r.name.rsplit("-", 1)[1] for r in runs} == {info["wandb_run_id"]}  # one W&B run
-
-
-def _cluster_launch(env, prepared, out, *extra, nodes=1, gpus=2, rank=0, job="777", cpu_env=True):
-    slurm = {
-        "SLURM_JOB_ID": job,
-        "SLURM_JOB_NODELIST": ",".join(["127.0.0.1"] * nodes),
-        "SLURM_NNODES": str(nodes),
-        "SLURM_NODEID": str(rank),
-        "SLURM_GPUS_ON_NODE": str(gpus),
-    }
-    if cpu_env:
-        slurm["ACCELERATE_USE_CPU"] = "true"  # DDP over gloo; without it 2 processes train independently
-    args = [
-        sys.executable,
-        "-m",
-        "timealign.cluster",
-        "launch",
-        "task=dpo",
-        "recipe=tiny",
-        f"data.prepared_dir={prepared}",
-        "data.synthetic_trajectories=8",
-        f"output_dir={out}",
-        "training.logging_steps=1",
-        "training.per_device_train_batch_size=1",
-        "training.save_strategy=no",
-        *extra,
-    ]
-    return {**env, **slurm}, args
 
 
 def _check_distributed(out: Path, baseline: Path, steps: int, wrapper: str, world_size: int = 2):
@@ -914,8 +864,8 @@ def _check_distributed(out: Path, baseline: Path, steps: int, wrapper: str, worl
 def test_ddp_two_processes_on_one_node(baseline, train_env, prepared, tmp_path):
     """1 node x 2 "GPUs" through the SLURM launcher: accelerate launch --num_processes 2 with ddp.yaml on CPU."""
     out = tmp_path / "ddp"
-    env, args = _cluster_launch(train_env, prepared, out, "training.max_steps=2")
-    _run(args, env)
+    env, args = cluster_launch(train_env, prepared, out, "training.max_steps=2")
+    run_checked(args, env)
     info = _check_distributed(out, baseline, 2, "DistributedDataParallel")
     assert info["distributed_type"] == "DistributedType.MULTI_CPU"
 
@@ -930,7 +880,7 @@ def test_two_nodes_zero2_rendezvous_on_cpu(baseline, train_env, prepared, tmp_pa
     for rank in (0, 1):
         # No ACCELERATE_USE_CPU for DeepSpeed: with it accelerate builds a MULTI_CPU state and silently drops
         # DeepSpeed.
-        env, args = _cluster_launch(
+        env, args = cluster_launch(
             train_env,
             prepared,
             out,
@@ -955,10 +905,10 @@ def test_two_nodes_zero2_rendezvous_on_cpu(baseline, train_env, prepared, tmp_pa
 def test_deepspeed_zero3_two_processes(baseline, train_env, prepared, tmp_path):
     pytest.importorskip("deepspeed", reason="DeepSpeed not installed (pip install -e '.[deepspeed]')")
     out = tmp_path / "zero3"
-    env, args = _cluster_launch(
+    env, args = cluster_launch(
         train_env, prepared, out, "training.max_steps=2", "accelerate_config=zero3", job="779", cpu_env=False
     )
-    _run(args, env)
+    run_checked(args, env)
     info = _check_distributed(out, baseline, 2, "DeepSpeedEngine")
     assert info["zero_stage"] == 3 and info["distributed_type"] == "DistributedType.DEEPSPEED"
 
@@ -975,10 +925,10 @@ def test_fsdp_two_processes(baseline, train_env, prepared, tmp_path):
             "test_accelerate_config_loads_and_launches"
         )
     out = tmp_path / "fsdp"
-    env, args = _cluster_launch(
+    env, args = cluster_launch(
         train_env, prepared, out, "training.max_steps=2", "accelerate_config=fsdp", cpu_env=False
     )
-    _run(args, env)
+    run_checked(args, env)
     info = json.loads((out / "run_info.json").read_text())
     assert info["distributed_type"] == "DistributedType.FSDP" and info["model_wrapper"].startswith("FSDP")
 

@@ -12,9 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, launcher_env
-from test_live_eval import wandb_history
-from test_tracking import run_of, wandb_records
+from helpers import REPO_ROOT, launcher_env, run_of, wandb_history, wandb_records
 
 from timealign.data.sampling import sample_pairs
 from timealign.suites.tictoc.metrics import summarize

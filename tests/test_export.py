@@ -22,8 +22,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import build_test_model, tictoc_rows
 from needs import vllm_missing
-from test_backends import build_test_model, tictoc_rows
 
 pytestmark = pytest.mark.slow
 
@@ -56,16 +56,22 @@ def base(tiny_model_dir, rows, tmp_path_factory):
 
 
 def train(recipe_name: str, overrides: dict, out: Path):
-    """build_trainer + train_and_save, as train/dpo.py and train/sft.py run them; returns (output_dir, trainer)."""
+    """The steps of train/dpo.py's and train/sft.py's `run`, keeping the trainer; returns (output_dir, trainer)."""
     from timealign.config import load_recipe
     from timealign.data.prepared import prepared_dir_for
     from timealign.train import dpo, sft
-    from timealign.train.resume import train_and_save
+    from timealign.train.final_model import save_trained_model, write_run_card
+    from timealign.train.session import TrainingSession
 
     recipe = load_recipe(recipe_name, {**COMMON, **overrides, "output_dir": str(out)})
     module = sft if recipe.task == "sft" else dpo
     trainer = module.build_trainer(recipe)
-    return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe)), trainer
+    session = TrainingSession.start(trainer, recipe, data_dir=prepared_dir_for(recipe))
+    trainer.train(resume_from_checkpoint=session.resume_from)
+    session.finish()
+    saved = save_trained_model(trainer, recipe)
+    write_run_card(trainer, recipe, session)
+    return saved, trainer
 
 
 @pytest.fixture(scope="module", params=["trainable_tokens", "modules_to_save"])

@@ -68,7 +68,7 @@ def _expected(backend, recipe, rows: list[dict]) -> list[tuple[str, str]]:
     """(stage, text) per row from `backend.generate` itself: the training prompt; when that is a tool call, the
     no-tool prompt; when that is one too, the fallback."""
     from timealign.render.chat import PromptRenderer
-    from timealign.suites.tictoc.tool_calls import is_tool_call
+    from timealign.render.tool_calls import is_tool_call
 
     renderer = PromptRenderer.for_data(backend.tokenizer, recipe.data)
     n = recipe.data.direct_answer_max_new_tokens
@@ -115,7 +115,7 @@ def hf_prep(tmp_path_factory, tiny_agent):
 
 # ------------------------------------------------------------------------------------------------- hf backend
 def test_direct_answers_are_the_models_generations(hf_prep, hf_backend):
-    from timealign.suites.tictoc.tool_calls import is_tool_call
+    from timealign.render.tool_calls import is_tool_call
 
     recipe, folder = hf_prep
     rows = _rows(folder)

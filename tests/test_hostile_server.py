@@ -24,9 +24,10 @@ import pytest
 
 from tests.test_backends import tictoc_rows
 from timealign.backends.base import GenerationError
-from timealign.backends.chat import ChatBackend, request_string
+from timealign.backends.chat import ChatBackend
 from timealign.backends.limits import OverlongOutput, token_bound
 from timealign.backends.openai import OpenAIBackend, RequestError
+from timealign.render.chat_api import request_string
 
 MB = 1 << 20
 HUGE = 30 * MB

@@ -7,76 +7,17 @@ reads it: `datasets--ORG--NAME/refs/main` names the revision, `snapshots/<rev>/<
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from pathlib import Path
 
 import pytest
+from helpers import annotated_record, rid, v1_record
 
 from timealign.config import DataSection, RecipeError
 from timealign.data.hub import load_tictoc_release, load_timelychat_release
 from timealign.data.pairs import load_samples, prepare
 from timealign.data.tictoc import TicTocFormatError, load_v1
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_price",
-            "description": "Latest price of a stock.",
-            "parameters": {"type": "object", "properties": {"symbol": {"type": "string"}}},
-        },
-    }
-]
-
-
-def history(tag: str, final_time) -> list[dict]:
-    return [
-        {"role": "user", "content": f"Price of ACME? ({tag})", "time": "2024-05-01T09:00:00Z"},
-        {
-            "role": "assistant",
-            "content": None,
-            "time": "2024-05-01T09:00:03Z",
-            "tool_calls": [
-                {
-                    "id": "call_a",
-                    "type": "function",
-                    "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'},
-                }
-            ],
-        },
-        {
-            "role": "tool",
-            "tool_call_id": "call_a",
-            "name": "get_price",
-            "content": '{"price": 10}',
-            "time": "2024-05-01T09:00:04Z",
-        },
-        {"role": "assistant", "content": "ACME is at 10.", "time": "2024-05-01T09:00:08Z"},
-        {"role": "user", "content": "Is ACME above 15 now?", "time": final_time},
-    ]
-
-
-FINAL_TIMES = ["2024-05-01T09:05:00Z", "2024-05-01T12:00:00Z", "2024-05-03T12:00:00Z"]
-
-
-def rid(n: int) -> str:
-    return f"stock_market_order_book_{n}"
-
-
-def v1_record(n: int, **extra) -> dict:
-    return {"id": rid(n), "history": history(rid(n), FINAL_TIMES), "function": copy.deepcopy(TOOLS), **extra}
-
-
-def annotated_record(n: int, score: float, level: int = 1) -> dict:
-    return {
-        "id": rid(n),
-        "history": history(rid(n), FINAL_TIMES[level]),
-        "function": copy.deepcopy(TOOLS),
-        "elapse_level": level,
-        "score": score,
-    }
 
 
 def hub_cache(cache: Path, repo: str, files: dict[str, bytes], revision: str = "0" * 40) -> Path:
@@ -124,8 +65,11 @@ def test_the_v1_release_from_the_hub_cache_is_the_v1_release(cache, tictoc_v1_di
 
 def test_v1_files_with_annotator_scores_keep_S_and_the_margin(cache, tmp_path):
     """v1 layout, records carrying their annotators' scores: S is their mean, the offset |S - 1.5|."""
-    tool = [v1_record(1, scores=[3, 3, 2, 3, 3, 2]), v1_record(2, score=2.75)]
-    no_tool = [v1_record(3, scores=[0, 1, 0, 0, 0, 1]), v1_record(4)]  # the last: no scores, the label's margin
+    tool = [v1_record(rid(1), scores=[3, 3, 2, 3, 3, 2]), v1_record(rid(2), score=2.75)]
+    no_tool = [
+        v1_record(rid(3), scores=[0, 1, 0, 0, 0, 1]),
+        v1_record(rid(4)),
+    ]  # the last: no scores, the label's margin
     hub_cache(
         cache,
         "yizecheng/TicToc",
@@ -147,7 +91,9 @@ def test_v1_files_with_annotator_scores_keep_S_and_the_margin(cache, tmp_path):
 
 
 def test_a_score_that_contradicts_the_file_label_names_the_record(cache):
-    hub_cache(cache, "yizecheng/TicToc", {"preferTool_elapse_0.json": json.dumps([v1_record(1, score=0.5)]).encode()})
+    hub_cache(
+        cache, "yizecheng/TicToc", {"preferTool_elapse_0.json": json.dumps([v1_record(rid(1), score=0.5)]).encode()}
+    )
     with pytest.raises(
         TicTocFormatError,
         match=r"record 'stock_market_order_book_1': score S=0.5 means "
@@ -165,10 +111,10 @@ def test_the_annotated_layout_in_jsonl_and_parquet(cache):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    jsonl = "".join(json.dumps(annotated_record(n, s)) + "\n" for n, s in ((1, 3.0), (2, 0.25)))
+    jsonl = "".join(json.dumps(annotated_record(rid(n), s)) + "\n" for n, s in ((1, 3.0), (2, 0.25)))
     # The hub's parquet conversion: nested messages become structs, a key one message lacks is null in it.
     buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist([annotated_record(4, 2.0, level=0)]), buffer)
+    pq.write_table(pa.Table.from_pylist([annotated_record(rid(4), 2.0, level=0)]), buffer)
     snapshot = hub_cache(
         cache,
         "yizecheng/TicToc",
@@ -186,12 +132,15 @@ def test_the_annotated_layout_in_jsonl_and_parquet(cache):
 
 def test_refs_main_picks_the_revision(cache):
     hub_cache(
-        cache, "yizecheng/TicToc", {"preferTool_elapse_0.json": json.dumps([v1_record(1)]).encode()}, revision="1" * 40
+        cache,
+        "yizecheng/TicToc",
+        {"preferTool_elapse_0.json": json.dumps([v1_record(rid(1))]).encode()},
+        revision="1" * 40,
     )
     hub_cache(
         cache,
         "yizecheng/TicToc",
-        {"preferTool_elapse_0.json": json.dumps([v1_record(1), v1_record(2)]).encode()},
+        {"preferTool_elapse_0.json": json.dumps([v1_record(rid(1)), v1_record(rid(2))]).encode()},
         revision="2" * 40,
     )
     assert len(load_tictoc_release("yizecheng/TicToc").samples) == 2
@@ -203,7 +152,7 @@ def test_refs_main_picks_the_revision(cache):
 def test_a_downloaded_folder_works_as_data_path(tmp_path, cache):
     folder = tmp_path / "TicToc"
     folder.mkdir()
-    (folder / "preferNoTool_elapse_1.json").write_text(json.dumps([v1_record(5)]))
+    (folder / "preferNoTool_elapse_1.json").write_text(json.dumps([v1_record(rid(5))]))
     assert [s.id for s in load_tictoc_release(str(folder)).samples] == [rid(5)]
 
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 from timealign.config import RecipeError, load_recipe
 from timealign.train import launch_check

@@ -31,9 +31,9 @@ ALLOWED = {
     "__main__": {"cli"},
 }
 # Single modules allowed more than their package, with the reason. data.direct_answer=generate makes data prep
-# generate with the evaluator's backends and judge tool calls with the TicToc detector; the imports are inside the
-# functions that run only then, so `timealign.data` never loads an engine.
-EXCEPTIONS = {"timealign.data.generated_answers": {"backends", "suites"}}
+# generate with the evaluator's backends (tool calls are judged with timealign.render.tool_calls, below data); the
+# imports are inside the functions that run only then, so `timealign.data` never loads an engine.
+EXCEPTIONS = {"timealign.data.generated_answers": {"backends"}}
 
 
 def _module_name(path: Path) -> str:
@@ -150,3 +150,21 @@ def test_no_private_names_imported_across_modules():
                 if name.startswith("_") and not name.startswith("__"):
                     private.append(f"{path.relative_to(ROOT.parent)}:{line} imports {module}.{name}")
     assert not private, "\n".join(private)
+
+
+def test_test_modules_share_helpers_not_each_other():
+    """Shared builders live in tests/helpers.py and fixtures in conftest.py: no test module imports another test
+    module or conftest (a test file renamed or trimmed must not break its neighbours)."""
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for path in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            offenders += [
+                f"{path.name}:{node.lineno} imports {n}" for n in names if n == "conftest" or n.startswith("test_")
+            ]
+    assert offenders == [], offenders

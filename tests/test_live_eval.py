@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, launcher_env
-from test_tracking import wandb_records
+from helpers import REPO_ROOT, launcher_env, wandb_history
 
 from timealign.config import RecipeError, load_recipe
 from timealign.train.live_eval import TICTOC_METRICS
@@ -52,17 +51,6 @@ def _run(args, env, timeout=600):
 
 def live_log(log_history: list[dict], key: str = "eval_live/nar") -> dict[int, float]:
     return {e["step"]: e[key] for e in log_history if key in e}
-
-
-def wandb_history(run_dir: Path) -> list[dict]:
-    """The history rows (`wandb.log` calls) of an offline run, decoded."""
-    rows = []
-    for record in wandb_records(run_dir):
-        if record.WhichOneof("record_type") == "history":
-            rows.append(
-                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
-            )
-    return rows
 
 
 # --------------------------------------------------------------------------- (a) the CLI: log, W&B, same as eval
@@ -206,7 +194,7 @@ def test_timer_run_logs_delay_f1_and_rmsle_curves(tmp_path):
     from timealign.data.prepared import prepared_dir_for
     from timealign.data.timelychat import TimerDialog
     from timealign.data.timer_prep import load_timer_prepared
-    from timealign.suites.timelychat.suite import evaluate_timelychat
+    from timealign.suites.timelychat.turn_level import evaluate_timelychat
     from timealign.train import sft
 
     recipe = load_recipe(

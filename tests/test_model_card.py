@@ -1,6 +1,6 @@
 """The model card of a trained folder, built from hand-written run records (no training here; tests/test_export.py
 checks the card a real run writes): header metadata, the training table, the evaluation table with bootstrap
-intervals in each shape a report may hold them, and a rewrite that keeps what only the card remembers."""
+intervals as the evaluator writes them, and a rewrite that keeps what only the card remembers."""
 
 from __future__ import annotations
 
@@ -14,18 +14,12 @@ from huggingface_hub import ModelCard
 from timealign.config import load_recipe
 from timealign.data.fingerprint import data_fingerprint
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
-from timealign.train.model_card import (
-    ModelCardError,
-    eval_rows,
-    hub_base_model,
-    main,
-    metric_interval,
-    write_model_card,
-)
+from timealign.train.card_facts import ModelCardError, eval_rows, metric_interval
+from timealign.train.model_card import hub_base_model, main, write_model_card
 
 
 def trained_folder(root: Path, overrides: dict) -> tuple[Path, object]:
-    """What train_and_save leaves (the records the card reads), written by hand: the resolved recipe, run_info.json,
+    """What a training run leaves (the records the card reads), written by hand: the resolved recipe, run_info.json,
     wandb_run.json, a prepared-data folder with its manifest, the training log."""
     recipe = load_recipe("tiny", {**overrides, "output_dir": str(root / "run")})
     out = root / "run"
@@ -74,27 +68,20 @@ def table(card_text: str) -> dict[tuple[str, str, str], list[str]]:
     return rows
 
 
-def test_interval_shapes():
+def test_the_interval_is_read_from_the_evaluators_block_only():
+    """The card reads the one interval shape eval/run.py writes (timealign.eval.bootstrap's `intervals` block); an
+    interval-looking key anywhere else is not one, so the card never shows an interval nobody computed."""
     bootstrap = {
         "overall": {"nar": 0.6, "fpr": None},
         "intervals": {"method": "percentile", "confidence": 0.9, "metrics": {"nar": [0.5, 0.7], "fpr": None}},
     }
     assert metric_interval(bootstrap, "nar") == ((0.5, 0.7), 0.9)
     assert metric_interval(bootstrap, "fpr") == (None, 0.9)
-    assert metric_interval({"overall": {"nar": 0.6, "nar_ci": [0.55, 0.65]}}, "nar") == ((0.55, 0.65), None)
-    assert metric_interval({"overall": {"nar": 0.6, "nar_ci": {"low": 0.1, "high": 0.9, "level": 0.8}}}, "nar") == (
-        (0.1, 0.9),
-        0.8,
-    )
+    assert metric_interval({"overall": {"nar": 0.6, "nar_ci": [0.55, 0.65]}}, "nar") == (None, None)
     assert metric_interval({"overall": {"f1": 0.3}, "intervals": {"f1": {"lower": 0.2, "upper": 0.4}}}, "f1") == (
-        (0.2, 0.4),
+        None,
         None,
     )
-    assert metric_interval({"overall": {"f1": 0.3, "f1_ci_low": 0.25, "f1_ci_high": 0.35}}, "f1") == (
-        (0.25, 0.35),
-        None,
-    )
-    assert metric_interval({"overall": {"f1": 0.3, "f1_ci": "wide"}}, "f1") == (None, None)
     assert metric_interval({"overall": {"f1": 0.3}}, "f1") == (None, None)
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 from timealign.config import load_recipe
 from timealign.config.written import WRITTEN, card_may_replace, record_files
 from timealign.data.fingerprint import data_fingerprint
-from timealign.train.model_card import ModelCardError, write_model_card
+from timealign.train.card_facts import ModelCardError
+from timealign.train.model_card import write_model_card
 from timealign.train.output_dir import RUN_FILE, AlreadyTrained, OutputDirInUse, claim_output_dir
 
 DATA = "data.synthetic_trajectories=8"

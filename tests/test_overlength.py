@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 from timealign.config import DataSection, RecipeError, load_recipe
 from timealign.data.pairs import load_prepared, prepare

@@ -18,8 +18,8 @@ import types
 import pytest
 
 from tests.paper_reference import authors
+from timealign.render.tool_calls import is_tool_call
 from timealign.suites.tictoc.metrics import paper_dropped, summarize
-from timealign.suites.tictoc.tool_calls import is_tool_call
 
 CALL = '<tool_call>\n{"name": "track", "arguments": {"package_id": "pkg_1"}}\n</tool_call>'
 # (the model's text as timealign reads it, the output as the authors' run stored it: vLLM's skip_special_tokens=True,

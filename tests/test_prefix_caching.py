@@ -19,8 +19,8 @@ import pytest
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU build otherwise reserves 92% of RAM
 
+from helpers import build_test_model, tictoc_rows
 from needs import require_vllm, shared_path
-from test_backends import build_test_model, tictoc_rows
 
 from timealign.backends.factory import make_backend
 from timealign.config import load_recipe

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from timealign.config import REPO_ROOT, DataSection, TimerSection, load_recipe
+from timealign.config.cli import RANK_VARIABLES
 from timealign.data import fingerprint as fp_module
 from timealign.data.commands import dialogs_main, pairs_main
 from timealign.data.fingerprint import NOT_DATA, data_fingerprint
@@ -28,7 +29,6 @@ from timealign.data.pairs import load_prepared
 from timealign.data.prepared import (
     PreparedDataError,
     ensure_prepared,
-    global_rank,
     lock_file,
     prepared_dir_for,
 )
@@ -220,12 +220,21 @@ def test_two_jobs_racing_on_one_folder_prepare_once(env, tmp_path):
     assert sum(out.count("reusing ") for out in outputs) == 1
 
 
-def test_global_rank_reads_the_launchers_variables():
-    assert global_rank({}) == 0
-    assert global_rank({"RANK": "3", "LOCAL_RANK": "1", "SLURM_PROCID": "1"}) == 3  # torchrun inside srun
-    assert global_rank({"SLURM_PROCID": "2", "LOCAL_RANK": "0"}) == 2  # srun, one task per GPU
-    assert global_rank({"OMPI_COMM_WORLD_RANK": "1"}) == 1  # accelerate's CPU launcher (mpirun)
-    assert global_rank({"LOCAL_RANK": "1"}) == 1
+def test_data_prep_takes_the_launchers_rank_not_the_srun_task(monkeypatch, tmp_path):
+    """One rank for all: data prep asks the launcher's rank as logging and the output_dir claim do. SLURM_PROCID
+    numbers srun tasks (slurm/launch.sh: one per node, each starting `accelerate launch`), so a process srun started
+    without a launcher (no RANK) is its own rank 0 and prepares its data; it does not wait data.prep_timeout for a
+    rank 0 that never comes. Where the launcher set RANK, RANK wins over SLURM_PROCID."""
+    for key in (*RANK_VARIABLES, "WORLD_SIZE"):
+        monkeypatch.delenv(key, raising=False)
+    overrides = {"output_dir": str(tmp_path / "out"), "data.synthetic_trajectories": "6", "data.prep_timeout": "1"}
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    folder = ensure_prepared(load_recipe("tiny", {**overrides, "data.prepared_dir": str(tmp_path / "a")}))
+    assert json.loads((folder / "manifest.json").read_text())["fingerprint"]
+    monkeypatch.setenv("SLURM_PROCID", "0")  # node 0's task, and the launcher's second process on it
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(TimeoutError, match="rank 1 waited"):
+        ensure_prepared(load_recipe("tiny", {**overrides, "data.prepared_dir": str(tmp_path / "b")}))
 
 
 # ------------------------------------------------------------------------------------------- never silent reuse

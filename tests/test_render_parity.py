@@ -210,7 +210,7 @@ def timer_checkpoint(request, tiny_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dialogs():
-    from timealign.suites.timelychat.suite import load_eval_dialogs
+    from timealign.suites.timelychat.eval_data import load_eval_dialogs
 
     return load_eval_dialogs(None, 3, 7)
 
@@ -247,7 +247,7 @@ def test_timelychat_prompts_are_prefixes_of_the_training_text(timer_checkpoint, 
     from transformers import AutoTokenizer
 
     from timealign.suites.timelychat.infer import TimerInference
-    from timealign.suites.timelychat.suite import evaluate_timelychat
+    from timealign.suites.timelychat.turn_level import evaluate_timelychat
 
     recipe, train_tokenizer, folder = timer_checkpoint
     rows = training_rows(recipe, train_tokenizer, dialogs)

@@ -1,4 +1,4 @@
-"""Resume picks the newest checkpoint that loads completely (timealign/train/resume.py `checkpoint_problem`).
+"""Resume picks the newest checkpoint that loads completely (timealign/train/checkpoints.py `checkpoint_problem`).
 
 A real tiny offset-DPO run saves checkpoint-2 and checkpoint-4; its newest checkpoint is then corrupted by hand the
 way a kill during the save leaves it (half a weights file; a truncated trainer_state.json) and the same command is
@@ -18,10 +18,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 from timealign.config import RecipeError
-from timealign.train import resume
+from timealign.config.tracking import RUN_INFO_FILE, TRAIN_LOG
+from timealign.render.checkpoint import CHECKPOINT_RECIPE
+from timealign.train import checkpoints, resume
 
 TRAIN = [
     "recipe=tiny",
@@ -54,7 +56,7 @@ def _sha(path: Path) -> str:
 
 
 def _losses(output_dir: Path) -> dict[int, float]:
-    log = json.loads((output_dir / resume.TRAIN_LOG).read_text())
+    log = json.loads((output_dir / TRAIN_LOG).read_text())
     return {entry["step"]: entry["loss"] for entry in log if "loss" in entry}
 
 
@@ -75,8 +77,8 @@ def trained(tmp_path_factory, env) -> Path:
     """The uninterrupted run: 4 steps, checkpoints at 2 and 4."""
     out = tmp_path_factory.mktemp("uninterrupted") / "run"
     _train(out, env)
-    assert [p.name for p in resume.checkpoint_folders(out)] == ["checkpoint-2", "checkpoint-4"]
-    assert resume.checkpoint_problem(out / "checkpoint-4") is None
+    assert [p.name for p in checkpoints.checkpoint_folders(out)] == ["checkpoint-2", "checkpoint-4"]
+    assert checkpoints.checkpoint_problem(out / "checkpoint-4") is None
     return out
 
 
@@ -99,7 +101,7 @@ CORRUPTIONS = {
 def test_a_corrupt_newest_checkpoint_is_skipped_and_the_run_resumes_from_the_older(kind, trained, env, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(trained, out)
-    for name in ("model.safetensors", resume.RUN_INFO_FILE, resume.TRAIN_LOG):  # killed while saving step 4
+    for name in ("model.safetensors", RUN_INFO_FILE, TRAIN_LOG):  # killed while saving step 4
         (out / name).unlink()
     name, reason = CORRUPTIONS[kind]
     size = _half(out / "checkpoint-4" / name)
@@ -108,12 +110,12 @@ def test_a_corrupt_newest_checkpoint_is_skipped_and_the_run_resumes_from_the_old
     warning = f"skipping checkpoint {out / 'checkpoint-4'}: {reason(size)}"
     assert warning in proc.stderr, proc.stderr[-5000:]
     assert f"resuming from the older {out / 'checkpoint-2'} instead" in proc.stderr
-    info = json.loads((out / resume.RUN_INFO_FILE).read_text())
+    info = json.loads((out / RUN_INFO_FILE).read_text())
     assert info["resumed_from"] == str(out / "checkpoint-2") and info["global_step"] == 4
     # Steps 3 and 4 repeated exactly: the losses and the final weights of the uninterrupted run.
     assert _losses(out) == _losses(trained) and sorted(_losses(out)) == [1, 2, 3, 4]
     assert _sha(out / "model.safetensors") == _sha(trained / "model.safetensors")
-    assert resume.checkpoint_problem(out / "checkpoint-4") is None  # rewritten whole by the resumed run
+    assert checkpoints.checkpoint_problem(out / "checkpoint-4") is None  # rewritten whole by the resumed run
 
 
 # Each file that resume reads, broken the way a kill or a full disk leaves it -> the reason given.
@@ -161,21 +163,21 @@ def test_each_broken_file_is_named(case, damage, reason, trained, tmp_path, capl
     for step in (2, 4):
         shutil.copytree(trained / f"checkpoint-{step}", out / f"checkpoint-{step}")
     damage(out / "checkpoint-4")
-    assert reason in resume.checkpoint_problem(out / "checkpoint-4")
-    with caplog.at_level(logging.WARNING, logger="timealign.train.resume"):
+    assert reason in checkpoints.checkpoint_problem(out / "checkpoint-4")
+    with caplog.at_level(logging.WARNING, logger="timealign.train"):
         assert resume.resolve_resume("auto", out) == str(out / "checkpoint-2")
     assert f"skipping checkpoint {out / 'checkpoint-4'}: {reason}" in caplog.text
     if case != "state-missing":  # an explicit path is the user's call, but never a broken one
         with pytest.raises(RecipeError, match=r"does not load completely: .*Use auto"):
             resume.resolve_resume(str(out / "checkpoint-4"), out)
-    assert [p.name for p in resume.checkpoints(out)] == ["checkpoint-2"]
+    assert [p.name for p in checkpoints.checkpoints(out)] == ["checkpoint-2"]
 
 
 def test_no_complete_checkpoint_starts_fresh_with_a_warning(trained, tmp_path, caplog):
     out = tmp_path / "run"
     shutil.copytree(trained / "checkpoint-2", out / "checkpoint-2")
     _half(out / "checkpoint-2" / "optimizer.pt")
-    with caplog.at_level(logging.WARNING, logger="timealign.train.resume"):
+    with caplog.at_level(logging.WARNING, logger="timealign.train"):
         assert resume.resolve_resume("auto", out) is None
     assert "none of the 1 checkpoints" in caplog.text and "starting fresh" in caplog.text
 
@@ -197,11 +199,11 @@ def test_a_sharded_checkpoint_is_checked_shard_by_shard(trained, tmp_path):
         save_file({k: tensors[k] for k in keys}, str(ckpt / shard), metadata={"format": "pt"})
     weight_map = {k: shard for shard, keys in shards.items() for k in keys}
     (ckpt / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-    assert resume.checkpoint_problem(ckpt) is None
+    assert checkpoints.checkpoint_problem(ckpt) is None
     _half(ckpt / "model-00002-of-00002.safetensors")
-    assert "model-00002-of-00002.safetensors is truncated" in resume.checkpoint_problem(ckpt)
+    assert "model-00002-of-00002.safetensors is truncated" in checkpoints.checkpoint_problem(ckpt)
     (ckpt / "model-00002-of-00002.safetensors").unlink()
-    assert "lists model-00002-of-00002.safetensors, which is missing" in resume.checkpoint_problem(ckpt)
+    assert "lists model-00002-of-00002.safetensors, which is missing" in checkpoints.checkpoint_problem(ckpt)
 
 
 def test_a_torn_recipe_snapshot_does_not_block_resume(trained, tmp_path, caplog):
@@ -210,8 +212,8 @@ def test_a_torn_recipe_snapshot_does_not_block_resume(trained, tmp_path, caplog)
 
     ckpt = tmp_path / "checkpoint-4"
     shutil.copytree(trained / "checkpoint-4", ckpt)
-    (ckpt / resume.CHECKPOINT_RECIPE).write_text("name: tiny\ndata: {source: synth")
-    with caplog.at_level(logging.WARNING, logger="timealign.train.resume"):
+    (ckpt / CHECKPOINT_RECIPE).write_text("name: tiny\ndata: {source: synth")
+    with caplog.at_level(logging.WARNING, logger="timealign.train"):
         resume.check_resume_compatible(load_recipe("tiny"), ckpt)
     assert "does not parse" in caplog.text
 
@@ -241,11 +243,11 @@ def test_a_checkpoint_of_another_architecture_or_shape_does_not_fit(trained, tmp
     model = _model(trained)
     ckpt = tmp_path / "checkpoint-2"
     shutil.copytree(trained / "checkpoint-2", ckpt)
-    assert resume.checkpoint_model_problem(model, ckpt) is None
+    assert checkpoints.checkpoint_model_problem(model, ckpt) is None
 
     gpt2 = _gpt2_checkpoint(trained, tmp_path / "gpt2")
-    assert resume.checkpoint_problem(gpt2) is None  # it loads completely: only the model check tells
-    assert resume.checkpoint_model_problem(model, gpt2).startswith(
+    assert checkpoints.checkpoint_problem(gpt2) is None  # it loads completely: only the model check tells
+    assert checkpoints.checkpoint_model_problem(model, gpt2).startswith(
         "it holds a 'gpt2' model (GPT2LMHeadModel), this recipe trains a 'llama' model"
     )
     tensors = load_file(str(ckpt / "model.safetensors"))
@@ -253,19 +255,22 @@ def test_a_checkpoint_of_another_architecture_or_shape_does_not_fit(trained, tmp
     rows, cols = tensors[name].shape
     wider = dict(tensors, **{name: torch_zeros(rows * 2, cols)})
     save_file(wider, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
-    assert resume.checkpoint_model_problem(model, ckpt) == (
+    assert checkpoints.checkpoint_model_problem(model, ckpt) == (
         f"parameters of other shapes: {name} [{rows * 2}, {cols}] (checkpoint) vs [{rows}, {cols}] (model)"
     )
     save_file(
         {k: v for k, v in tensors.items() if k != name}, str(ckpt / "model.safetensors"), metadata={"format": "pt"}
     )
-    assert resume.checkpoint_model_problem(model, ckpt) == f"it lacks parameters of this model: {name}"
+    assert checkpoints.checkpoint_model_problem(model, ckpt) == f"it lacks parameters of this model: {name}"
     save_file(
         {**tensors, "model.extra.weight": tensors[name].clone()},
         str(ckpt / "model.safetensors"),
         metadata={"format": "pt"},
     )
-    assert resume.checkpoint_model_problem(model, ckpt) == "it has parameters this model does not: model.extra.weight"
+    assert (
+        checkpoints.checkpoint_model_problem(model, ckpt)
+        == "it has parameters this model does not: model.extra.weight"
+    )
 
 
 def torch_zeros(*shape):
@@ -291,8 +296,8 @@ def test_a_malicious_torch_file_is_refused_in_one_line_without_running_it(traine
     (ckpt / "model.safetensors").unlink()
     marker = tmp_path / "ran"
     torch.save({"model.embed_tokens.weight": _RunsCode(marker)}, ckpt / "pytorch_model.bin")
-    assert resume.checkpoint_problem(ckpt) is None  # a whole archive
-    problem = resume.checkpoint_model_problem(model, ckpt)
+    assert checkpoints.checkpoint_problem(ckpt) is None  # a whole archive
+    problem = checkpoints.checkpoint_model_problem(model, ckpt)
     assert problem.startswith("pytorch_model.bin is not a plain tensor file: torch's weights-only loader refuses it")
     assert "\n" not in problem and not marker.exists()
 
@@ -331,7 +336,7 @@ def test_an_explicit_path_of_another_model_setup_is_refused(trained, tmp_path, c
     changed = load_recipe(
         "tiny", {**{k: v for k, v in (a.split("=", 1) for a in TRAIN[1:])}, "training.learning_rate": "1e-6"}
     )
-    with caplog.at_level(logging.WARNING, logger="timealign.train.resume"):
+    with caplog.at_level(logging.WARNING, logger="timealign.train"):
         resume.check_checkpoint_fits(changed, model, ckpt, explicit=True)  # a hyperparameter: the user's call
     assert "trained with other settings: training.learning_rate" in caplog.text
     other = load_recipe("tiny", {**{k: v for k, v in (a.split("=", 1) for a in TRAIN[1:])}, "lora.enabled": "true"})

@@ -339,7 +339,7 @@ def test_a_token_in_the_recipe_is_in_no_file_training_export_or_evaluation_write
     import sys
 
     import torch
-    from conftest import REPO_ROOT, launcher_env
+    from helpers import REPO_ROOT, launcher_env
 
     env = launcher_env(WANDB_DIR=str(tmp_path), WANDB_PROJECT="secrets", TIMEALIGN_CACHE=str(tmp_path / "cache"))
     env.pop("HF_TOKEN", None)

@@ -17,7 +17,7 @@ import torch
 import yaml
 from accelerate.utils import is_peft_model
 from datasets import Dataset
-from test_cluster import REPO_ROOT, _cluster_launch, _run, prepared, train_env  # noqa: F401  (2-process launches)
+from helpers import REPO_ROOT, cluster_launch, run_checked
 
 from timealign.config import RecipeError, load_recipe
 from timealign.train import shared_prompt
@@ -519,7 +519,7 @@ def test_flex_block_mask_forward_equals_dense_on_real_v1_pairs(tiny_model_dir, t
 
 
 @pytest.fixture(scope="module")
-def cluster_env(train_env, prepared):  # noqa: F811  (tests/test_cluster.py's fixtures)
+def cluster_env(train_env, prepared):  # conftest.py's fixtures
     return train_env, prepared
 
 
@@ -532,7 +532,7 @@ def unshared_baseline(cluster_env, tmp_path_factory):
     """1 process, TRL's layout, global batch 4, 2 steps."""
     env, data_dir = cluster_env
     out = tmp_path_factory.mktemp("baseline") / "run"
-    _run(
+    run_checked(
         [
             sys.executable,
             str(REPO_ROOT / "train/dpo.py"),
@@ -561,7 +561,7 @@ def test_two_processes_equal_one_unshared(cluster_env, unshared_baseline, tmp_pa
         pytest.importorskip("deepspeed", reason="DeepSpeed not installed (pip install -e '.[deepspeed]')")
     env, data_dir = cluster_env
     out = tmp_path / config
-    env, args = _cluster_launch(
+    env, args = cluster_launch(
         env,
         data_dir,
         out,
@@ -573,7 +573,7 @@ def test_two_processes_equal_one_unshared(cluster_env, unshared_baseline, tmp_pa
         job="790",
         cpu_env=config == "ddp",
     )
-    _run(args, env)
+    run_checked(args, env)
     recipe = yaml.safe_load((out / "timealign_recipe.yaml").read_text())  # what build_trainer gave the trainer
     assert recipe["dpo"] == {"shared_prompt": True, "padding_free": padding_free, "margin_mode": "offset"}
     info = json.loads((out / "run_info.json").read_text())

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import slurm_cluster
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 
 def _skip_reason() -> str | None:

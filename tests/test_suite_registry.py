@@ -12,7 +12,7 @@ import pytest
 from timealign.config.options import RecipeError
 from timealign.data.records import read_jsonl
 from timealign.suites.generate_sets import main as generate_main
-from timealign.suites.registry import EvalContext, GeneratedSet, Suite, available_suites, get_suite
+from timealign.suites.registry import SUITE_PACKAGES, EvalContext, GeneratedSet, Suite, available_suites, get_suite
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,6 +23,17 @@ def test_every_suite_module_declares_its_suite():
     assert all(name == suite.name and suite.description for name, suite in suites.items())
     with pytest.raises(KeyError, match="unknown suite 'nope'"):
         get_suite("nope")
+
+
+def test_every_suite_is_a_registered_package_declaring_it_in_suite_py():
+    """One way for all: a package under timealign/suites/ with the SUITE in its suite.py, named after the package,
+    and listed in SUITE_PACKAGES (a package left out would never run)."""
+    root = REPO / "timealign" / "suites"
+    packages = {p.parent.name for p in root.glob("*/suite.py") if (p.parent / "__init__.py").is_file()}
+    assert packages == set(SUITE_PACKAGES)
+    for name in SUITE_PACKAGES:
+        assert "\nSUITE = Suite(" in (root / name / "suite.py").read_text(), name
+        assert "SUITE" not in (root / name / "__init__.py").read_text(), f"{name}/__init__.py: declared in suite.py"
 
 
 @pytest.mark.parametrize(

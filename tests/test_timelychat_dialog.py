@@ -17,25 +17,28 @@ from timealign.data.timelychat import TimerDialog
 from timealign.render.timer import TIMER_UTT, TimerRenderer, TimerTurn, add_timer_tokens
 from timealign.suites.registry import EvalContext, get_suite
 from timealign.suites.timelychat.dialog import (
+    aggregate_dialogs,
+    dialog_judge_messages,
+    evaluate_dialog_level,
+    parse_dialog_score,
+)
+from timealign.suites.timelychat.dialog_prompts import DIALOG_JUDGE_METRICS, SIMULATOR_PROMPT
+from timealign.suites.timelychat.dialog_simulation import (
     AGENT,
-    DIALOG_JUDGE_METRICS,
-    SIMULATOR_PROMPT,
     USER,
     DialogTurn,
     SimulatedDialog,
     agent_context,
-    aggregate_dialogs,
     clean_partner_text,
-    dialog_judge_messages,
-    evaluate_dialog_level,
-    parse_dialog_score,
     partner_messages,
     read_partner_reply,
     seed_dialog,
     simulate_dialogs,
 )
+from timealign.suites.timelychat.eval_data import load_eval_dialogs
 from timealign.suites.timelychat.options import TimelyChatOptions
-from timealign.suites.timelychat.suite import SUITE, load_eval_dialogs, timer_renderer_for_backend
+from timealign.suites.timelychat.suite import SUITE
+from timealign.suites.timelychat.turn_level import timer_renderer_for_backend
 
 # ----------------------------------------------------------------------------------------------- the prompts
 

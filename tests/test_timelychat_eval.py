@@ -7,15 +7,16 @@ import copy
 import math
 
 import pytest
+from helpers import DIALOGS, ScriptedBackend, scripted
 
-from timealign.data.timelychat import TimerDialog, load_timelychat, timelychat_dialog
+from timealign.data.timelychat import TimerDialog, load_timelychat
 from timealign.render.checkpoint import (
     CHECKPOINT_RECIPE,
     TimerCheckpointError,
     timer_renderer_for_checkpoint,
     trained_timer_section,
 )
-from timealign.render.timer import TIMER_UTT, TimerRenderer, TimerTurn, add_timer_tokens
+from timealign.render.timer import TIMER_UTT, TimerTurn, add_timer_tokens
 from timealign.suites.registry import EvalContext, get_suite
 from timealign.suites.timelychat.judge import (
     JUDGE_METRICS,
@@ -25,14 +26,9 @@ from timealign.suites.timelychat.judge import (
 )
 from timealign.suites.timelychat.metrics import bleu2, rmsle, rouge_l, timing_metrics
 from timealign.suites.timelychat.postprocess import clean_reply
-from timealign.suites.timelychat.suite import (
-    SUITE,
-    evaluate_timelychat,
-    markdown_summary,
-    run_timelychat_suite,
-    timer_renderer_for_backend,
-    timing_cases,
-)
+from timealign.suites.timelychat.report import markdown_summary
+from timealign.suites.timelychat.suite import SUITE, run_timelychat_suite
+from timealign.suites.timelychat.turn_level import evaluate_timelychat, timer_renderer_for_backend, timing_cases
 
 # ------------------------------------------------------------------------------------------------- timing metrics
 
@@ -285,28 +281,6 @@ def test_judge_responses_counts_unreadable_and_failed():
 # ------------------------------------------------------------------------------------- suite, scripted backend
 
 
-def dialog(i, context, minutes, reply):
-    speakers = ["A", "B"] * 5
-    return timelychat_dialog(
-        {
-            "id": f"d{i}",
-            "speaker_list": speakers[: len(context)],
-            "context": context,
-            "target_speaker": speakers[len(context)],
-            "time_elapsed": minutes,
-            "timely_response": reply,
-        },
-        "test",
-        i,
-    )
-
-
-DIALOGS = [
-    dialog(0, ["Gonna take a shower.", "Wash the fatigue off!"], "20 minutes", "I feel so refreshed now!"),
-    dialog(1, ["Exam starts now.", "Good luck!", "Thanks, phones off."], "2 hours", "It's over! It was easy."),
-]
-
-
 def test_timing_cases_every_turn_or_target():
     cases = timing_cases(DIALOGS)
     assert [(c.dialog, c.turn, c.gold_minutes, c.is_target) for c in cases] == [
@@ -328,43 +302,6 @@ def timer_tokenizer(tiny_tokenizer):
     tok = copy.deepcopy(tiny_tokenizer)
     add_timer_tokens(tok)
     return tok
-
-
-class ScriptedBackend:
-    """Answers each rendered prompt from a script (prompt -> continuation); a prompt in `fail` raises."""
-
-    name = "scripted"
-
-    def __init__(self, tokenizer, script, fail=()):
-        self.tokenizer, self.script, self.fail, self.calls = tokenizer, script, set(fail), 0
-
-    def generate(self, prompts, *, max_new_tokens=64, desc=None, **_):
-        self.calls += len(prompts)
-        for p in prompts:
-            if p in self.fail:
-                raise RuntimeError("backend down for this prompt")
-        return [self.script[p] for p in prompts]
-
-
-def scripted(tokenizer, fail_target_interval_of=None, intervals=None, replies=None):
-    r = TimerRenderer(tokenizer)
-    intervals = intervals or {  # (dialog, turn) -> what the model writes at <TIME>
-        (0, 1): "0 minutes" + TIMER_UTT,
-        (0, 2): "30 minutes" + TIMER_UTT,  # TN, TP
-        (1, 1): "1 hour" + TIMER_UTT,
-        (1, 2): "soonish" + TIMER_UTT,  # FP, unparsed (-> instant: TN)
-        (1, 3): "0 minutes" + TIMER_UTT,  # FN
-    }
-    script, fail = {}, set()
-    for c in timing_cases(DIALOGS):
-        prompt = r.interval_prompt(list(c.context), c.speaker)
-        script[prompt] = intervals[(c.dialog, c.turn)]
-        if fail_target_interval_of == c.dialog and c.is_target:
-            fail.add(prompt)
-    replies = replies or ["I feel so refreshed now!" + tokenizer.eos_token, "Still studying." + "<SPK>B"]
-    for d, reply in zip(DIALOGS, replies):
-        script[r.response_prompt(d.context, d.target_speaker, d.target_minutes)] = reply
-    return ScriptedBackend(tokenizer, script, fail)
 
 
 def test_suite_with_a_scripted_backend_gives_the_hand_counted_metrics(timer_tokenizer, tmp_path):
@@ -631,7 +568,7 @@ def test_suite_on_a_tiny_timer_checkpoint(timer_checkpoint, hf_timer, tmp_path):
         options=SUITE.parse_options({"data": "synthetic", "n": "4", "seed": "3", **SMALL}),
     )
     report = get_suite("timelychat").run(hf_timer, ctx)
-    from timealign.suites.timelychat.suite import load_eval_dialogs
+    from timealign.suites.timelychat.eval_data import load_eval_dialogs
 
     dialogs = load_eval_dialogs(None, 4, 3)
     assert [s["id"] for s in report["samples"]] == [d.id for d in dialogs]

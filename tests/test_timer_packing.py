@@ -270,7 +270,7 @@ def test_padding_stats():
 @pytest.mark.slow
 def test_sft_cli_with_timer_packing(tmp_path):
     """train/sft.py recipe=tiny-timer timer.packing=true: data prep -> packed TIMER SFT -> saved model and log."""
-    from conftest import REPO_ROOT
+    from helpers import REPO_ROOT
 
     env = dict(os.environ, HF_HUB_OFFLINE="1", WANDB_MODE="offline", TIMEALIGN_CACHE=str(tmp_path / "cache"))
     out = tmp_path / "run"

@@ -1,5 +1,5 @@
 """Tool-call detection per family on realistic outputs, pattern by pattern, under the `timealign` and `paper`
-protocols (the table in timealign/suites/tictoc/tool_calls.py), and empty outputs through the TicToc suite.
+protocols (the table in timealign/render/tool_calls.py), and empty outputs through the TicToc suite.
 
 Outputs are written as timealign decodes them: special tokens kept (end-of-turn markers, `[TOOL_CALLS]`,
 `<|python_tag|>`).
@@ -8,7 +8,7 @@ Outputs are written as timealign decodes them: special tokens kept (end-of-turn 
 import pytest
 
 from timealign.render.families import detect_family
-from timealign.suites.tictoc.tool_calls import (
+from timealign.render.tool_calls import (
     PROTOCOLS,
     has_call_json,
     is_empty_output,

@@ -11,10 +11,9 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT, run_of
 
 from timealign.config import load_recipe
 from timealign.config.cli import launcher_rank
@@ -79,43 +78,6 @@ def test_rank_from_the_launcher_environment():
 
 
 # ---------------------------------------------------------------------------------------------- real W&B (offline)
-
-
-def wandb_records(run_dir: Path):
-    """The protobuf Records of an offline run's `.wandb` file (wandb's LevelDB-style log: 32 KiB blocks, 7-byte
-    chunk headers: crc32, length, type full/first/middle/last)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data = next(run_dir.glob("*.wandb")).read_bytes()
-    assert data[:4] == b":W&B", data[:7]
-    pos, block, pending = 7, 32768, b""
-    while pos + 7 <= len(data):
-        if block - pos % block < 7:  # the rest of a block too short for a header is padding
-            pos += block - pos % block
-            continue
-        length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
-        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
-        if kind in (1, 4):
-            record = pb.Record()
-            record.ParseFromString(pending + chunk if kind == 4 else chunk)
-            yield record
-        elif kind == 2:
-            pending = chunk
-        elif kind == 3:
-            pending += chunk
-
-
-def run_of(run_dir: Path) -> dict:
-    runs = [r.run for r in wandb_records(run_dir) if r.WhichOneof("record_type") == "run"]
-    assert runs, run_dir
-    run = runs[-1]
-    return {
-        "id": run.run_id,
-        "project": run.project,
-        "name": run.display_name,
-        "group": run.run_group,
-        "job_type": run.job_type,
-    }
 
 
 @pytest.mark.slow

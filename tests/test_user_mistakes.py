@@ -9,7 +9,6 @@ interpreter start) in an empty working folder, and checks: exit code 2, exactly 
 
 from __future__ import annotations
 
-import copy
 import importlib
 import json
 import os
@@ -18,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT, rid, v1_record, write_v1
 
 from timealign.config import RecipeError, load_recipe
 
@@ -30,61 +29,6 @@ MAINS = {
     "eval/run.py": "timealign.eval.runner:main",
 }
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_price",
-            "description": "Latest price of a stock.",
-            "parameters": {"type": "object", "properties": {"symbol": {"type": "string"}}},
-        },
-    }
-]
-
-
-def v1_record(rid: str, **changes) -> dict:
-    history = [
-        {"role": "user", "content": "Price of ACME?", "time": "2024-05-01T09:00:00Z"},
-        {
-            "role": "assistant",
-            "content": None,
-            "time": "2024-05-01T09:00:03Z",
-            "tool_calls": [
-                {
-                    "id": "call_a",
-                    "type": "function",
-                    "function": {"name": "get_price", "arguments": '{"symbol": "ACME"}'},
-                }
-            ],
-        },
-        {
-            "role": "tool",
-            "tool_call_id": "call_a",
-            "name": "get_price",
-            "content": '{"price": 10}',
-            "time": "2024-05-01T09:00:04Z",
-        },
-        {"role": "assistant", "content": "ACME is at 10.", "time": "2024-05-01T09:00:08Z"},
-        {
-            "role": "user",
-            "content": f"Is ACME above 15 now? ({rid})",
-            "time": ["2024-05-01T09:05:00Z", "2024-05-01T12:00:00Z", "2024-05-03T12:00:00Z"],
-        },
-    ]
-    return {"id": rid, "history": history, "function": copy.deepcopy(TOOLS), **changes}
-
-
-def rid(n: int) -> str:
-    return f"stock_market_order_book_{n}"
-
-
-def v1_folder(folder: Path, files: dict[str, list]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, records in files.items():
-        (folder / name).write_text(json.dumps(records))
-    return folder
-
-
 V1_NAMES = (
     "preferTool_elapse_0.json",
     "preferTool_elapse_1.json",
@@ -95,11 +39,11 @@ V1_NAMES = (
 
 
 def _setup_empty_v1(tmp: Path) -> None:
-    v1_folder(tmp / "data" / "v1", {name: [] for name in V1_NAMES})
+    write_v1(tmp / "data" / "v1", {name: [] for name in V1_NAMES})
 
 
 def _setup_all_bad_v1(tmp: Path) -> None:
-    v1_folder(tmp / "data" / "v1", {"preferTool_elapse_1.json": [v1_record(rid(1), id=7), v1_record(rid(2), id=8)]})
+    write_v1(tmp / "data" / "v1", {"preferTool_elapse_1.json": [v1_record(rid(1), id=7), v1_record(rid(2), id=8)]})
 
 
 def _setup_all_bad_dialogs(tmp: Path) -> None:
@@ -519,7 +463,7 @@ def test_skip_mode_counts_the_records_of_a_rejected_file(tmp_path):
     from timealign.config import DataSection
     from timealign.data.pairs import prepare
 
-    folder = v1_folder(
+    folder = write_v1(
         tmp_path / "v1",
         {
             "preferTool_elapse_1.json": [v1_record(rid(1))],

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 
 from timealign.config import RecipeError, load_recipe
 from timealign.config.validate import (

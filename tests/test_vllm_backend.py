@@ -26,7 +26,7 @@ from vllm_server import vllm_server
 require_vllm()
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU build otherwise reserves 92% of RAM
 
-from test_backends import BOS, build_test_model, tictoc_rows  # noqa: E402
+from helpers import BOS, build_test_model, tictoc_rows  # noqa: E402
 
 from timealign.backends.base import GenerationError  # noqa: E402
 from timealign.backends.factory import make_backend  # noqa: E402
@@ -161,7 +161,7 @@ def test_openai_backend_against_a_real_vllm_server(test_model, rows, tmp_path):
 
 def test_eval_cli_with_the_vllm_backend(tiny_model_dir, tmp_path):
     """`python eval/run.py ... eval.backend=vllm` end to end on the tiny model (the real engine, in a subprocess)."""
-    from conftest import REPO_ROOT
+    from helpers import REPO_ROOT
 
     env = dict(
         os.environ,

@@ -1,13 +1,13 @@
-"""Generation backends for the evaluator: one interface, three engines, one factory.
+"""Generation backends for the evaluator: one interface, four engines, one factory (`timealign.backends.factory`).
 
 Every backend continues prompt *strings* that the shared `timealign.render.chat.PromptRenderer` already rendered with
 the model's chat template, so the template is applied in exactly one place for every engine:
 
-- `hf`     transformers `generate` (CPU or GPU), full checkpoints or LoRA adapters (`hf_backend.HFBackend`)
+- `hf`     transformers `generate` (CPU or GPU), full checkpoints or LoRA adapters (`hf.HFBackend`)
 - `vllm`   the offline `vllm.LLM` engine, LoRA adapters through `enable_lora` + `LoRARequest`
-           (`vllm_backend.VLLMBackend`)
+           (`vllm.VLLMBackend`)
 - `openai` an OpenAI-compatible server such as `vllm serve`, through its *completions* endpoint with the rendered
-           string, plus `chat(messages)` for judge models (`openai_backend.OpenAIBackend`)
+           string, plus `chat(messages)` for judge models (`openai.OpenAIBackend`)
 - `chat`   API models through a *chat-completions* endpoint: the one backend that does not continue rendered strings;
            it takes canonical JSON chat requests and returns the reply message, structured tool calls included, as
            canonical JSON (`chat.ChatBackend`)

@@ -3,7 +3,8 @@
 The other backends continue prompt strings that our renderer produced. An API model (gpt-4.1, o3, deepseek-chat, a
 `vllm serve` model with a tool parser) takes messages and tool schemas instead and answers with a message whose tool
 calls come back *structured* (`tool_calls`), as in the TicToc authors' API runs (`inference/api/openai.py`). To keep
-the suites' string-in/string-out flow (and the resume cache keyed by prompt strings), both ends are canonical JSON:
+the suites' string-in/string-out flow (and the resume cache keyed by prompt strings), both ends are canonical JSON
+(`timealign.render.chat_api`):
 
 - a *request* string `{"messages": [...], "tools": [...]}` (`request_string`; the TicToc suite renders it with
   `timealign.suites.tictoc.requests.ChatRequestRenderer`), posted to `<base_url>/chat/completions` with `tools`,
@@ -11,7 +12,7 @@ the suites' string-in/string-out flow (and the resume cache keyed by prompt stri
 - a *reply* string `{"content": ..., "tool_calls": [...], "finish_reason": ...}` (`reply_string`), the message as the
   server returned it: tool calls as `{"id", "type", "function": {"name", "arguments"}}` with the arguments string
   as sent, plus `reasoning` where the server returned one. `parse_reply` reads it back; tool-call detection (the
-  `api` family of `timealign.suites.tictoc.tool_calls`) decides on it.
+  `api` family of `timealign.render.tool_calls`) decides on it.
 
     # the authors' API runs: their prompts (data.protocol=paper), no token limit, the server's sampling defaults
     python eval/run.py recipe=llama8b checkpoint=gpt-4.1-2025-04-14 eval.backend=chat \
@@ -39,7 +40,6 @@ from __future__ import annotations
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -47,16 +47,12 @@ from tqdm.auto import tqdm
 from timealign.backends.base import BackendError, GenerationError
 from timealign.backends.limits import check_output_length
 from timealign.backends.openai import OpenAIBackend, RequestError
+from timealign.render.chat_api import ChatReply, reply_string, reply_text
 
 logger = logging.getLogger(__name__)
 
 
-# -- the canonical request and reply strings ---------------------------------------------------------------------
-def request_string(messages: list[dict], tools: list | None) -> str:
-    """The canonical request: messages and tools in their given key order (deterministic for the same sample)."""
-    return json.dumps({"messages": messages, "tools": list(tools) if tools else []}, ensure_ascii=False)
-
-
+# -- the canonical strings (timealign.render.chat_api), read and made ----------------------------------------------
 def parse_request(text: str) -> tuple[list[dict], list]:
     """(messages, tools) of a request string; a string that is not one is a clear error."""
     try:
@@ -71,21 +67,6 @@ def parse_request(text: str) -> tuple[list[dict], list]:
     if not isinstance(messages, list) or not messages or not isinstance(tools, list):
         raise BackendError(f"a chat request needs a non-empty messages list and a tools list; got {text[:200]!r}")
     return messages, tools
-
-
-@dataclass
-class ChatReply:
-    """One assistant message as the server returned it. `tool_calls`: [] when it made none."""
-
-    content: str | None
-    tool_calls: list[dict] = field(default_factory=list)
-    finish_reason: str | None = None
-    reasoning: str | None = None
-
-    @property
-    def empty(self) -> bool:
-        """Neither content nor a call (the authors' handler returned "[ERROR]" for such a reply)."""
-        return not self.content and not self.tool_calls
 
 
 def _call(call: Any, where: str) -> dict:
@@ -122,44 +103,6 @@ def reply_from_response(response: dict, where: str = "chat reply") -> ChatReply:
         finish_reason=choice.get("finish_reason"),
         reasoning=reasoning or None,
     )
-
-
-def reply_text(reply: ChatReply) -> str:
-    """Everything the model wrote in a reply (content, reasoning, tool names and arguments), for the length bound."""
-    parts = [reply.content, reply.reasoning]
-    for call in reply.tool_calls:
-        parts += [call["function"].get("name"), call["function"].get("arguments")]
-    return "".join(part if isinstance(part, str) else json.dumps(part) for part in parts if part is not None)
-
-
-def reply_string(reply: ChatReply) -> str:
-    out: dict[str, Any] = {
-        "content": reply.content,
-        "tool_calls": reply.tool_calls,
-        "finish_reason": reply.finish_reason,
-    }
-    if reply.reasoning:
-        out["reasoning"] = reply.reasoning
-    return json.dumps(out, ensure_ascii=False)
-
-
-def parse_reply(text: str) -> ChatReply:
-    """A reply string back as a ChatReply; anything else is a ValueError naming it."""
-    try:
-        data = json.loads(text)
-        reply = ChatReply(
-            content=data["content"],
-            tool_calls=list(data["tool_calls"]),
-            finish_reason=data.get("finish_reason"),
-            reasoning=data.get("reasoning"),
-        )
-    except (json.JSONDecodeError, KeyError, TypeError):
-        raise ValueError(
-            f'not a chat reply of eval.backend=chat ({{"content": ..., "tool_calls": [...]}}): {text[:120]!r}'
-        ) from None
-    if reply.content is not None and not isinstance(reply.content, str):
-        raise ValueError(f"a chat reply's content must be a string or null: {text[:120]!r}")
-    return reply
 
 
 # -- the backend -------------------------------------------------------------------------------------------------

@@ -206,11 +206,15 @@ def help_text(command: Command) -> str:
     return "\n".join(parts)
 
 
+# The launcher's rank variables, first set wins. Not SLURM_PROCID: it numbers srun tasks, and slurm/launch.sh runs
+# one task per node that starts `accelerate launch`, so there it is the node's rank, not a training process's; a
+# process started by srun alone (no RANK) trains by itself and is its own rank 0.
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
 
 
 def launcher_rank(env=None) -> int:
-    """This process's global rank as its launcher set it (torchrun, accelerate launch, mpirun); 0 without one.
+    """This process's global rank as its launcher set it (torchrun, accelerate launch, mpirun); 0 without one. The
+    one rank helper: logging, data prep, the output_dir claim and the launch check all ask it.
 
     Read from the environment, not from accelerate's state: it is known before anything is initialized, and under
     torchrun on CPU accelerate reports "main process" on every rank."""

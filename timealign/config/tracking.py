@@ -22,6 +22,9 @@ from pathlib import Path
 from timealign.config.secrets import is_secret_key
 
 TRAINING_RUN_FILE = "wandb_run.json"
+# What a training run leaves beside its model: the launch, provenance and stop record, and the trainer's log_history.
+RUN_INFO_FILE = "run_info.json"
+TRAIN_LOG = "train_log.json"
 MAX_NAME = 128  # W&B shows longer display names cut
 
 # Overrides that change where things go or how they are logged, not what is trained: left out of run names.

@@ -22,7 +22,7 @@ RUN_FILE = "timealign_run.json"
 WRITTEN = "written"
 KEPT = ("data", "eval-base")  # never deleted: prepared data (keyed by fingerprint), the base model's evaluation
 TEMPORARY = re.compile(r"^\..+\.tmp(-.*)?$")  # timealign's whole-or-absent writes, left by a killed process
-CARD_BLOCK = re.compile(r"^timealign:\s*$", re.MULTILINE)  # the model card's metadata block (model_card.CARD_KEY)
+CARD_BLOCK = re.compile(r"^timealign:\s*$", re.MULTILINE)  # the model card's metadata block (card_facts.CARD_KEY)
 
 
 def signatures(out: str | Path) -> dict[str, list[int]]:

@@ -14,7 +14,7 @@ A direct answer must not be a tool call. Per sample, in order:
    WITHOUT the tool schemas and with `NO_TOOL_INSTRUCTION` added to the system message;
 3. when that gives no answer either, the sample falls back to `FALLBACK` (latest_tool_result), with a warning; the
    count and the samples with their reasons are in the prep report (manifest.json `direct_answers`), never silent.
-A tool call is what the evaluator counts as one (`timealign.suites.tictoc.tool_calls.is_tool_call`, `timealign`
+A tool call is what the evaluator counts as one (`timealign.render.tool_calls.is_tool_call`, `timealign`
 protocol, for the tokenizer's template family), so a direct answer here is a "no call" there. The text kept is the
 generation after any reasoning block (`</think>`), without trailing special tokens (EOS) and whitespace.
 
@@ -281,7 +281,7 @@ def _run(
 ) -> dict:
     """Generate (through the cache) for the renderable prompts and judge each output into `outcomes`."""
     from timealign.backends.cache import cached_generate
-    from timealign.suites.tictoc.tool_calls import is_tool_call
+    from timealign.render.tool_calls import is_tool_call
 
     todo = []
     for i, (prompt, reason) in enumerate(prompts):

@@ -7,16 +7,14 @@ Which folder: `data.prepared_dir` when given, else `<output_dir>/data/<kind>-<fi
 fingerprint (`timealign.data.fingerprint`) covers the data settings, the source files' content and
 `DATA_FORMAT_VERSION`.
 
-Once per job, whatever the launcher: only the job's global rank 0 prepares (the rank is read from
-torch.distributed, else RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, LOCAL_RANK: under torchrun on CPU
-accelerate calls every rank "main"). It takes a file lock next to the folder (`.<name>.lock`), prepares into a
-temporary sibling (`.<name>.tmp-<host>-<pid>`) and renames that into place, so the folder appears complete or not
-at all. The other ranks, on any node of a shared filesystem, wait for the folder to hold the wanted fingerprint
-(`data.prep_timeout`). Two jobs on one folder: the lock serializes them and the second checks the first's
-fingerprint.
-With `data.direct_answer=generate` rank 0 also generates the direct answers here (`timealign.data.generated_answers`,
-cached in `generations/` beside the folder, so a killed prep resumes); a large set is better prepared beforehand
-with data_prep/tictoc.py than while the other ranks wait.
+Once per job, whatever the launcher: only the job's global rank 0 prepares (the rank its launcher set:
+`timealign.config.cli.launcher_rank`; under torchrun on CPU accelerate calls every rank "main"). It takes a file lock
+next to the folder (`.<name>.lock`), prepares into a temporary sibling (`.<name>.tmp-<host>-<pid>`) and renames that
+into place, so the folder appears complete or not at all. The other ranks, on any node of a shared filesystem, wait for
+the folder to hold the wanted fingerprint (`data.prep_timeout`). Two jobs on one folder: the lock serializes them and
+the second checks the first's fingerprint. With `data.direct_answer=generate` rank 0 also generates the direct answers
+here (`timealign.data.generated_answers`, cached in `generations/` beside the folder, so a killed prep resumes); a
+large set is better prepared beforehand with data_prep/tictoc.py than while the other ranks wait.
 
 Never silent reuse. A folder is used only when its fingerprint equals this run's:
 - the default folder is keyed by the fingerprint, so other settings or changed source files simply get a folder
@@ -37,6 +35,7 @@ import socket
 import time
 from pathlib import Path
 
+from timealign.config.cli import launcher_rank
 from timealign.data.fingerprint import (
     DATA_FORMAT_VERSION,
     KIND_NAMES,
@@ -58,28 +57,12 @@ __all__ = [
     "PreparedDataError",
     "answer_generation",
     "ensure_prepared",
-    "global_rank",
     "prepared_dir_for",
     "write_prepared",
 ]
 
-RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "LOCAL_RANK")
 POLL_SECONDS = 0.5
 GENERATIONS = "generations"  # beside the prepared folders: the cache of generated direct answers
-
-
-def global_rank(env=None) -> int:
-    """This process's rank in the whole job (0 when not launched as one of several processes)."""
-    if env is None:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank()
-        env = os.environ
-    for key in RANK_VARIABLES:
-        if env.get(key, "").strip():
-            return int(env[key])
-    return 0
 
 
 def kind_of(recipe, kind: str | None = None) -> str:
@@ -306,7 +289,7 @@ def ensure_prepared(recipe, kind: str | None = None) -> Path:
     """
     fingerprint = fingerprint_of(recipe, kind)
     folder = prepared_dir_for(recipe, fingerprint=fingerprint)
-    rank = global_rank()
+    rank = launcher_rank()
     if _ready(folder, fingerprint, recipe.name):
         return folder
     if rank != 0:

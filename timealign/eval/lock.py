@@ -8,8 +8,7 @@ killed), so a lock file left behind never blocks a later run.
 
 from __future__ import annotations
 
-import functools
-import inspect
+import contextlib
 from pathlib import Path
 
 from timealign.config import RecipeError
@@ -25,27 +24,22 @@ def lock_path(out: str | Path) -> Path:
     return Path(out) / LOCK_NAME
 
 
-def holds_out_lock(evaluate):
-    """Run `evaluate(..., out, ...)` holding `<out>/.eval.lock`; `EvaluationBusy` when another process holds it."""
-    signature = inspect.signature(evaluate)
+@contextlib.contextmanager
+def out_lock(out: str | Path):
+    """Hold `<out>/.eval.lock` (creating `out`) for the block; `EvaluationBusy` when another process holds it."""
+    from filelock import FileLock, Timeout
 
-    @functools.wraps(evaluate)
-    def locked(*args, **kwargs):
-        from filelock import FileLock, Timeout
-
-        out = Path(signature.bind(*args, **kwargs).arguments["out"])
-        out.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(lock_path(out)))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise EvaluationBusy(
-                f"another evaluation is writing into {out} (it holds the lock {lock_path(out)}); "
-                "wait for it to finish or pass another out="
-            ) from None
-        try:
-            return evaluate(*args, **kwargs)
-        finally:
-            lock.release()
-
-    return locked
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path(out)))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise EvaluationBusy(
+            f"another evaluation is writing into {out} (it holds the lock {lock_path(out)}); "
+            "wait for it to finish or pass another out="
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()

@@ -25,7 +25,7 @@ from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
 from timealign.config.validate import check_data_path, check_model_reference
 from timealign.eval.data_identity import recipe_from_checkpoint
-from timealign.eval.lock import holds_out_lock
+from timealign.eval.lock import out_lock
 
 logger = logging.getLogger("timealign.eval")
 
@@ -94,14 +94,13 @@ COMMAND = Command(
 
 
 def make_backend(recipe, checkpoint: str):
-    """The recipe's `eval.backend` (hf | vllm | openai) for `checkpoint` (`timealign.backends.base.make_backend`)."""
+    """The recipe's `eval.backend` (hf | vllm | openai | chat) for `checkpoint` (`timealign.backends.factory`)."""
     from timealign.backends.factory import make_backend as build
 
     dtype = recipe.eval.dtype or (recipe.model.dtype if recipe.model.dtype != "bfloat16" else "auto")
     return build(recipe.eval, checkpoint, dtype=dtype, trust_remote_code=recipe.model.trust_remote_code)
 
 
-@holds_out_lock  # one evaluation per out= at a time (timealign/eval/lock.py)
 def evaluate(
     recipe,
     checkpoint: str,
@@ -127,75 +126,76 @@ def evaluate(
     from timealign.eval.runs import new_run_dir, now, publish, write_run_info
     from timealign.suites.registry import EvalContext, get_suite, overall_markdown
 
-    selected = [get_suite(name) for name in suites]  # fail on a bad name or option before loading any model
-    options = {suite.name: suite.parse_options((suite_options or {}).get(suite.name)) for suite in selected}
-    backend = make_backend(recipe, checkpoint)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    run_dir = new_run_dir(out)
-    write_run_info(
-        run_dir, checkpoint=str(checkpoint), suites=[s.name for s in selected], started=now(), complete=False
-    )
-    reports, sections = {}, []
-    try:
-        for suite in selected:
-            ctx = EvalContext(
-                recipe=recipe,
-                out_dir=out,
-                prompt_mode=prompt_mode,
-                family=family,
-                timestamps=recipe.data.timestamps if timestamps is None else timestamps,
-                options=options[suite.name],
-                checkpoint=str(checkpoint),
-            )
-            with count_generations() as tally:
-                report = suite.run(backend, ctx)
-            report["failures"] = failure_summary(suite.name, tally, recipe.eval.max_failed_share)
-            report["suite"], report["checkpoint"] = suite.name, str(checkpoint)
-            report["backend"] = {
-                "name": backend.name,
-                "model": getattr(backend, "fingerprint", None),
-                "sampling": backend.resolve_sampling() if hasattr(backend, "resolve_sampling") else None,
-            }
-            report["run"] = f"{run_dir.parent.name}/{run_dir.name}"
-            name_data(report, suite.name, options[suite.name], data_differences)
-            attach_intervals(
-                report, resamples=recipe.eval.bootstrap, confidence=recipe.eval.confidence, suite=suite.name
-            )
-            markdown = report.pop("markdown", None)
-            title = f"{suite.name}: {checkpoint} on {report['data']['label']}"
-            section = f"## {title}\n\n{markdown}" if markdown else overall_markdown(title, report)
-            differs = report["data"].get("differs_from_training")
-            if differs:
-                section += (
-                    "\n**Not the data the checkpoint was trained on:**\n\n"
-                    + "\n".join(f"- {line}" for line in differs)
-                    + "\n"
+    with out_lock(out):  # one evaluation per out= at a time (timealign/eval/lock.py)
+        selected = [get_suite(name) for name in suites]  # fail on a bad name or option before loading any model
+        options = {suite.name: suite.parse_options((suite_options or {}).get(suite.name)) for suite in selected}
+        backend = make_backend(recipe, checkpoint)
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        run_dir = new_run_dir(out)
+        write_run_info(
+            run_dir, checkpoint=str(checkpoint), suites=[s.name for s in selected], started=now(), complete=False
+        )
+        reports, sections = {}, []
+        try:
+            for suite in selected:
+                ctx = EvalContext(
+                    recipe=recipe,
+                    out_dir=out,
+                    prompt_mode=prompt_mode,
+                    family=family,
+                    timestamps=recipe.data.timestamps if timestamps is None else timestamps,
+                    options=options[suite.name],
+                    checkpoint=str(checkpoint),
                 )
-            intervals = intervals_markdown(report)
-            section += failure_markdown(report["failures"])
-            sections.append(f"{section}\n{intervals}" if intervals else section)
-            (run_dir / f"{suite.name}.json").write_text(json.dumps(report, indent=1))
-            logger.info(
-                "%s on %s: %s",
-                suite.name,
-                report["data"]["label"],
-                {k: v for k, v in report["overall"].items() if not isinstance(v, dict)},
-            )
-            reports[suite.name] = report
-    finally:
-        close = getattr(backend, "close", None)
-        if close is not None:
-            close()
-    (run_dir / "report.md").write_text("\n".join(sections))
-    check_failures(reports, run_dir)  # above eval.max_failed_share: exit 1, the run not published
-    write_run_info(
-        run_dir, finished=now(), complete=True, data={name: report["data"] for name, report in reports.items()}
-    )
-    publish(out, run_dir, [*(f"{name}.json" for name in reports), "report.md"])
-    record_evaluation(out)  # <output_dir>/eval belongs to that run's record (overwrite_output_dir may remove it)
-    logger.info("run kept in %s (%s/latest)", run_dir, out)
-    return reports
+                with count_generations() as tally:
+                    report = suite.run(backend, ctx)
+                report["failures"] = failure_summary(suite.name, tally, recipe.eval.max_failed_share)
+                report["suite"], report["checkpoint"] = suite.name, str(checkpoint)
+                report["backend"] = {
+                    "name": backend.name,
+                    "model": getattr(backend, "fingerprint", None),
+                    "sampling": backend.resolve_sampling() if hasattr(backend, "resolve_sampling") else None,
+                }
+                report["run"] = f"{run_dir.parent.name}/{run_dir.name}"
+                name_data(report, suite.name, options[suite.name], data_differences)
+                attach_intervals(
+                    report, resamples=recipe.eval.bootstrap, confidence=recipe.eval.confidence, suite=suite.name
+                )
+                markdown = report.pop("markdown", None)
+                title = f"{suite.name}: {checkpoint} on {report['data']['label']}"
+                section = f"## {title}\n\n{markdown}" if markdown else overall_markdown(title, report)
+                differs = report["data"].get("differs_from_training")
+                if differs:
+                    section += (
+                        "\n**Not the data the checkpoint was trained on:**\n\n"
+                        + "\n".join(f"- {line}" for line in differs)
+                        + "\n"
+                    )
+                intervals = intervals_markdown(report)
+                section += failure_markdown(report["failures"])
+                sections.append(f"{section}\n{intervals}" if intervals else section)
+                (run_dir / f"{suite.name}.json").write_text(json.dumps(report, indent=1))
+                logger.info(
+                    "%s on %s: %s",
+                    suite.name,
+                    report["data"]["label"],
+                    {k: v for k, v in report["overall"].items() if not isinstance(v, dict)},
+                )
+                reports[suite.name] = report
+        finally:
+            close = getattr(backend, "close", None)
+            if close is not None:
+                close()
+        (run_dir / "report.md").write_text("\n".join(sections))
+        check_failures(reports, run_dir)  # above eval.max_failed_share: exit 1, the run not published
+        write_run_info(
+            run_dir, finished=now(), complete=True, data={name: report["data"] for name, report in reports.items()}
+        )
+        publish(out, run_dir, [*(f"{name}.json" for name in reports), "report.md"])
+        record_evaluation(out)  # <output_dir>/eval belongs to that run's record (overwrite_output_dir may remove it)
+        logger.info("run kept in %s (%s/latest)", run_dir, out)
+        return reports
 
 
 def name_data(report: dict, suite: str, options, differences: list[str] | None) -> None:

@@ -95,8 +95,9 @@ def timing_numbers(report: dict) -> dict:
 
 
 def train_summary(checkpoint: Path) -> dict:
-    """The last logged training metrics of a run (the log history `train_and_save` writes beside the model)."""
-    from timealign.train.resume import TRAIN_LOG
+    """The last logged training metrics of a run (the log history `timealign.train.final_model` writes beside the
+    model)."""
+    from timealign.config.tracking import TRAIN_LOG
 
     history = json.loads((checkpoint / TRAIN_LOG).read_text())
     logs = [h for h in history if "loss" in h]
@@ -107,8 +108,8 @@ def train_summary(checkpoint: Path) -> dict:
 def live_curve(checkpoint: Path) -> list[dict]:
     """The evaluation-while-training points of a run (`live_eval`, timealign.train.live_eval): one dict per
     evaluation, {"step": N, "nar": ..., ...} without the `eval_live/` prefix; [] when the run had none."""
+    from timealign.config.tracking import TRAIN_LOG
     from timealign.train.live_eval import PREFIX
-    from timealign.train.resume import TRAIN_LOG
 
     history = json.loads((checkpoint / TRAIN_LOG).read_text())
     return [

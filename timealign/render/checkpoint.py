@@ -1,9 +1,9 @@
 """The render settings a trained checkpoint carries: the resolved recipe saved beside its weights.
 
 Training writes the recipe it ran with to `<output_dir>/timealign_recipe.yaml` (`CHECKPOINT_RECIPE`; written by
-`timealign.train.resume`). Evaluation reads the TIMER settings back here and nowhere else, so the TimelyChat suite
-and two-step TIMER inference prompt a checkpoint in the format it was trained on, and a checkpoint that was not
-TIMER-trained is refused with one clear message.
+`timealign.train.final_model`, and into every checkpoint by `timealign.train.resume`). Evaluation reads the TIMER
+settings back here and nowhere else, so the TimelyChat suite and two-step TIMER inference prompt a checkpoint in the
+format it was trained on, and a checkpoint that was not TIMER-trained is refused with one clear message.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Model families: one registry entry holds everything timealign knows about a chat-template family.
 
 A family decides how a tokenizer's chat template is recognised (`detect_family`), the tool-call syntax the evaluator
-and data prep look for in generated text (`timealign.suites.tictoc.tool_calls`), the TicToc authors' attempt
+and data prep look for in generated text (`timealign.render.tool_calls`), the TicToc authors' attempt
 signature and dropped special tokens under the `paper` protocol, the authors' prompt renderer it uses
 (`timealign.render.paper.TEMPLATES`), and the model types the shared-prompt DPO layout is verified for
 (`timealign.train.shared_prompt`). Adding a family is adding one `ModelFamily` to `FAMILIES` (docs: README,

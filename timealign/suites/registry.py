@@ -1,9 +1,10 @@
 """Evaluation suites as declared units (in the style of lm-evaluation-harness tasks).
 
-Each suite module (or package `__init__`) declares one module-level `SUITE = Suite(...)`: a name, a description,
-`run(backend, ctx) -> report`, and optionally the dataclass of its `NAME.key=value` options and, for suites that
-generate their items, how to generate a data set (`GeneratedSet`, used by `data_prep/reasoning.py`).
-`SUITE_MODULES` lists the modules; a new benchmark is one module or package plus one line there.
+Each suite is a package, `timealign/suites/NAME/`, whose `suite.py` declares one module-level `SUITE = Suite(...)`:
+its name (the package's), a description, `run(backend, ctx) -> report`, and optionally the dataclass of its
+`NAME.key=value` options and, for suites that generate their items, how to generate a data set (`GeneratedSet`, used
+by `data_prep/reasoning.py`). `SUITE_PACKAGES` lists the packages; a new benchmark is one package plus one name
+there.
 
 The report is a JSON-able dict with at least `overall` (metric name -> number or None) and, optionally, `samples`
 (per-sample records) and `markdown` (a rendered section for report.md). Backends expose `tokenizer` (for the shared
@@ -20,14 +21,9 @@ from typing import Any, Callable
 from timealign.backends.cache import CACHE_SUBDIR
 from timealign.config.options import RecipeError, build_options
 
-# The modules that declare a `SUITE`; a suite added later only needs a line here.
-SUITE_MODULES = (
-    "timealign.suites.tictoc.suite",
-    "timealign.suites.timelychat.suite",
-    "timealign.suites.timepuzzles",
-    "timealign.suites.chronosense",
-    "timealign.suites.tcp",
-)
+# The suite packages, `timealign/suites/<name>/`: each declares `SUITE = Suite(name="<name>", ...)` in its
+# `suite.py`, the one place a suite is declared. A suite added later is a package plus a line here.
+SUITE_PACKAGES = ("tictoc", "timelychat", "timepuzzles", "chronosense", "tcp")
 
 
 @dataclass
@@ -82,12 +78,13 @@ class Suite:
 def available_suites() -> dict[str, Suite]:
     """Every declared suite by name (sorted)."""
     suites: dict[str, Suite] = {}
-    for module_name in SUITE_MODULES:
+    for package in SUITE_PACKAGES:
+        module_name = f"timealign.suites.{package}.suite"
         suite = getattr(importlib.import_module(module_name), "SUITE", None)
         if not isinstance(suite, Suite):
             raise TypeError(f"{module_name} must declare a module-level SUITE = Suite(...)")
-        if suite.name in suites:
-            raise ValueError(f"suite {suite.name!r} is declared twice ({module_name})")
+        if suite.name != package:
+            raise ValueError(f"{module_name} declares suite {suite.name!r}: a suite is named after its package")
         suites[suite.name] = suite
     return dict(sorted(suites.items()))
 

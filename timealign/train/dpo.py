@@ -3,9 +3,11 @@
     accelerate launch --config_file recipes/accelerate/fsdp_offload.yaml --num_processes N train/dpo.py recipe=llama8b
     python train/dpo.py recipe=tiny
 
-Steps: data prep (once per job, by rank 0, unless the prepared folder holds this recipe's data fingerprint;
-`timealign.data.prepared`) -> render every pair with the shared PromptRenderer -> OffsetDPOTrainer (TRL
-DPOTrainer subclass) -> save the model, tokenizer and resolved recipe to `output_dir`.
+Steps (`run`, top to bottom): checks before any work (`timealign.train.preflight`) -> data prep (once per job, by
+rank 0, unless the prepared folder holds this recipe's data fingerprint; `timealign.data.prepared`) -> render every
+pair with the shared PromptRenderer -> OffsetDPOTrainer (TRL DPOTrainer subclass) -> train, resuming and stopping
+for preemption (`timealign.train.session`) -> save the model, tokenizer, resolved recipe and loss log, then the model
+card (`timealign.train.final_model`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,121 @@ Override any recipe field with dotted keys, for example:
     recipe="required",
     reads_inputs=True,
 )
+
+
+def run(recipe) -> Path:
+    """Train and save, top to bottom: checks -> prepared data -> trainer -> train -> save -> model card.
+
+    Resumes per training.resume_from_checkpoint (auto|path|false). On SIGUSR1/SIGTERM (or the SLURM launcher's stop
+    file) it checkpoints, stops and raises TrainingPreempted (exit code 75: requeue me). A run already finished in
+    output_dir returns that folder."""
+    from trl import DPOConfig
+
+    from timealign.config.disk import writing
+    from timealign.data.prepared import prepared_dir_for
+    from timealign.train.final_model import save_trained_model, write_run_card
+    from timealign.train.lengths import check_mode
+    from timealign.train.output_dir import AlreadyTrained
+    from timealign.train.preflight import preflight
+    from timealign.train.session import TrainingSession
+
+    check_mode(recipe.data.overlength)
+    try:
+        ready = preflight(recipe, DPOConfig)  # launch, batch, TrainingArguments, release, model, output_dir claim
+    except AlreadyTrained as done:
+        logger.warning("%s", done)
+        return done.output_dir
+    data = prepare_data(recipe)
+    trainer = make_trainer(recipe, ready, data)
+    with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
+        session = TrainingSession.start(trainer, recipe, data_dir=prepared_dir_for(recipe))  # resume, preemption, W&B
+        trainer.train(resume_from_checkpoint=session.resume_from)
+        session.finish()  # after a preemption checkpoint: raises TrainingPreempted
+        out = save_trained_model(trainer, recipe)  # model, tokenizer, recipe, loss log
+        write_run_card(trainer, recipe, session)  # README.md, last
+    return out
+
+
+def build_trainer(recipe, claim: bool = True):
+    """`run`'s steps up to a ready OffsetDPOTrainer (for tests and benchmarks); `claim`: make output_dir this
+    run's first (`timealign.train.preflight`)."""
+    from trl import DPOConfig
+
+    from timealign.train.lengths import check_mode
+    from timealign.train.preflight import preflight
+
+    check_mode(recipe.data.overlength)
+    ready = preflight(recipe, DPOConfig, claim)
+    return make_trainer(recipe, ready, prepare_data(recipe))
+
+
+def prepare_data(recipe):
+    """The prepared pairs (prepared once per job by rank 0, or reused when the folder holds this recipe's data
+    fingerprint: `timealign.data.prepared`), as a DatasetDict with the recipe's train split."""
+    from timealign.data.pairs import load_prepared
+    from timealign.data.prepared import ensure_prepared
+
+    data = load_prepared(ensure_prepared(recipe))
+    if recipe.data.train_split not in data:
+        raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
+    return data
+
+
+def make_trainer(recipe, ready, data):
+    """Render the prepared pairs (fitted to training.max_length) and build the OffsetDPOTrainer on the base model."""
+    from timealign.render.chat import PromptRenderer
+    from timealign.train.batch import log_plan
+    from timealign.train.launch_check import check_trainer
+    from timealign.train.lengths import LengthReportCallback, PairFitter, check_against_trainer, write_reports
+    from timealign.train.models import load_model, load_tokenizer, lora_config, resolve_base_model
+    from timealign.train.odpo import OffsetDPOTrainer
+
+    args = ready.args
+    model_path = resolve_base_model(recipe.model.name_or_path)
+    tokenizer = load_tokenizer(model_path, recipe.model)
+    renderer = PromptRenderer.for_data(tokenizer, recipe.data, reasoning=recipe.eval.reasoning)
+    scale = recipe.data.offset_scale
+    fits = {}  # split -> PairFitter: pairs within args.max_length per data.overlength, counted
+
+    def fitter(split: str) -> PairFitter:
+        fits[split] = PairFitter(
+            renderer, tokenizer, args.max_length, recipe.data.overlength, split, args.truncation_mode
+        )
+        return fits[split]
+
+    train_split, eval_split = recipe.data.train_split, recipe.data.eval_split
+    train_ds = render_split(data[train_split], renderer, "Rendering train pairs", scale, fitter(train_split))
+    eval_ds = None
+    if eval_split in data and args.eval_strategy != "no":
+        eval_ds = render_split(data[eval_split], renderer, "Rendering eval pairs", scale, fitter(eval_split))
+
+    model = load_model(model_path, recipe.model)
+    trainer = OffsetDPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        eval_dataset=eval_ds,
+        processing_class=tokenizer,
+        peft_config=lora_config(recipe.lora) if recipe.lora.enabled else None,
+        shared_prompt=recipe.dpo.shared_prompt,  # one prompt forward per pair (timealign.train.shared_prompt)
+        padding_free=recipe.dpo.padding_free,
+        margin_mode=recipe.dpo.margin_mode,
+    )
+    reports = {split: fit.report for split, fit in fits.items()}
+    tokenized = {train_split: trainer.train_dataset, eval_split: trainer.eval_dataset}
+    for split, report in reports.items():  # TRL's own tokenization agrees with the counts
+        check_against_trainer(report, tokenized[split], args.max_length, args.truncation_mode)
+    if trainer.is_world_process_zero():
+        write_reports(reports, args.output_dir)
+    trainer.add_callback(LengthReportCallback(reports))
+    check_trainer(trainer, recipe, ready.launched)  # the Accelerator's real state, before the first step
+    if trainer.is_world_process_zero():  # the arithmetic, and what the schedule cannot do with it
+        log_plan(ready.batch, trainer.args, len(trainer.train_dataset))
+    if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
+        from timealign.train.live_eval import LiveEvalCallback
+
+        trainer.add_callback(LiveEvalCallback(trainer, recipe, data))
+    return trainer
 
 
 def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0, fit=None):
@@ -84,114 +201,6 @@ def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0, fit=No
         rendered = rendered.filter(lambda reason: not reason, input_columns=["unrenderable"])
     rendered = rendered.remove_columns(["unrenderable"])
     return rendered if fit is None else fit.finish(rendered)
-
-
-def build_trainer(recipe, claim: bool = True):
-    """Everything up to a ready OffsetDPOTrainer (used by main and by tests/benchmarks).
-
-    `claim`: first make output_dir this run's (`timealign.train.output_dir`): another run there raises
-    OutputDirInUse, this run finished raises AlreadyTrained (`run` returns the folder then), both before any work.
-    """
-    from trl import DPOConfig
-
-    from timealign.data.hub import check_release
-    from timealign.data.pairs import load_prepared
-    from timealign.data.prepared import ensure_prepared
-    from timealign.render.chat import PromptRenderer
-    from timealign.train.batch import log_plan, plan_batch, world_size
-    from timealign.train.launch_check import check_launch, check_trainer
-    from timealign.train.lengths import (
-        LengthReportCallback,
-        PairFitter,
-        check_against_trainer,
-        check_mode,
-        write_reports,
-    )
-    from timealign.train.models import (
-        check_model_available,
-        load_model,
-        load_tokenizer,
-        lora_config,
-        resolve_base_model,
-    )
-    from timealign.train.odpo import OffsetDPOTrainer
-    from timealign.train.output_dir import claim_output_dir
-    from timealign.train.tracking import training_args
-
-    launched = check_launch(recipe, DPOConfig)  # before data prep and the model: runs as the recipe asks?
-    batch = plan_batch(recipe, DPOConfig, world_size(recipe, DPOConfig, launched))  # per device x accumulation
-    args = training_args(recipe, DPOConfig, **batch.training_overrides())  # TRL checks training.* before any work
-    check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
-    check_model_available(recipe.model.name_or_path)  # offline: in the hub cache, before any work
-    check_mode(recipe.data.overlength)
-    if claim:
-        claim_output_dir(recipe)  # before data prep: output_dir holds no other run (or it is overwritten on purpose)
-    model_path = resolve_base_model(recipe.model.name_or_path)
-    data = load_prepared(ensure_prepared(recipe))
-    if recipe.data.train_split not in data:
-        raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
-
-    tokenizer = load_tokenizer(model_path, recipe.model)
-    renderer = PromptRenderer.for_data(tokenizer, recipe.data, reasoning=recipe.eval.reasoning)
-    scale = recipe.data.offset_scale
-    fits = {}  # split -> PairFitter: pairs within args.max_length per data.overlength, counted
-
-    def fitter(split: str) -> PairFitter:
-        fits[split] = PairFitter(
-            renderer, tokenizer, args.max_length, recipe.data.overlength, split, args.truncation_mode
-        )
-        return fits[split]
-
-    train_split, eval_split = recipe.data.train_split, recipe.data.eval_split
-    train_ds = render_split(data[train_split], renderer, "Rendering train pairs", scale, fitter(train_split))
-    eval_ds = None
-    if eval_split in data and args.eval_strategy != "no":
-        eval_ds = render_split(data[eval_split], renderer, "Rendering eval pairs", scale, fitter(eval_split))
-
-    model = load_model(model_path, recipe.model)
-    trainer = OffsetDPOTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_ds,
-        eval_dataset=eval_ds,
-        processing_class=tokenizer,
-        peft_config=lora_config(recipe.lora) if recipe.lora.enabled else None,
-        shared_prompt=recipe.dpo.shared_prompt,  # one prompt forward per pair (timealign.train.shared_prompt)
-        padding_free=recipe.dpo.padding_free,
-        margin_mode=recipe.dpo.margin_mode,
-    )
-    reports = {split: fit.report for split, fit in fits.items()}
-    tokenized = {train_split: trainer.train_dataset, eval_split: trainer.eval_dataset}
-    for split, report in reports.items():  # TRL's own tokenization agrees with the counts
-        check_against_trainer(report, tokenized[split], args.max_length, args.truncation_mode)
-    if trainer.is_world_process_zero():
-        write_reports(reports, args.output_dir)
-    trainer.add_callback(LengthReportCallback(reports))
-    check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
-    if trainer.is_world_process_zero():  # the arithmetic, and what the schedule cannot do with it
-        log_plan(batch, trainer.args, len(trainer.train_dataset))
-    if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
-        from timealign.train.live_eval import LiveEvalCallback
-
-        trainer.add_callback(LiveEvalCallback(trainer, recipe, data))
-    return trainer
-
-
-def run(recipe) -> Path:
-    """Train and save; resumes per training.resume_from_checkpoint (auto|path|false). On SIGUSR1/SIGTERM (or the
-    SLURM launcher's stop file) it checkpoints, stops and raises TrainingPreempted (exit code 75: requeue me)."""
-    from timealign.config.disk import writing
-    from timealign.data.prepared import prepared_dir_for
-    from timealign.train.output_dir import AlreadyTrained
-    from timealign.train.resume import train_and_save
-
-    try:
-        trainer = build_trainer(recipe)
-    except AlreadyTrained as done:
-        logger.warning("%s", done)
-        return done.output_dir
-    with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
-        return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,9 +27,10 @@ from timealign.config import RecipeError
 from timealign.config.cli import Command, run_command
 from timealign.config.schema import opt
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
+from timealign.train.card_facts import CARD_FILE, recipe_dict
+from timealign.train.checkpoints import checkpoint_folders, weights_problem
 from timealign.train.hub import upload_patterns
-from timealign.train.model_card import CARD_FILE, recipe_dict, write_model_card
-from timealign.train.resume import checkpoint_folders, weights_problem
+from timealign.train.model_card import write_model_card
 
 logger = logging.getLogger("timealign.train.export")
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from timealign.config.written import card_may_replace, foreign_card_message
-from timealign.train.model_card import CARD_FILE, write_model_card
+from timealign.train.card_facts import CARD_FILE
+from timealign.train.model_card import write_model_card
 
 logger = logging.getLogger("timealign.train.hub")
 
@@ -75,11 +76,11 @@ class HubUploadMixin:
     _card_context: dict | None = None
 
     def attach_model_card(self, recipe, data_dir=None, wandb_url: str | None = None) -> None:
-        """The run the card describes (`timealign.train.resume.train_and_save` calls this before training)."""
+        """The run the card describes (`timealign.train.session.TrainingSession.start` calls this before training)."""
         self._card_context = {"recipe": recipe, "data_dir": data_dir, "wandb_url": wandb_url}
 
     def create_model_card(self, *args, **kwargs) -> None:
-        if self._card_context is None:  # a trainer used outside train_and_save: TRL's card
+        if self._card_context is None:  # a trainer used outside a TrainingSession: TRL's card
             return super().create_model_card(*args, **kwargs)
         if not self.is_world_process_zero():
             return None

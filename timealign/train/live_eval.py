@@ -11,7 +11,7 @@ in memory (`HFBackend.from_model`: no save, no reload):
   `run_tictoc_suite` builds for the recipe (default eval options: no system-prompt strategy, the recipe's
   timestamps, tool-call family from the chat template). Logged: `eval_live/nar`, `eval_live/attempt_rate_prefer_tool`,
   `eval_live/attempt_rate_prefer_no_tool`, `eval_live/tool_calls`, `eval_live/empty_outputs`, `eval_live/samples`.
-- TIMER SFT (task: sft): `timealign.suites.timelychat.suite.evaluate_timelychat` with the `TimerRenderer` training
+- TIMER SFT (task: sft): `timealign.suites.timelychat.turn_level.evaluate_timelychat` with the `TimerRenderer` training
   uses and the suite's default options (every turn's interval, extract reading, unparsed = instant). Logged: the
   target-turn delay metrics `eval_live/delay_f1`, `eval_live/delay_precision`, `eval_live/delay_recall`,
   `eval_live/rmsle`; the all-turn ones `eval_live/delay_f1_all_turns`, `eval_live/delay_fpr_all_turns`,
@@ -147,7 +147,7 @@ class TimelyChatScorer:
     def score(self, backend) -> tuple[dict, dict]:
         from timealign.render.timer import TimerRenderer
         from timealign.suites.timelychat.options import TimelyChatOptions
-        from timealign.suites.timelychat.suite import evaluate_timelychat
+        from timealign.suites.timelychat.turn_level import evaluate_timelychat
 
         o = TimelyChatOptions()
         renderer = TimerRenderer.for_timer(backend.tokenizer, self.recipe.timer)  # the training format

@@ -42,12 +42,14 @@ from pathlib import Path
 import yaml
 
 from timealign.config import RecipeError
+from timealign.config.cli import launcher_rank
 from timealign.config.secrets import is_secret_key, redact
 from timealign.config.written import KEPT, RUN_FILE, TEMPORARY, WRITTEN, note_baseline, signatures, write_record
 from timealign.data.fingerprint import Fingerprint
-from timealign.data.prepared import fingerprint_of, global_rank
+from timealign.data.prepared import fingerprint_of
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
-from timealign.train.resume import RESUME_IGNORED, checkpoint_folders
+from timealign.train.checkpoints import checkpoint_folders
+from timealign.train.resume import RESUME_IGNORED
 
 logger = logging.getLogger("timealign.train.output_dir")
 
@@ -351,7 +353,7 @@ def claim_output_dir(recipe, kind: str | None = None) -> Claim:
     out = Path(recipe.resolved_output_dir())
     wanted = fingerprint_of(recipe, kind)
     now = recipe.to_dict()
-    rank0 = global_rank() == 0
+    rank0 = launcher_rank() == 0
     claim = _read_claim(out)
     trained = trained_entries(out)
     state, notes, delete, kept_written = "fresh", [], [], None

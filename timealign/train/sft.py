@@ -3,11 +3,12 @@
     accelerate launch --config_file recipes/accelerate/zero3.yaml --num_processes N train/sft.py recipe=timer3b
     python train/sft.py recipe=tiny-timer
 
-Steps: data prep (once per job, by rank 0, unless the prepared folder holds this recipe's data fingerprint;
-`timealign.data.prepared`) -> add the TIMER tokens to the tokenizer and model -> render every dialog with the
-shared `TimerRenderer` into input ids, labels and time/response token types -> `TimerSFTTrainer` (TRL SFTTrainer
-subclass, loss = L_response + lambda * L_time) -> save the model (or LoRA adapter), tokenizer, resolved recipe and
-training log to `output_dir`.
+Steps (`run`, top to bottom): checks before any work (`timealign.train.preflight`) -> data prep (once per job, by rank
+0, unless the prepared folder holds this recipe's data fingerprint; `timealign.data.prepared`) -> add the TIMER tokens
+to the tokenizer and model -> render every dialog with the shared `TimerRenderer` into input ids, labels and
+time/response token types -> `TimerSFTTrainer` (TRL SFTTrainer subclass, loss = L_response + lambda * L_time) -> train,
+resuming and stopping for preemption (`timealign.train.session`) -> save the model (or LoRA adapter), tokenizer,
+resolved recipe and training log, then the model card (`timealign.train.final_model`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,36 @@ Override any recipe field with dotted keys, for example:
 )
 
 NEW_TOKEN_MODES = ("trainable_tokens", "modules_to_save")
+
+
+def run(recipe) -> Path:
+    """Train and save, top to bottom: checks -> prepared data -> trainer -> train -> save -> model card, with the
+    same resume and preemption handling as DPO (`timealign.train.session`). A run already finished in output_dir
+    returns that folder."""
+    from trl import SFTConfig
+
+    from timealign.config.disk import writing
+    from timealign.data.prepared import prepared_dir_for
+    from timealign.train.final_model import save_trained_model, write_run_card
+    from timealign.train.output_dir import AlreadyTrained
+    from timealign.train.preflight import preflight
+    from timealign.train.session import TrainingSession
+
+    check_timer_section(recipe.timer)
+    try:
+        ready = preflight(recipe, SFTConfig)  # launch, batch, TrainingArguments, release, model, output_dir claim
+    except AlreadyTrained as done:
+        logger.warning("%s", done)
+        return done.output_dir
+    data = prepare_data(recipe)
+    trainer = make_trainer(recipe, ready, data)
+    with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
+        session = TrainingSession.start(trainer, recipe, data_dir=prepared_dir_for(recipe))  # resume, preemption, W&B
+        trainer.train(resume_from_checkpoint=session.resume_from)
+        session.finish()  # after a preemption checkpoint: raises TrainingPreempted
+        out = save_trained_model(trainer, recipe)  # model, tokenizer, recipe, loss log
+        write_run_card(trainer, recipe, session)  # README.md, last
+    return out
 
 
 def check_timer_section(timer) -> None:
@@ -107,33 +138,37 @@ def build_model_and_tokenizer(recipe):
 
 
 def build_trainer(recipe, claim: bool = True):
-    """Everything up to a ready TimerSFTTrainer (used by main and by tests/benchmarks); `claim` as in
-    `timealign.train.dpo.build_trainer` (output_dir must hold no other run)."""
+    """`run`'s steps up to a ready TimerSFTTrainer (for tests and benchmarks); `claim`: make output_dir this run's
+    first (`timealign.train.preflight`)."""
     from trl import SFTConfig
 
-    from timealign.data.hub import check_release
-    from timealign.data.prepared import ensure_prepared
-    from timealign.data.timer_prep import load_timer_prepared
-    from timealign.render.timer import TimerRenderer
-    from timealign.train.batch import log_plan, plan_batch, world_size
-    from timealign.train.launch_check import check_launch, check_trainer
-    from timealign.train.models import check_model_available
-    from timealign.train.timer import TimerSFTTrainer, timer_lora_config
-    from timealign.train.tracking import training_args
+    from timealign.train.preflight import preflight
 
     check_timer_section(recipe.timer)
-    launched = check_launch(recipe, SFTConfig)  # before data prep and the model: runs as the recipe asks?
-    batch = plan_batch(recipe, SFTConfig, world_size(recipe, SFTConfig, launched))  # per device x accumulation
-    args = training_args(recipe, SFTConfig, **batch.training_overrides())  # TRL checks training.* before any work
-    check_release(recipe.data)  # data.source=hub: the release is here (or downloads now), before any work
-    check_model_available(recipe.model.name_or_path)  # offline: in the hub cache, before any work
-    if claim:
-        from timealign.train.output_dir import claim_output_dir
+    ready = preflight(recipe, SFTConfig, claim)
+    return make_trainer(recipe, ready, prepare_data(recipe))
 
-        claim_output_dir(recipe)  # before data prep: output_dir holds no other run (or it is overwritten on purpose)
+
+def prepare_data(recipe):
+    """The prepared dialogs (prepared once per job by rank 0, or reused when the folder holds this recipe's data
+    fingerprint: `timealign.data.prepared`), as a DatasetDict with the recipe's train split."""
+    from timealign.data.prepared import ensure_prepared
+    from timealign.data.timer_prep import load_timer_prepared
+
     data = load_timer_prepared(ensure_prepared(recipe))
     if recipe.data.train_split not in data:
         raise RecipeError(f"prepared data has no {recipe.data.train_split!r} split (has: {', '.join(data)})")
+    return data
+
+
+def make_trainer(recipe, ready, data):
+    """Add the TIMER tokens, render the prepared dialogs and build the TimerSFTTrainer."""
+    from timealign.render.timer import TimerRenderer
+    from timealign.train.batch import log_plan
+    from timealign.train.launch_check import check_trainer
+    from timealign.train.timer import TimerSFTTrainer, timer_lora_config
+
+    args = ready.args
     model, tokenizer, token_ids = build_model_and_tokenizer(recipe)
     renderer = TimerRenderer.for_timer(tokenizer, recipe.timer)
     if recipe.timer.packing:
@@ -173,30 +208,14 @@ def build_trainer(recipe, claim: bool = True):
         lambda_time=recipe.timer.lambda_time,
         loss_normalization=recipe.timer.loss_normalization,
     )
-    check_trainer(trainer, recipe, launched)  # the Accelerator's real state, before the first step
+    check_trainer(trainer, recipe, ready.launched)  # the Accelerator's real state, before the first step
     if trainer.is_world_process_zero():  # the arithmetic, and what the schedule cannot do with it
-        log_plan(batch, trainer.args, len(trainer.train_dataset))
+        log_plan(ready.batch, trainer.args, len(trainer.train_dataset))
     if recipe.live_eval.every_steps > 0:  # held-out metrics while training (timealign.train.live_eval)
         from timealign.train.live_eval import LiveEvalCallback
 
         trainer.add_callback(LiveEvalCallback(trainer, recipe, data))
     return trainer
-
-
-def run(recipe) -> Path:
-    """Train and save, with the same resume and preemption handling as DPO (timealign.train.resume)."""
-    from timealign.config.disk import writing
-    from timealign.data.prepared import prepared_dir_for
-    from timealign.train.output_dir import AlreadyTrained
-    from timealign.train.resume import train_and_save
-
-    try:
-        trainer = build_trainer(recipe)
-    except AlreadyTrained as done:
-        logger.warning("%s", done)
-        return done.output_dir
-    with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
-        return train_and_save(trainer, recipe, data_dir=prepared_dir_for(recipe))
 
 
 def main(argv: list[str] | None = None) -> int:

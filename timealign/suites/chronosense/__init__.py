@@ -52,7 +52,6 @@ from timealign.suites.chronosense.prompts import SETTINGS, TEMPLATES, build_prom
 from timealign.suites.chronosense.score import markdown_summary, parse_true_false, score
 from timealign.suites.chronosense.suite import (
     DEFAULT_MAX_NEW_TOKENS,
-    SUITE,
     ChronoSenseOptions,
     ChronoSenseSet,
     evaluate_chronosense,

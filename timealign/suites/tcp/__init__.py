@@ -82,7 +82,6 @@ from timealign.suites.tcp.solve import (
 )
 from timealign.suites.tcp.suite import (
     DEFAULT_MAX_NEW_TOKENS,
-    SUITE,
     TCPOptions,
     TCPSet,
     evaluate_tcp,

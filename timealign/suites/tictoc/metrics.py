@@ -7,7 +7,7 @@ from typing import Iterable
 
 import numpy as np
 
-from timealign.suites.tictoc.tool_calls import PROTOCOLS, paper_visible_text
+from timealign.render.tool_calls import PROTOCOLS, paper_visible_text
 from timealign.suites.units import SampleUnits
 
 PREFER_TOOL, PREFER_NO_TOOL = "prefer_tool", "prefer_no_tool"

@@ -40,8 +40,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from timealign.backends.chat import request_string
 from timealign.render.chat import PROMPT_MODES, clean_message
+from timealign.render.chat_api import request_string
 from timealign.render.paper import PAPER_PROMPT_MODES, paper_messages
 from timealign.render.timefmt import format_timestamp
 

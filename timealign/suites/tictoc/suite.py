@@ -19,10 +19,10 @@ from timealign.render.chat import PromptRenderer
 from timealign.render.checkpoint import trained_prompt_protocol
 from timealign.render.families import detect_family
 from timealign.render.paper import PaperRenderer, UnrenderableSample
+from timealign.render.tool_calls import PROTOCOLS, is_empty_output, is_tool_call
 from timealign.suites.registry import EvalContext, Suite, suite_cache_dir
 from timealign.suites.tictoc.metrics import paper_dropped, tictoc_report
 from timealign.suites.tictoc.requests import ChatRequestRenderer
-from timealign.suites.tictoc.tool_calls import PROTOCOLS, is_empty_output, is_tool_call
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class TicTocOptions:
     detection: str | None = opt(
         None,
         "how a reply counts as a tool-call attempt: timealign (pattern by pattern, see "
-        "timealign/suites/tictoc/tool_calls.py) | paper (the TicToc authors' signature "
+        "timealign/render/tool_calls.py) | paper (the TicToc authors' signature "
         "match; empty outputs leave the denominator); None: the recipe's "
         "data.protocol. Prompts follow data.protocol, not this",
     )

@@ -44,309 +44,38 @@ Failures: if an agent generation or a partner call fails, that dialog stops ther
 its turns so far, counted, and not judged: a shorter dialog would be rated on other terms. When no dialog
 completes, the evaluation raises.
 
-What is not the authors' setting is listed in `PROTOCOL_DIFFERENCES` (in every report's settings).
+Modules: the prompts (`dialog_prompts`), the simulation (`dialog_simulation`); the judge, the aggregation and the
+report here. What is not the authors' setting is listed in `PROTOCOL_DIFFERENCES` (in every report's settings).
 """
 
 from __future__ import annotations
 
-import json
 import re
-import zlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from timealign.render.intervals import extract_interval, paper_interval_minutes
-from timealign.render.timer import TimerRenderer, TimerTurn
-from timealign.suites.timelychat.infer import TimerInference
+from timealign.render.timer import TimerRenderer
+from timealign.suites.timelychat.dialog_prompts import (
+    DIALOG_JUDGE_INPUT,
+    DIALOG_JUDGE_METRICS,
+    DIALOG_JUDGE_TEMPLATE,
+    JUDGE_FORMAT,
+    PROTOCOL_DIFFERENCES,
+)
+from timealign.suites.timelychat.dialog_simulation import (
+    AGENT,
+    USER,
+    AgentGenerator,
+    DialogTurn,
+    SimulatedDialog,
+    delay_text,
+    simulate_dialogs,
+)
 from timealign.suites.timelychat.judge import chat_model, parse_judge_score
 from timealign.suites.timelychat.metrics import is_delayed
-from timealign.suites.timelychat.postprocess import clean_reply
-
-__all__ = [
-    "AGENT",
-    "USER",
-    "DIALOG_HISTORIES",
-    "DIALOG_JUDGE_METRICS",
-    "SIMULATOR_PROMPT",
-    "PROTOCOL_DIFFERENCES",
-    "DialogTurn",
-    "SimulatedDialog",
-    "delay_text",
-    "seed_dialog",
-    "agent_context",
-    "partner_messages",
-    "read_partner_reply",
-    "clean_partner_text",
-    "transcript",
-    "dialog_judge_messages",
-    "parse_dialog_score",
-    "aggregate_dialogs",
-    "simulate_dialogs",
-    "judge_dialogs",
-    "partner_from_options",
-    "evaluate_dialog_level",
-]
-
-AGENT, USER = "agent", "user"
-DIALOG_HISTORIES = ("zero", "predicted")
-
-# App. B.2, in the words of the authors' script (the paper prints "dialog" where the script sends "dialogue").
-SIMULATOR_PROMPT = """You are a user simulator (user) engaging in an event-driven dialogue with a dialogue agent \
-(agent).
-Given the dialogue context, your task is to proceed the conversation by one turn under the following assumptions:
-1. agent responds after the elapsed time specified in the parentheses from the previous user utterance. If the \
-delay is "0 minutes", agent is assumed to respond immediately.
-2. user is assumed to respond to agent without any delay."""
-
-# The authors' `Output` response format ({"answer": str}) as an OpenAI json_schema response format.
-PARTNER_FORMAT = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "Output",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"answer": {"type": "string"}},
-            "required": ["answer"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-# App. B.3, "Dialog-level Prompt".
-DIALOG_JUDGE_TEMPLATE = """You will be given a conversation between a dialog agent and a user.
-
-Throughout the conversation, the agent proactively determines the delay of its response to the user's previous \
-message, simulating delayed responses due to event experiences that take certain time to process.
-
-At each agent's turn, the delay is provided in the parentheses followed by the message. Your task is to rate the \
-dialog agent on one metric. Please make sure you read and understand these instructions carefully.
-
-Evaluation Criteria:
-{metric} (1-5): {criteria}
-
-Evaluation Steps:
-{steps}"""
-
-# App. B.3, "Evaluation Criteria and Steps": the three dialog-level metrics.
-DIALOG_JUDGE_METRICS: dict[str, dict[str, str]] = {
-    "coherence": {
-        "metric": "Coherence",
-        "criteria": "the extent to which the agent maintains a good conversation flow.",
-        "steps": (
-            "1. Assess the flow and coherence of the agent's responses in the conversation.\n"
-            "2. Evaluate the tone and style compatibility throughout the conversation.\n"
-            "3. Rate on a scale from 1 to 5, where 1 indicates the agent's responses are incoherent or "
-            "inappropriate, and 5 indicates the agent's responses are perfectly coherent and appropriate."
-        ),
-    },
-    "delay_appropriateness": {
-        "metric": "Delay-appropriateness",
-        "criteria": "the extent to which the agent poses delays with appropriate frequency and amount.",
-        "steps": (
-            "1. Assess whether the agent poses unnecessary or excessively frequent delays that could harm the "
-            "conversation flow.\n"
-            "2. Evaluate whether the amounts of delays (if not 0 minutes) reflect the typical duration of events "
-            "implied in the corresponding message.\n"
-            "3. Rate on a scale from 1 to 5, where 1 indicates the agent overuses and misuses delays, and 5 "
-            "indicates the agent uses delays appropriately in terms of frequency and amount."
-        ),
-    },
-    "time_specificity": {
-        "metric": "Time-specificity",
-        "criteria": (
-            "the extent to which the agent's responses ONLY make sense when the specified time has passed, "
-            "contrary to a time-agnostic responses that make sense regardless of time."
-        ),
-        "steps": (
-            "1. Read the provided conversation and take note of the elapsed times since the previous messages.\n"
-            "2. Consider the context of the conversation, focusing on how the passage of time might affect the "
-            "relevance or appropriateness of the agent's responses.\n"
-            "3. Evaluate whether the agent's responses are time-specific. That is, determine if the responses "
-            "directly relate to or are clearly influenced by the elapsed times.\n"
-            "4. Rate on a scale from 1 to 5, where 1 indicates the agent's responses are completely time-agnostic "
-            "and unaffected by the passage of time, and 5 indicates the agent's responses are entirely "
-            "time-specific; they only make sense because of the amount of time that has passed since the previous "
-            "message."
-        ),
-    },
-}
-
-# Ours (the paper does not print it): the dialog and the answer format, laid out like the turn-level judge's input.
-DIALOG_JUDGE_INPUT = """### Conversation ###
-{transcript}
-
-Rate the dialog agent on {metric} (1-5). Answer with a JSON object only: \
-{{"score": <an integer from 1 to 5>, "explanation": "<one or two sentences>"}}"""
-
-# `judge_structured`: the same answer, enforced by the server (a weak local judge otherwise rarely answers in form).
-JUDGE_FORMAT = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": "Judgement",
-        "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}, "explanation": {"type": "string"}},
-            "required": ["score", "explanation"],
-            "additionalProperties": False,
-        },
-    },
-}
-
-PROTOCOL_DIFFERENCES = (
-    "agent decoding: the backend's sampling settings (the recipe's eval section; greedy by default). The authors "
-    "ran TIMER with beam search (3 beams) plus top-p 0.95 sampling at temperature 1.0 and no_repeat_ngram_size=2, "
-    "which the backends here do not offer",
-    "agent prompt: the checkpoint's own TIMER format (<SPK>/<TIME>/<UTT> markers and canonical intervals), not the "
-    "authors' T5 text '<spk> A: <time> 0 minutes later <utt> ...'; the same information in each turn",
-    "agent token budgets: interval_max_new_tokens / response_max_new_tokens (12 / 64 by default); the authors "
-    "gave each step 100 new tokens",
-    "agent reply clean-up: only with postprocess=true; the authors' dialog script always applies it",
-    "judge input: the paper does not print how the dialog reaches its judge or how the judge answers; here it is "
-    "a '### Conversation ###' transcript and a JSON {score, explanation} answer (the paper's judge: Claude Sonnet "
-    "4.5; the released code has no judge)",
-    "partner sampling: partner_temperature (default 1.0, the API default the authors' GPT-4o simulator ran with) "
-    "with a seed per dialog and turn (reproducible; the authors set none); structured output is requested as an "
-    "OpenAI json_schema response format (the authors used the openai client's parse with a pydantic model)",
-)
-
-
-# ============================================================================================== the dialog
-
-
-@dataclass
-class DialogTurn:
-    """One turn of a simulated dialog. `minutes` is the delay before it: the agent's (whole minutes) or 0."""
-
-    role: str  # AGENT | USER
-    speaker: str  # the dialog's speaker label ("A" / "B")
-    utterance: str
-    minutes: float = 0.0
-    source: str = "seed"  # "seed" (the dataset's first utterance) | "agent" | "partner"
-    raw: str | None = None  # what the model or partner wrote, before reading and clean-up
-    interval_text: str | None = None  # agent turns: what the model wrote for the interval
-    interval_read: str | None = None  # agent turns: "strict" | "extracted" | "unparsed" | "paper"
-    predicted_minutes: float | None = None  # agent turns: the interval read, before cutting to whole minutes
-    structured: bool | None = None  # partner turns with partner_structured: the reply was the asked-for JSON
-
-    def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-@dataclass
-class SimulatedDialog:
-    id: str
-    agent: str  # the agent's speaker label (the dataset dialog's target speaker)
-    user: str
-    turns: list[DialogTurn]
-    error: str | None = None  # why the dialog stopped early
-    scores: dict = field(default_factory=dict)  # metric -> 1-5 score, or None (unreadable or failed)
-    judge_replies: dict = field(default_factory=dict)  # metric -> the judge's raw reply (or the error)
-    judge_failed: dict = field(default_factory=dict)  # metric -> True when the judge call raised
-
-    @property
-    def complete(self) -> bool:
-        return self.error is None
-
-    def agent_turns(self) -> list[DialogTurn]:
-        """The turns the agent generated (the seed is the dataset's, not the agent's)."""
-        return [t for t in self.turns if t.source == AGENT]
-
-    def to_dict(self, instant_max_minutes: float = 0.0) -> dict:
-        agent = self.agent_turns()
-        out = {
-            "id": self.id,
-            "agent_speaker": self.agent,
-            "user_speaker": self.user,
-            "complete": self.complete,
-            "agent_turns": len(agent),
-            "delayed_turns": sum(is_delayed(t.minutes, instant_max_minutes) for t in agent),
-            "turns": [t.to_dict() for t in self.turns],
-        }
-        if self.error is not None:
-            out["error"] = self.error
-        if self.scores or self.judge_replies:
-            out.update(
-                scores=dict(self.scores),
-                judge_replies=dict(self.judge_replies),
-                judge_failed=sorted(m for m, bad in self.judge_failed.items() if bad),
-            )
-        return out
-
-
-def delay_text(minutes: float) -> str:
-    """A delay as the authors write it: whole minutes, "90 minutes" (not "1 hour 30 minutes")."""
-    return f"{int(minutes)} minutes"
-
-
-def seed_dialog(dialog) -> SimulatedDialog:
-    """The dialog's first utterance, with the target speaker as the agent and the other speaker as the user."""
-    agent = dialog.target_speaker
-    others = [s for s in dialog.speakers if s != agent]
-    user = others[0] if others else ("A" if agent == "B" else "B")  # the authors' rule for A/B dialogs
-    first = dialog.speakers[0]
-    return SimulatedDialog(
-        dialog.id, agent, user, [DialogTurn(AGENT if first == agent else USER, first, dialog.utterances[0])]
-    )
-
-
-def agent_context(turns: Sequence[DialogTurn], history: str = "zero") -> list[TimerTurn]:
-    """The agent's prompt turns: every earlier turn at 0 minutes ("zero") or at the delay it had ("predicted")."""
-    if history not in DIALOG_HISTORIES:
-        raise ValueError(f"dialog_history={history!r}; known: {', '.join(DIALOG_HISTORIES)}")
-    return [TimerTurn(t.speaker, t.utterance, 0.0 if history == "zero" else t.minutes) for t in turns]
-
-
-# ============================================================================================= the partner
-
-
-def partner_messages(turns: Sequence[DialogTurn]) -> list[dict]:
-    """The simulator's chat messages: the App. B.2 prompt, then every turn as `role: (N minutes later) text`."""
-    history = "\n".join(f"{t.role}: ({delay_text(t.minutes)} later) {t.utterance}" for t in turns)
-    return [{"role": "system", "content": SIMULATOR_PROMPT}, {"role": "user", "content": f"Conversation:\n{history}"}]
-
-
-_PARTIAL_ANSWER = re.compile(r'^\s*\{\s*"answer"\s*:\s*"((?:[^"\\]|\\.)*)', re.DOTALL)
-
-
-def read_partner_reply(content: str, structured: bool = True) -> tuple[str, bool | None]:
-    """(answer, whether it came in the asked-for form) from the partner's reply.
-
-    structured: the JSON {"answer": ...} was asked for. A reply that is not that JSON object (`False`): the answer
-    string of a JSON reply cut off mid-answer (the token budget), else the whole text. Without `structured` the
-    reply is the answer (`None`).
-    """
-    if not structured:
-        return content, None
-    try:
-        data = json.loads(content)
-    except json.JSONDecodeError:
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("answer"), str):
-        return data["answer"], True
-    partial = _PARTIAL_ANSWER.match(content)
-    if partial:
-        body = partial.group(1)
-        body = body[:-1] if body.endswith("\\") and not body.endswith("\\\\") else body
-        try:
-            return json.loads(f'"{body}"'), False
-        except json.JSONDecodeError:
-            return body, False
-    return content, False
-
-
-def clean_partner_text(text: str) -> str:
-    """The authors' clean-up of a simulator reply: the text after the last "later)", then "user:", then "agent:"
-    (a simulator that writes its turn as a transcript line, "user: (0 minutes later) Sure!", gives "Sure!")."""
-    for marker in ("later)", "user:", "agent:"):
-        text = text.split(marker)[-1].strip()
-    return text
-
 
 # =============================================================================================== the judge
 
@@ -441,171 +170,6 @@ def aggregate_dialogs(
     return out
 
 
-# ============================================================================================= simulation
-
-
-class _AgentGenerator:
-    """`generate(prompts, max_new_tokens=, desc=)` for TimerInference through the resume cache; a failed prompt
-    comes back as "" and its message is kept in `calls` (one dict per call: index -> message)."""
-
-    def __init__(self, backend, cache_dir: Path | None):
-        self.backend, self.cache_dir = backend, cache_dir
-        self.calls: list[dict[int, str]] = []
-        self.totals = {"cached": 0, "generated": 0, "failed": 0}
-
-    def generate(self, prompts: list[str], *, max_new_tokens: int = 64, desc: str | None = None) -> list[str]:
-        from timealign.backends.cache import cached_generate
-
-        suite = "timelychat-dialog-interval" if "interval" in (desc or "") else "timelychat-dialog-response"
-        gens = cached_generate(
-            self.backend, prompts, suite=suite, cache_dir=self.cache_dir, max_new_tokens=max_new_tokens, desc=None
-        )
-        self.calls.append(dict(gens.errors))
-        for key, value in gens.summary().items():
-            if key in self.totals:
-                self.totals[key] += value
-        return [o if o is not None else "" for o in gens.outputs]
-
-    def failed_since(self, start: int) -> dict[int, str]:
-        out: dict[int, str] = {}
-        for errors in self.calls[start:]:
-            for i, msg in errors.items():
-                out.setdefault(i, msg)
-        return out
-
-
-def _read_delay(text: str, minutes: float | None, interval_reading: str) -> tuple[str, float | None]:
-    if interval_reading == "paper":  # the authors' convert_to_minutes, which reads every text (0 where it finds none)
-        return "paper", paper_interval_minutes(text)
-    if minutes is not None:
-        return "strict", minutes
-    if interval_reading == "extract":
-        found = extract_interval(text)
-        if found is not None:
-            return "extracted", found
-    return "unparsed", None
-
-
-def _agent_step(
-    infer: TimerInference,
-    gen: _AgentGenerator,
-    due: list[SimulatedDialog],
-    *,
-    history: str,
-    interval_reading: str,
-    postprocess: bool,
-) -> None:
-    """One agent turn in each dialog of `due` (batched through the backend)."""
-    contexts = [agent_context(s.turns, history) for s in due]
-    speakers = [s.agent for s in due]
-    start = len(gen.calls)
-    if infer.renderer.order == "time_first":
-        intervals = infer.predict_intervals(contexts, speakers)
-        reads = [_read_delay(text, minutes, interval_reading) for text, minutes in intervals]
-        delays = [float(int(m)) if m is not None else 0.0 for _, m in reads]
-        replies = infer.respond(contexts, speakers, delays)
-    else:  # utterance-first: the reply comes before (and so without) its interval
-        preds = infer.run(contexts, speakers)
-        intervals = [(p.interval_text, p.minutes) for p in preds]
-        reads = [_read_delay(text, minutes, interval_reading) for text, minutes in intervals]
-        delays = [float(int(m)) if m is not None else 0.0 for _, m in reads]
-        replies = [p.response for p in preds]
-    failed = gen.failed_since(start)
-    for i, sim in enumerate(due):
-        if i in failed:
-            sim.error = f"agent generation failed at turn {len(sim.turns) + 1}: {failed[i]}"
-            continue
-        reply = clean_reply(replies[i]) if postprocess else replies[i]
-        sim.turns.append(
-            DialogTurn(
-                AGENT,
-                sim.agent,
-                reply,
-                delays[i],
-                AGENT,
-                raw=replies[i],
-                interval_text=intervals[i][0],
-                interval_read=reads[i][0],
-                predicted_minutes=reads[i][1],
-            )
-        )
-
-
-def _partner_step(
-    partner, due: list[SimulatedDialog], *, temperature: float, structured: bool, max_new_tokens: int
-) -> None:
-    """One simulated-user turn in each dialog of `due` (concurrent chat calls)."""
-    extra = {"response_format": PARTNER_FORMAT} if structured else {}
-    base_seed = int((getattr(partner, "sampling", None) or {}).get("seed", 0) or 0)
-
-    def one(sim: SimulatedDialog) -> None:
-        # Sampled replies get a seed of their own per dialog and turn: reproducible, yet not the same draws at every
-        # turn (one fixed seed for every call made a random partner repeat itself).
-        seed = {"seed": base_seed + zlib.crc32(f"{sim.id}:{len(sim.turns)}".encode())} if temperature > 0 else {}
-        try:
-            content = partner.chat(
-                partner_messages(sim.turns), max_new_tokens=max_new_tokens, temperature=temperature, **extra, **seed
-            )
-        except Exception as err:  # noqa: BLE001 - recorded on the dialog, counted and reported
-            sim.error = f"partner call failed at turn {len(sim.turns) + 1}: {type(err).__name__}: {err}"[:2000]
-            return
-        answer, ok = read_partner_reply(content, structured)
-        sim.turns.append(
-            DialogTurn(USER, sim.user, clean_partner_text(answer), 0.0, "partner", raw=content, structured=ok)
-        )
-
-    with ThreadPoolExecutor(max_workers=max(1, min(int(getattr(partner, "concurrency", 8)), len(due)))) as pool:
-        list(pool.map(one, due))
-
-
-def simulate_dialogs(
-    backend,
-    dialogs: Sequence,
-    *,
-    renderer: TimerRenderer,
-    partner: Any,
-    turns: int = 10,
-    history: str = "zero",
-    interval_reading: str = "extract",
-    postprocess: bool = False,
-    interval_max_new_tokens: int = 12,
-    response_max_new_tokens: int = 64,
-    partner_temperature: float = 1.0,
-    partner_structured: bool = True,
-    partner_max_new_tokens: int = 256,
-    cache_dir: str | Path | None = None,
-    generator: _AgentGenerator | None = None,
-) -> list[SimulatedDialog]:
-    """Seed every dialog with its first utterance and add `turns` turns: the checkpoint (through `backend`, with
-    `renderer`) as the agent, `partner.chat(messages, max_new_tokens=, temperature=, [response_format=]) -> str`
-    as the user. The dialogs advance together, one turn per round, so agent turns are batched."""
-    if turns < 1:
-        raise ValueError(f"dialog_turns={turns}: at least one turn must follow the seed")
-    agent_context([], history)  # checks `history`
-    gen = generator or _AgentGenerator(backend, Path(cache_dir) if cache_dir is not None else None)
-    infer = TimerInference(
-        gen, renderer, interval_max_new_tokens=interval_max_new_tokens, response_max_new_tokens=response_max_new_tokens
-    )
-    sims = [seed_dialog(d) for d in dialogs]
-    for _ in tqdm(range(turns), desc="TimelyChat dialog-level turns", unit="turn"):
-        active = [s for s in sims if s.complete]
-        agent_due = [s for s in active if s.turns[-1].role == USER]
-        user_due = [s for s in active if s.turns[-1].role == AGENT]
-        if agent_due:
-            _agent_step(
-                infer, gen, agent_due, history=history, interval_reading=interval_reading, postprocess=postprocess
-            )
-        if user_due:
-            _partner_step(
-                partner,
-                user_due,
-                temperature=partner_temperature,
-                structured=partner_structured,
-                max_new_tokens=partner_max_new_tokens,
-            )
-    return sims
-
-
 def judge_dialogs(
     judge: Any,
     sims: Sequence[SimulatedDialog],
@@ -676,7 +240,7 @@ def evaluate_dialog_level(
     "generation", "samples"}. Raises when no dialog completes (the first error says why)."""
     if not dialogs:
         raise ValueError("no dialogs to evaluate")
-    gen = _AgentGenerator(backend, Path(cache_dir) if cache_dir is not None else None)
+    gen = AgentGenerator(backend, Path(cache_dir) if cache_dir is not None else None)
     sims = simulate_dialogs(
         backend,
         dialogs,

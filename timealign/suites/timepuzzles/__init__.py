@@ -71,7 +71,6 @@ from timealign.suites.timepuzzles.month_day_facts import (
 from timealign.suites.timepuzzles.score import ParsedAnswer, markdown_summary, parse_answer, score_outputs, set_metrics
 from timealign.suites.timepuzzles.solver import solve, solve_indices
 from timealign.suites.timepuzzles.suite import (
-    SUITE,
     TimePuzzlesOptions,
     TimePuzzlesSet,
     evaluate_timepuzzles,

@@ -51,7 +51,7 @@ keys so far are a call's (`{"name": "get_st`, `{"name": "f", "parameters": {"sym
 |                                               |                 |           | protocol                          |
 
 API models (`api`, the replies of `eval.backend=chat`: `{"content": ..., "tool_calls": [...]}`, see
-`timealign.backends.chat`). The authors' handler (`inference/api/openai.py`) kept `content` when it was not empty,
+`timealign.render.chat_api`). The authors' handler (`inference/api/openai.py`) kept `content` when it was not empty,
 else `str(tool_calls)` (the SDK objects' repr, e.g. `[ChatCompletionMessageToolCall(id=..., function=Function(...),
 type='function')]`), else `[ERROR]`; the scorer counts a call when "ChatCompletionMessageToolCall" is in that string
 and drops `[ERROR]` from the denominator.
@@ -79,7 +79,7 @@ import json
 import re
 from typing import Callable
 
-from timealign.backends.chat import parse_reply
+from timealign.render.chat_api import parse_reply
 from timealign.render.families import FAMILIES, ModelFamily
 
 PROTOCOLS = ("timealign", "paper")

@@ -1,0 +1,231 @@
+"""Preemption: checkpoint and stop on the SLURM warning signal, then exit so the job is requeued.
+
+`PreemptionCallback` turns SIGUSR1 (the sbatch `--signal=B:USR1@120` warning, forwarded by slurm/launch.sh as a stop
+file) and SIGTERM into "save a checkpoint at the end of this step and stop". The request is OR-reduced over all ranks
+at every optimizer step, so every process stops at the same step even when only one of them saw the signal. The stop
+file (`$TIMEALIGN_STOP_FILE`) exists because signals do not travel reliably through `srun` + `accelerate launch`
+(torchrun's agent dies on SIGUSR1). After the checkpoint, `TrainingSession.finish()` writes
+`<output_dir>/preempted.json` and `$TIMEALIGN_STOP_FILE.requeue` (the sbatch script requeues on it) and exits with
+`EXIT_REQUEUE` (75, EX_TEMPFAIL). The last log line says what happens next, read from Slurm (`stop_outcome`: `scontrol
+show job`'s JobState and Requeue, the signal that arrived, TIMEALIGN_REQUEUE): requeued by the batch script (the USR1
+warning), requeued by Slurm (preemption with Requeue=1), or not requeued (cancelled, time limit reached).
+
+Save budget: `SaveTimingCallback` logs how long each checkpoint took (rank 0) and warns when the last optimizer step
+plus that save took longer than `launch.signal_seconds`, the warning's lead before the time limit.
+`TIMEALIGN_TEST_SLOW_SAVE` (test-only, tests/test_slurm_real.py) makes every checkpoint save sleep that many seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+from transformers import TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+EXIT_REQUEUE = 75  # EX_TEMPFAIL: "try again later"; slurm/launch.sh requeues the job (its TA_EXIT_REQUEUE)
+STOP_FILE_ENV = "TIMEALIGN_STOP_FILE"
+SLOW_SAVE_ENV = "TIMEALIGN_TEST_SLOW_SAVE"  # TEST-ONLY: seconds each checkpoint save sleeps (slow-save tests)
+REQUEUE_SUFFIX = ".requeue"
+PREEMPTED_FILE = "preempted.json"
+
+
+class TrainingPreempted(SystemExit):
+    """Training stopped early on a preemption request after saving `checkpoint`; exits with EXIT_REQUEUE."""
+
+    def __init__(self, checkpoint: str, step: int, reason: str):
+        super().__init__(EXIT_REQUEUE)
+        self.checkpoint, self.step, self.reason = checkpoint, step, reason
+
+    def __str__(self) -> str:
+        return f"preempted ({self.reason}) at step {self.step}; checkpoint {self.checkpoint}"
+
+
+def _any_rank(flag: bool, device) -> bool:
+    """OR of `flag` over all processes (every rank must call this at the same step)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    value = torch.tensor([1 if flag else 0], dtype=torch.int32, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
+class PreemptionCallback(TrainerCallback):
+    """On SIGUSR1/SIGTERM or an existing stop file: save a checkpoint at the end of the current step and stop.
+
+    All ranks agree on the step (OR-reduce at every optimizer step). `stopped_at` is the step it stopped at and
+    `reason` what asked for it. Handlers are installed by `install()` (main thread only) and restored by
+    `uninstall()`; a second signal of the same kind falls back to the previous handler (e.g. kill on SIGTERM).
+    """
+
+    def __init__(self, signals=(signal.SIGUSR1, signal.SIGTERM), stop_file: str | None = None):
+        self.signals = tuple(signals)
+        self.stop_file = stop_file if stop_file is not None else (os.environ.get(STOP_FILE_ENV) or None)
+        self.reason: str | None = None
+        self.stopped_at: int | None = None
+        self._previous: dict = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread() or self._previous:
+            return
+        for sig in self.signals:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def uninstall(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous = {}
+
+    def _handle(self, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        if self.reason == name:  # asked twice: give the signal its previous meaning
+            previous = self._previous.get(signum)
+            self.uninstall()
+            if callable(previous):
+                previous(signum, frame)
+            elif previous == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
+            return
+        self.reason = self.reason or name
+        logger.warning("%s received: checkpointing at the end of this step, then stopping", name)
+
+    def requested(self) -> bool:
+        if self.reason is None and self.stop_file and os.path.exists(self.stop_file):
+            self.reason = f"stop file {self.stop_file}"
+            logger.warning("%s exists: checkpointing at the end of this step, then stopping", self.stop_file)
+        return self.reason is not None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.install()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.stopped_at is None and _any_rank(self.requested(), args.device):
+            self.reason = self.reason or "another rank"
+            self.stopped_at = state.global_step
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+def slurm_job_fields(job_id: str) -> dict[str, str]:
+    """`scontrol show job --oneliner JOB` as {field: value}; {} when Slurm cannot be asked."""
+    try:
+        proc = subprocess.run(
+            ["scontrol", "show", "job", "--oneliner", str(job_id)], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return dict(re.findall(r"(\w+)=(\S*)", proc.stdout)) if proc.returncode == 0 else {}
+
+
+def _slurm_seconds(text: str | None) -> int | None:
+    """`RunTime`/`TimeLimit` of scontrol ([D-]HH:MM:SS, MM:SS) in seconds; None for UNLIMITED or unreadable."""
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", (text or "").strip())
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> tuple[bool, str]:
+    """(requeued?, what happens to the job next) after a preemption checkpoint, from what asked for the stop and from
+    Slurm itself (`scontrol show job`). While Slurm ends a job it shows JobState=COMPLETING whatever the cause
+    (Slurm 22.05): a requeue has already counted the restart (Restarts above SLURM_RESTART_COUNT), the time limit
+    shows Reason=TimeLimit (and RunTime >= TimeLimit), anything else ending it is a cancellation (scancel, or
+    preemption that cancels)."""
+    env = os.environ if env is None else env
+    job = env.get("SLURM_JOB_ID")
+    resubmit = "resubmit the same command (training.resume_from_checkpoint=auto) to continue from it"
+    if not job:
+        return False, f"not in a Slurm job: nothing requeues it; {resubmit}"
+    fields = job_fields(job)
+    state = fields.get("JobState", "")
+    restarts = int(env.get("SLURM_RESTART_COUNT") or 0)
+    cap = int(env.get("TIMEALIGN_MAX_REQUEUES") or 20)
+    hold = "after Slurm holds it ~2 min (Reason=BeginTime)"
+    counted = fields.get("Restarts", "")
+    if state in ("PREEMPTED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED") or (
+        counted.isdigit() and int(counted) > restarts
+    ):
+        if fields.get("Requeue") == "0":
+            return False, f"job {job} was preempted and is not requeueable (Requeue=0); {resubmit}"
+        return True, (
+            f"Slurm requeues job {job} (preemption or scontrol requeue): it resumes from this checkpoint {hold}"
+        )
+    limit, ran = _slurm_seconds(fields.get("TimeLimit")), _slurm_seconds(fields.get("RunTime"))
+    if (
+        state == "TIMEOUT"
+        or fields.get("Reason") == "TimeLimit"
+        or (state == "COMPLETING" and limit is not None and ran is not None and ran >= limit)
+    ):
+        return False, (
+            f"job {job} reached its time limit before a checkpoint on the warning (USR1, launch."
+            f"signal_seconds before the limit) was done: it is not requeued; raise launch.signal_seconds "
+            f"(sbatch --signal=B:USR1@N) and {resubmit}"
+        )
+    if state in ("CANCELLED", "COMPLETING"):
+        return False, f"job {job} was cancelled (scancel): it is not requeued; {resubmit}"
+    if reason != "SIGTERM":  # the USR1 warning (to this process, or to the batch shell: the stop file)
+        if env.get("TIMEALIGN_REQUEUE", "1") == "0":
+            return False, f"the warning came and requeueing is off (TIMEALIGN_REQUEUE=0); {resubmit}"
+        if restarts >= cap:
+            return False, f"job {job} was requeued {restarts} times already (TIMEALIGN_MAX_REQUEUES={cap}); {resubmit}"
+        return True, (
+            f"time limit near (USR1): the batch script requeues job {job} and it resumes from this checkpoint {hold}"
+        )
+    return False, (
+        f"{reason}: Slurm is ending job {job} (JobState={state or '?'}); it is requeued only if Slurm "
+        f"requeues it (preemption with Requeue=1); else {resubmit}"
+    )
+
+
+class SaveTimingCallback(TrainerCallback):
+    """How long each checkpoint takes (the time from the end of its step to on_save), logged by rank 0, with a
+    warning when one optimizer step plus the save no longer fits in the warning's lead `signal_seconds` (the
+    time limit's SIGTERM, and Slurm's SIGKILL KillWait seconds later, would cut a save short). The test-only
+    TIMEALIGN_TEST_SLOW_SAVE sleeps here, in the save path, before the measurement."""
+
+    def __init__(self, signal_seconds: int | None):
+        self.signal_seconds = signal_seconds
+        self.step_started = self.step_ended = None
+        self.step_seconds = self.save_seconds = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.step_started = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.step_ended = time.monotonic()
+        if self.step_started is not None:
+            self.step_seconds = self.step_ended - self.step_started
+
+    def on_save(self, args, state, control, **kwargs):
+        slow = float(os.environ.get(SLOW_SAVE_ENV) or 0)
+        if slow > 0:
+            logger.warning("%s=%s (test-only): this save sleeps %.0f s", SLOW_SAVE_ENV, slow, slow)
+            time.sleep(slow)
+        if self.step_ended is None:
+            return
+        self.save_seconds = time.monotonic() - self.step_ended
+        if not state.is_world_process_zero:
+            return
+        step = self.step_seconds or 0.0
+        logger.info("checkpoint-%d saved in %.1f s (its step: %.1f s)", state.global_step, self.save_seconds, step)
+        if self.signal_seconds is not None and step + self.save_seconds > self.signal_seconds:
+            logger.warning(
+                "one step + a checkpoint took %.0f s, more than launch.signal_seconds=%d (the warning's "
+                "lead before the time limit): near the limit the save would be cut short and the job "
+                "would resume from an older checkpoint; raise launch.signal_seconds to at least %d (sbatch "
+                "--signal=B:USR1@N)",
+                step + self.save_seconds,
+                self.signal_seconds,
+                int(2 * (step + self.save_seconds)) + 30,
+            )

@@ -1,0 +1,41 @@
+"""Before any work: does the run launch as the recipe asks, with which batch and TrainingArguments, are the data
+release and the base model here, and is output_dir this run's. Shared by the DPO and SFT entry points.
+
+    ready = preflight(recipe, DPOConfig)   # ready.launched, ready.batch, ready.args
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Preflight:
+    """What the checks found: the launch (`timealign.train.launch_check`), the batch plan (`timealign.train.batch`)
+    and the TRL config built from training.* with that plan."""
+
+    launched: Any
+    batch: Any
+    args: Any
+
+
+def preflight(recipe, config_class, claim: bool = True) -> Preflight:
+    """Check and plan before data prep and the model; `claim`: make output_dir this run's
+    (`timealign.train.output_dir`): another run there raises OutputDirInUse, this run finished raises
+    AlreadyTrained."""
+    from timealign.data.hub import check_release
+    from timealign.train.batch import plan_batch, world_size
+    from timealign.train.launch_check import check_launch
+    from timealign.train.models import check_model_available
+    from timealign.train.output_dir import claim_output_dir
+    from timealign.train.tracking import training_args
+
+    launched = check_launch(recipe, config_class)  # before data prep and the model: runs as the recipe asks?
+    batch = plan_batch(recipe, config_class, world_size(recipe, config_class, launched))  # per device x accumulation
+    args = training_args(recipe, config_class, **batch.training_overrides())  # TRL checks training.* now
+    check_release(recipe.data)  # data.source=hub: the release is here (or downloads now)
+    check_model_available(recipe.model.name_or_path)  # offline: in the hub cache
+    if claim:
+        claim_output_dir(recipe)  # before data prep: output_dir holds no other run (or it is overwritten on purpose)
+    return Preflight(launched, batch, args)
