@@ -54,6 +54,10 @@ class RecordingUpstream:
                 if owner.delay:
                     time.sleep(owner.delay)
                 text = owner.reply
+                if self.path.endswith("/chat/completions"):  # an API model: a message back
+                    message = {"role": "assistant", "content": text}
+                    self._send(200, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+                    return
                 if body.get("stream"):
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")

@@ -248,3 +248,36 @@ def test_command_line(checkpoint, tmp_path):
         proc = run_cli(*args)
         assert proc.returncode == 2, (args, proc.stderr[-2000:])
         assert message in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
+
+
+def test_api_model_gets_the_evaluators_chat_messages(tictoc_v1_dir, upstream, tmp_path):
+    """upstream_api=chat: the stamped messages the evaluator's chat backend sends (here the paper protocol with its
+    reminder prompt), and the tools as given."""
+    from timealign.suites.tictoc.requests import ChatRequestRenderer
+    from timealign.suites.tictoc.suite import heldout_sample
+
+    overrides = {
+        "data.source": "v1",
+        "data.path": str(tictoc_v1_dir),
+        "data.prepared_dir": str(tmp_path / "pairs"),
+        "data.protocol": "paper",
+        "eval.max_samples": "6",
+    }
+    recipe = load_recipe("tiny", overrides)
+    rows, _ = heldout_sample(recipe)
+    renderer = ChatRequestRenderer.for_data(recipe.data, prompt_mode="reminder")
+    args = ["recipe=tiny", *(f"{k}={v}" for k, v in overrides.items()), "upstream_api=chat", "prompt_mode=reminder"]
+    with gateway(
+        [*args, f"upstream={upstream.url}", f"store={tmp_path / 'clock.sqlite'}"], tmp_path / "chat.log"
+    ) as gw:
+        client = openai.OpenAI(base_url=gw.url, api_key="unused")
+        for row in rows:
+            reply = client.chat.completions.create(
+                model="served-tiny", messages=client_messages(row["prompt"]), tools=decoded_tools(row["tools"])
+            )
+            assert reply.choices[0].message.content == "It is sunny."
+    for (path, body, _), row in zip(upstream.requests, rows):
+        assert path == "/v1/chat/completions"
+        assert body["messages"] == json.loads(renderer.prompt(row["prompt"], row["tools"]))["messages"]
+        assert body["tools"] == decoded_tools(row["tools"]) and body["tool_choice"] == "auto"
+    assert "Be aware of the time elapsed" in upstream.requests[0][1]["messages"][0]["content"]

@@ -12,7 +12,9 @@ conversations with identical histories so far share their times. The gateway's o
 they were generated (the reply's stamp in the prompt), so when the client sends one back it keeps that time.
 
 Times are UTC: the system wall clock (`time.time()`), and a client timestamp with a UTC offset converted to UTC
-(ISO 8601; one without an offset is taken as UTC; a number is Unix seconds). The prompt shows whole seconds.
+(ISO 8601; one without an offset is taken as UTC; a number is Unix seconds). Arrival times are kept in whole seconds
+(`2025-08-11T14:02:57Z`, what the prompt shows); a client's ISO string is kept as written (the `paper` protocol
+prints it as given, as the TicToc authors' code did).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from timealign.render.chat import parse_tool_arguments
-from timealign.render.timefmt import parse_time
+from timealign.render.timefmt import format_time, parse_time
 
 MEMORY = ":memory:"  # store=:memory: keeps the clock in memory only (lost on restart)
 
@@ -58,15 +60,18 @@ def message_keys(conversation: str, messages: list[dict]) -> list[str]:
     return keys
 
 
-def client_time(value: Any, index: int) -> datetime:
-    """A message's `timestamp` field as an aware UTC datetime."""
+def client_time(value: Any, index: int) -> str:
+    """A message's `timestamp` field as the time string the renderers read: an ISO string as the client wrote it
+    (checked; the `timealign` protocol shows it in UTC, the `paper` protocol as written, as the authors' code did),
+    Unix seconds as `2025-08-11T14:02:57Z`."""
     try:
         if isinstance(value, bool):
             raise TypeError
         if isinstance(value, (int, float)):
-            return datetime.fromtimestamp(float(value), tz=timezone.utc)
+            return format_time(datetime.fromtimestamp(float(value), tz=timezone.utc))
         if isinstance(value, str):
-            return parse_time(value)
+            parse_time(value)
+            return value
         raise TypeError
     except (TypeError, ValueError, OverflowError, OSError):
         raise ClockError(
@@ -121,14 +126,14 @@ class ClockStore:
             for i, (message, key) in enumerate(zip(messages, keys)):
                 given = message.get("timestamp")
                 if given is not None:
-                    value = client_time(given, i).isoformat()
+                    value = client_time(given, i)
                     new.append((key, value))
                 elif key in known:
                     value = known[key]
                 elif message.get("role") == "system":
                     value = None  # the renderer stamps no system message; its time would only move the template date
                 else:
-                    value = now.isoformat()
+                    value = format_time(now)
                     new.append((key, value))
                 times.append(value)
             previous = None

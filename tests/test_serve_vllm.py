@@ -1,0 +1,134 @@
+"""`timealign serve` in front of the real vLLM CPU server (`make test-vllm`), the official `openai` SDK as client.
+
+A tiny agent trained by offset-DPO on the v1 release (full fine-tune, a few steps) is served by vLLM; `eval/run.py`
+scores it through the same server (eval.backend=openai), and the same held-out v1 samples are sent through the
+gateway with their timestamps. The gateway's replies (tool_calls, or content) must make the same decision on every
+sample, hence the same NAR; a streamed reply equals the unstreamed one, and real tool calls come back structured.
+
+    HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 TIMEALIGN_REQUIRE_VLLM=1 .venv-vllm/bin/python -m pytest \
+        tests/test_serve_vllm.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from needs import require_vllm
+from serve_helpers import REPO, client_messages, decoded_tools, gateway
+from vllm_server import vllm_server
+
+pytestmark = pytest.mark.slow
+
+MAX_NEW_TOKENS = 48  # a whole tiny-agent call fits: the gateway returns it as tool_calls
+
+
+@pytest.fixture(scope="module")
+def trained(tictoc_v1_dir, tmp_path_factory):
+    """offset-DPO of tiny-agent on the v1 release, 2 steps, saved with its recipe (as train/dpo.py does)."""
+    require_vllm()
+    from timealign.config import load_recipe
+    from timealign.data.prepared import prepared_dir_for
+    from timealign.train import dpo
+    from timealign.train.resume import train_and_save
+
+    root = tmp_path_factory.mktemp("served")
+    recipe = load_recipe(
+        "tiny",
+        {
+            "model.name_or_path": "tiny-agent",
+            "data.source": "v1",
+            "data.path": str(tictoc_v1_dir),
+            "data.prepared_dir": str(root / "data"),
+            "data.elapsed": "true",
+            "eval.max_samples": "16",
+            "eval.max_new_tokens": str(MAX_NEW_TOKENS),
+            "training.max_steps": "2",
+            "training.max_length": "4096",
+            "training.per_device_train_batch_size": "4",
+            "training.learning_rate": "5e-4",
+            "output_dir": str(root / "model"),
+        },
+    )
+    return train_and_save(dpo.build_trainer(recipe), recipe, data_dir=prepared_dir_for(recipe))
+
+
+def test_gateway_nar_equals_the_evaluators_through_vllm(trained, tmp_path):
+    import openai
+
+    from timealign.eval.data_identity import trained_recipe
+    from timealign.suites.tictoc.metrics import tictoc_report
+    from timealign.suites.tictoc.suite import heldout_sample
+    from timealign.suites.tictoc.tool_calls import is_tool_call
+
+    env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", WANDB_MODE="offline")
+    with vllm_server(trained, "served-tiny", tmp_path / "vllm.log", max_model_len=4096) as base:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "eval/run.py",
+                f"checkpoint={trained}",
+                "eval.backend=openai",
+                f"eval.base_url={base}/v1",
+                "eval.served_model=served-tiny",
+                f"out={tmp_path / 'eval'}",
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        report = json.loads((tmp_path / "eval" / "tictoc.json").read_text())
+        evaluated = {s["id"]: s for s in report["samples"]}
+
+        rows, _ = heldout_sample(trained_recipe(trained))  # the rows eval/run.py scored
+        assert sorted(r["id"] for r in rows) == sorted(evaluated) and len(rows) == 16
+        args = [f"checkpoint={trained}", f"upstream={base}/v1", f"store={tmp_path / 'clock.sqlite'}"]
+        with gateway(args, tmp_path / "gateway.log") as gw:
+            client = openai.OpenAI(base_url=gw.url, api_key="unused")
+            replies = [
+                client.chat.completions.create(
+                    model="served-tiny",
+                    messages=client_messages(row["prompt"]),
+                    tools=decoded_tools(row["tools"]) or openai.omit,
+                    max_tokens=MAX_NEW_TOKENS,
+                    temperature=0,
+                ).choices[0]
+                for row in rows
+            ]
+            # streaming through the real server: the same reply, in pieces
+            plain = next(i for i, r in enumerate(replies) if not r.message.tool_calls)
+            chunks = list(
+                client.chat.completions.create(
+                    model="served-tiny",
+                    messages=client_messages(rows[plain]["prompt"]),
+                    max_tokens=MAX_NEW_TOKENS,
+                    temperature=0,
+                    stream=True,
+                )
+            )
+            streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
+            assert len(chunks) > 3 and streamed == replies[plain].message.content
+
+    # a call the model wrote comes back structured, naming one of the sample's tools
+    calls = [(row, r) for row, r in zip(rows, replies) if r.message.tool_calls]
+    assert calls, "the tiny agent called no tool on 16 samples"
+    for row, reply in calls:
+        names = {t["function"]["name"] for t in decoded_tools(row["tools"])}
+        assert reply.finish_reason == "tool_calls"
+        assert all(
+            c.function.name in names and isinstance(json.loads(c.function.arguments), dict)
+            for c in reply.message.tool_calls
+        )
+
+    # the same decision on every sample, so the same NAR
+    attempted = [bool(r.message.tool_calls) or is_tool_call(r.message.content or "", "tiny") for r in replies]
+    assert attempted == [evaluated[row["id"]]["tool_call"] for row in rows]
+    empty = [not r.message.tool_calls and not (r.message.content or "").strip() for r in replies]
+    ours = tictoc_report(rows, attempted, empty)["overall"]
+    assert ours["nar"] == report["overall"]["nar"] and ours["n"] == report["overall"]["n"] == 16
