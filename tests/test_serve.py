@@ -175,6 +175,7 @@ def test_bad_requests_get_openai_error_bodies(checkpoint, upstream, tmp_path):
             (post({**ok, "messages": [{"role": "wizard", "content": "x"}]}), 400, "messages[0].role must be one of"),
             (post({**ok, "max_tokens": 10**6}), 400, "max_tokens must be an integer from 1 to 4096"),
             (post({**ok, "n": 3}), 400, "only n=1"),
+            (post({**ok, "messages": [{"role": "system", "content": "Be brief."}]}), 400, "must end with a user"),
             (post({**ok, "messages": [{"role": "user", "content": "x", "timestamp": "yesterday"}]}), 400, "ISO 8601"),
             (
                 post(
@@ -240,6 +241,8 @@ def test_command_line(checkpoint, tmp_path):
         ((), "timealign serve needs the settings the model was trained with"),
         ((f"checkpoint={tmp_path}",), "holds no timealign_recipe.yaml"),
         ((f"checkpoint={checkpoint}", "upstream=ftp://x"), "must be an http:// or https:// URL"),
+        ((f"checkpoint={checkpoint}", "port=70000"), "port=70000: give a port from 1 to 65535"),
+        ((f"checkpoint={checkpoint}", "request_timeout=0"), "request_timeout=0.0 must be a positive number"),
         ((f"checkpoint={checkpoint}", "upstream=http://127.0.0.1:9/v1"), "cannot list the models of upstream="),
         (("recipe=tiny",), "upstream_api=completions renders prompts with the checkpoint's tokenizer"),
         ((f"checkpoint={checkpoint}", "upstream_api=chat", "upstream_model=m"), "data.elapsed"),

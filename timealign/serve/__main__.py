@@ -16,7 +16,7 @@ from timealign.backends.base import BackendError
 from timealign.backends.openai import check_base_url, is_loopback
 from timealign.config.cli import Invocation, run_command
 from timealign.config.options import RecipeError
-from timealign.serve.options import COMMAND
+from timealign.serve.options import COMMAND, check_options
 
 logger = logging.getLogger("timealign.serve")
 
@@ -81,6 +81,7 @@ def serve(invocation: Invocation) -> int:
     from timealign.serve.upstream import Upstream
 
     options, recipe = invocation.options, invocation.recipe
+    check_options(options)
     if recipe is None:
         raise RecipeError(
             "timealign serve needs the settings the model was trained with: checkpoint=DIR (a folder holding its "

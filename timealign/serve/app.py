@@ -295,8 +295,10 @@ def build_app(gateway: Gateway) -> Starlette:
             raise BadRequest("stream must be true or false", param="stream")
         messages, tools, sampling = gateway.messages(body), gateway.tools(body), gateway.sampling(body)
         timed = gateway.timed(conversation, messages)
-        rendered = gateway.render(timed, tools)
         reply_time = timed[-1].get("time")
+        if reply_time is None and gateway.renderer.timestamps:
+            raise BadRequest("the conversation must end with a user, assistant or tool message", param="messages")
+        rendered = gateway.render(timed, tools)
         created, cid = int(time.time()), completion_id()
 
         def remember(message: dict) -> None:

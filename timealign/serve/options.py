@@ -75,7 +75,22 @@ class ServeOptions:
     max_response_bytes: int = opt(8 << 20, "the largest upstream reply read (more: HTTP 502)")
     max_messages: int = opt(1000, "the most messages a request may carry (more: HTTP 400)")
     request_timeout: float = opt(300.0, "seconds an upstream request may take, whole (more: HTTP 504)")
-    log_level: str = opt("info", "the server's log level: debug | info | warning | error")
+    log_level: str = opt("info", "the server's log level", choices=("debug", "info", "warning", "error"))
+
+
+def check_options(options: ServeOptions) -> None:
+    """Numbers in range, before anything starts (RecipeError: one line, exit 2)."""
+    from timealign.config.options import RecipeError
+
+    if not 1 <= options.port <= 65535:
+        raise RecipeError(f"port={options.port}: give a port from 1 to 65535")
+    for key in ("max_tokens", "max_tokens_limit", "max_request_bytes", "max_response_bytes", "max_messages"):
+        if getattr(options, key) < 1:
+            raise RecipeError(f"{key}={getattr(options, key)} must be at least 1")
+    if options.max_tokens > options.max_tokens_limit:
+        raise RecipeError(f"max_tokens={options.max_tokens} is above max_tokens_limit={options.max_tokens_limit}")
+    if not options.request_timeout > 0:
+        raise RecipeError(f"request_timeout={options.request_timeout} must be a positive number of seconds")
 
 
 COMMAND = Command(
