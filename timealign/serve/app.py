@@ -268,6 +268,23 @@ def sse(data: dict | str) -> str:
     return f"data: {data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)}\n\n"
 
 
+def chunk_maker(cid: str, created: int, model: str):
+    """`chunk(delta, finish_reason=None)`: one `chat.completion.chunk` event of this completion."""
+
+    def chunk(delta: dict, finish_reason: str | None = None) -> str:
+        return sse(
+            {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            }
+        )
+
+    return chunk
+
+
 def build_app(gateway: Gateway) -> Starlette:
     async def models(request: Request) -> JSONResponse:
         return JSONResponse(
@@ -321,16 +338,7 @@ def build_app(gateway: Gateway) -> Starlette:
                 }
             )
 
-        def chunk(delta: dict, finish_reason: str | None = None) -> str:
-            return sse(
-                {
-                    "id": cid,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": gateway.served_model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-                }
-            )
+        chunk = chunk_maker(cid, created, gateway.served_model)
 
         async def whole():
             yield chunk({"role": "assistant", "content": ""})
@@ -349,16 +357,7 @@ def build_app(gateway: Gateway) -> Starlette:
         )
         first = await anext(events, None)  # an upstream refusal is still an HTTP error, not a broken stream
 
-        def chunk(delta: dict, finish_reason: str | None = None) -> str:
-            return sse(
-                {
-                    "id": cid,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": gateway.served_model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-                }
-            )
+        chunk = chunk_maker(cid, created, gateway.served_model)
 
         async def relay():
             texts, finish = [], None
