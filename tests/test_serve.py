@@ -15,12 +15,11 @@ import time
 from datetime import datetime, timezone
 
 import httpx
+import openai  # the official SDK as client (the dev extra)
 import pytest
 from serve_helpers import RecordingUpstream, client_messages, decoded_tools, gateway, write_checkpoint
 
 from timealign.config import load_recipe
-
-openai = pytest.importorskip("openai")  # in the dev extra: a missing SDK is an install problem, reported by name
 
 STAMP = re.compile(r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\]")
 
