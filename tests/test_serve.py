@@ -214,7 +214,8 @@ def test_bad_requests_get_openai_error_bodies(checkpoint, upstream, tmp_path):
 def test_keys_pass_through_and_are_never_logged(checkpoint, upstream, tmp_path):
     env_key, client_key = "sk-env-0123456789secret", "sk-client-9876543210secret"
     messages = [{"role": "user", "content": "hi"}]
-    with start(checkpoint, upstream, tmp_path, "log_level=debug", env={"OPENAI_API_KEY": env_key}) as gw:
+    extra = ("log_level=debug", "data.elapsed=false")  # an override of a render setting: served, and warned about
+    with start(checkpoint, upstream, tmp_path, *extra, env={"OPENAI_API_KEY": env_key}) as gw:
         openai.OpenAI(base_url=gw.url, api_key=client_key).chat.completions.create(
             model="served-tiny", messages=messages
         )
@@ -222,6 +223,9 @@ def test_keys_pass_through_and_are_never_logged(checkpoint, upstream, tmp_path):
         httpx.post(f"{gw.url}/chat/completions", json={"model": "served-tiny", "messages": messages}, timeout=30)
         assert upstream.requests[-1][2]["Authorization"] == f"Bearer {env_key}"  # none given: the configured one
         log = gw.log_text()
+    assert (
+        "serving with prompts other than the checkpoint was trained on: data.elapsed: True (trained) -> False" in log
+    )
     assert "POST /v1/chat/completions" in log  # the log is there, the keys are not
     assert env_key not in log and client_key not in log and "secret" not in log
 

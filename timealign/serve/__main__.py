@@ -45,6 +45,26 @@ def gateway_renderer(recipe, options, tokenizer, family: str):
         raise RecipeError(f"cannot render for this model: {err}") from None
 
 
+def render_differences(recipe, options) -> list[str]:
+    """The render settings (data.timestamps, elapsed, protocol; prompt_mode) that differ from the checkpoint's
+    training: the prompts then differ from what it was trained on, which the operator must have meant."""
+    from timealign.eval.data_identity import RENDER_KEYS, trained_recipe
+
+    trained = trained_recipe(options.checkpoint) if options.checkpoint else None
+    if trained is None:
+        return []
+    lines = []
+    for key in RENDER_KEYS:
+        old, new = getattr(trained.data, key), getattr(recipe.data, key)
+        if key == "timestamps" and options.timestamps is not None:
+            new = options.timestamps
+        if old != new:
+            lines.append(f"data.{key}: {old} (trained) -> {new} (served)")
+    if options.prompt_mode != "none" and options.upstream_api == "completions":
+        lines.append(f"prompt_mode: none (trained) -> {options.prompt_mode} (served)")
+    return lines
+
+
 def upstream_model_name(options, key: str | None) -> str:
     """`upstream_model`, or the one model the upstream's /models lists."""
     if options.upstream_model:
@@ -112,6 +132,8 @@ def serve(invocation: Invocation) -> int:
         tokenizer = AutoTokenizer.from_pretrained(options.checkpoint, trust_remote_code=recipe.model.trust_remote_code)
         family = get_family(options.family).name if options.family else detect_family(tokenizer.chat_template)
     renderer = gateway_renderer(recipe, options, tokenizer, family)
+    for line in render_differences(recipe, options):
+        logger.warning("serving with prompts other than the checkpoint was trained on: %s", line)
     upstream_model = upstream_model_name(options, key)
     store = options.store if options.store == MEMORY else str(Path(options.store).expanduser())
     gateway = Gateway(
