@@ -51,7 +51,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=1 TIMEALIGN_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest tests/test_vllm_backend.py tests/test_prefix_caching.py tests/test_backends.py tests/test_timelychat_dialog.py tests/test_chat_backend.py tests/test_generated_answers.py tests/test_export.py -q
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=1 TIMEALIGN_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest tests/test_vllm_backend.py tests/test_prefix_caching.py tests/test_backends.py tests/test_timelychat_dialog.py tests/test_chat_backend.py tests/test_generated_answers.py tests/test_export.py tests/test_serve_vllm.py -q
 
 # The method learning on the tiny default (~5 min on 2 cores): offset-DPO on the time-blind tiny agent (held-out NAR
 # before/after, a no-timestamp control, the NAR curve while training) and TIMER SFT (delay F1 before/after);

@@ -24,6 +24,8 @@ ALLOWED = {
     "suites": {"config", "render", "data", "tiny", "backends"},
     "eval": {"config", "render", "data", "tiny", "backends", "suites"},
     "cluster": {"config"},
+    # the gateway renders with the evaluator's renderer and detector and reads a checkpoint's recipe as eval does
+    "serve": {"config", "render", "backends", "suites", "eval"},
     "experiment": {"config", "render", "data", "tiny", "train", "backends", "suites", "eval"},
     # The `timealign` console command (and `python -m timealign`): it names the entry points as text and imports
     # the chosen one by name, so it sits on top without importing any layer but config.

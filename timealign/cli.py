@@ -48,6 +48,11 @@ SUBCOMMANDS = {
         "rewrite a trained folder's model card",
         "python -m timealign.train.model_card",
     ),
+    "serve": Subcommand(
+        "timealign.serve.__main__:main",
+        "OpenAI-compatible gateway that stamps messages as the checkpoint was trained",
+        "python -m timealign.serve",
+    ),
     "infer": Subcommand(
         "timealign.suites.timelychat.infer:main",
         "two-step TIMER inference on a trained checkpoint",
