@@ -61,10 +61,10 @@ def test_gateway_nar_equals_the_evaluators_through_vllm(trained, tmp_path):
     import openai
 
     from timealign.eval.data_identity import trained_recipe
+    from timealign.render.tool_calls import is_tool_call
     from timealign.serve.replies import message_from_text
     from timealign.suites.tictoc.metrics import tictoc_report
     from timealign.suites.tictoc.suite import heldout_sample
-    from timealign.render.tool_calls import is_tool_call
 
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", WANDB_MODE="offline")
     with vllm_server(trained, "served-tiny", tmp_path / "vllm.log", max_model_len=4096) as base:
