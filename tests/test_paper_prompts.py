@@ -390,30 +390,113 @@ def test_deepseek_distill_bos_comes_from_the_model_not_the_vocabulary(tmp_path):
         PromptRenderer.for_data(_distill_tokenizer(tmp_path / "run-x", None), paper)
 
 
-def _shapes():
-    """Message shapes that v1 lacks but the layout allows: an empty `tool_calls`, mapping arguments, a call with no
-    id (issue 23)."""
+# -- message shapes v1 lacks but the layout allows (issue 23) ---------------------------------------------------------
+def _arguments_mapping(text: str) -> dict:
+    import ast
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return ast.literal_eval(text)  # v1 writes some arguments as Python literals
+
+
+def shaped(record: dict, shape: str) -> dict:
+    """A copy of a raw v1 record carrying one shape: `empty_tool_calls` (the last text-only assistant message gets
+    `tool_calls: []`), `mapping_arguments` (every call's arguments a mapping), `call_without_id` (no call has an
+    `id`, no tool result a `tool_call_id`: results answer their calls in order)."""
     import copy
 
-    empty = copy.deepcopy(HISTORY)
-    empty[4]["tool_calls"] = []
-    mapping = copy.deepcopy(HISTORY)
-    mapping[2]["tool_calls"][0]["function"]["arguments"] = {"package_id": "pkg_1"}
-    no_id = copy.deepcopy(HISTORY)
-    del no_id[2]["tool_calls"][0]["id"]
-    return {"empty_tool_calls": empty, "mapping_arguments": mapping, "call_without_id": no_id}
+    out = copy.deepcopy(record)
+    history = out["history"]
+    if shape == "empty_tool_calls":
+        last_text = max(i for i, m in enumerate(history) if m["role"] == "assistant" and "tool_calls" not in m)
+        history[last_text]["tool_calls"] = []
+    for m in history:
+        for call in m.get("tool_calls") or []:
+            if shape == "mapping_arguments":
+                call["function"]["arguments"] = _arguments_mapping(call["function"]["arguments"])
+            if shape == "call_without_id":
+                del call["id"]
+        if shape == "call_without_id":
+            m.pop("tool_call_id", None)
+    return out
 
 
-@pytest.mark.parametrize("model", sorted(authors.HANDLERS))
-def test_unusual_message_shapes_render_as_the_authors_handlers_do(model):
-    """Given the messages as the data has them, the renderer equals (or refuses with) the authors' handler."""
+SHAPES = ("empty_tool_calls", "mapping_arguments", "call_without_id")
+# Where the authors' own code raises on a shape (so their evaluation skipped the sample), ours refuses it too:
+# Llama's template takes exactly one call per `tool_calls`, Ministral's alternation check counts an empty list as a
+# call and its template needs 9-character ids, the DeepSeek template concatenates the arguments as a string.
+REFUSED_BY_THEM = {
+    "empty_tool_calls": {"llama3_1", "llama3_2", "ministral"},
+    "mapping_arguments": {"deepseek_distill_llama", "deepseek_distill_qwen"},
+    "call_without_id": {"ministral"},
+}
+
+
+@pytest.fixture(scope="module")
+def shaped_rows(tmp_path_factory):
+    """shape -> [(raw shaped record, elapse level, its pair row)]: two seeded v1 records with tool calls of each
+    v1 file, given each shape, written as a v1 folder and read through the real data path (load_v1 -> pair rows
+    -> Arrow), as training and evaluation read them."""
+    import random
+
+    from tests.paper_reference.make_golden import sample_rows
+
+    def read(shape: str) -> list[tuple[dict, int, dict]]:
+        rng = random.Random(23)
+        folder, raw = tmp_path_factory.mktemp(shape), {}
+        for file in sorted(V1.glob("prefer*_elapse_*.json")):
+            records = [r for r in json.loads(file.read_text()) if any("tool_calls" in m for m in r["history"])]
+            raw[file.name] = [shaped(r, shape) for r in rng.sample(records, 2)]
+            (folder / file.name).write_text(json.dumps(raw[file.name]))
+        rows = sample_rows(folder)
+        return [(raw[file][i], int(file.rsplit("_", 1)[1].split(".")[0]), row) for (file, i), row in rows.items()]
+
+    return read
+
+
+@needs_v1
+@pytest.mark.parametrize("shape", SHAPES)
+def test_message_shapes_render_as_the_authors_handlers_do(shape, shaped_rows):
+    """Records carrying each shape, read through the data path, render byte for byte as the authors' handlers render
+    the records themselves, for every handler; where their code raises, ours refuses the sample with the reason."""
     repo = authors.authors_repo()
     assert repo is not None, f"the authors' code is needed: {authors.SHARED_REFERENCE} or TIMEALIGN_TICTOC_REPO"
-    for name, history in _shapes().items():
-        try:
-            theirs = authors.render(repo, model, history, TOOLS, level=0, use_time_stamp=True)
-        except Exception:  # noqa: BLE001 - their code refused the shape: so must ours
-            with pytest.raises(UnrenderableSample):
-                _renderer(model).prompt(history, TOOLS)
-            continue
-        assert _renderer(model).prompt(history, TOOLS) == theirs, name
+    refused, rows = set(), shaped_rows(shape)
+    for model in sorted(authors.HANDLERS):
+        for record, level, row in rows:
+            for timestamps, mode in [(True, "none"), (False, "rules")]:
+                ours = _renderer(model, timestamps, mode)
+                try:
+                    theirs = authors.render(
+                        repo,
+                        model,
+                        record["history"],
+                        record["function"],
+                        level=level,
+                        use_time_stamp=timestamps,
+                        mode=mode,
+                    )
+                except Exception:  # noqa: BLE001 - their code raised: the sample must be refused
+                    with pytest.raises(UnrenderableSample):
+                        ours.prompt(row["prompt"], row["tools"])
+                    refused.add(model)
+                    continue
+                assert ours.prompt(row["prompt"], row["tools"]) == theirs, (model, row["id"], timestamps, mode)
+    assert refused == REFUSED_BY_THEM[shape]
+
+
+def test_refused_shapes_say_why():
+    """The reason a refused shape is reported with (the suite's `unrenderable` list and training's warning name the
+    record beside it)."""
+    row = shaped({"history": HISTORY}, "empty_tool_calls")["history"]
+    with pytest.raises(UnrenderableSample, match="an empty tool_calls list"):
+        _renderer("llama3_1").prompt(row, TOOLS)
+    with pytest.raises(UnrenderableSample, match="even an empty list, is a call"):
+        _renderer("ministral").prompt(row, TOOLS)
+    row = shaped({"history": HISTORY}, "call_without_id")["history"]
+    with pytest.raises(UnrenderableSample, match="a call or result without one"):
+        _renderer("ministral").prompt(row, TOOLS)
+    row = shaped({"history": HISTORY}, "mapping_arguments")["history"]
+    with pytest.raises(UnrenderableSample, match="arguments given as a mapping"):
+        _renderer("deepseek_distill_qwen").prompt(row, TOOLS)

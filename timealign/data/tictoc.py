@@ -18,8 +18,10 @@ the record (with `on_error="skip"` the record is rejected with that reason and t
   calls (only tool messages stand between), by its `tool_call_id` (and `name`, when given); every call is answered
   before the next user or assistant message; the last message is the user's question. User and assistant
   messages otherwise follow each other freely (two user messages in a row are allowed, as OpenAI allows them);
-- a tool call has a unique `id`, names a function declared in the record's tool schemas, and has arguments that
-  are a mapping (JSON, or a Python-literal dict as in the v1 release) at most `MAX_ARGUMENT_DEPTH` levels deep;
+- a tool call has a unique `id` or none (then the next tool message without a `tool_call_id` answers it), names a
+  function declared in the record's tool schemas, and has arguments that are a mapping (given as one, or as a JSON
+  or Python-literal dict string as in the v1 release) at most `MAX_ARGUMENT_DEPTH` levels deep; `tool_calls: []`
+  on an assistant message is allowed (no call);
 - every message has an ISO-8601 time with a timezone (`Z` or an offset), not going backwards; a time without one
   is an error unless `assume_timezone` (the recipe's `data.assume_timezone`) names the zone it is in, and then it
   is rewritten with that zone's offset;
@@ -65,7 +67,8 @@ ROLES = ("system", "user", "assistant", "tool")
 MAX_ARGUMENT_DEPTH = 32  # deeper tool arguments are refused: rendering and pair building recurse through them
 CHAT_ORDER = (
     "system? user, then user / assistant turns; an assistant message with tool calls is followed by one "
-    "tool message per call (matching tool_call_id) before the next user or assistant message; the last "
+    "tool message per call (matching tool_call_id; calls without an id in order, answered by tool messages "
+    "without one) before the next user or assistant message; the last "
     "message is the user's question"
 )
 
@@ -204,12 +207,16 @@ def _arguments(arguments: Any, source: str, rid: str, where: str) -> None:
 
 
 def _check_tool_calls(history: list[dict], tools: Any, source: str, rid: str) -> None:
-    """Each call: on an assistant message, a unique non-empty `id`, a declared function, mapping arguments."""
+    """Each call: on an assistant message, a unique `id` when it has one, a declared function, mapping arguments.
+
+    `tool_calls: []` (an assistant message that makes no call) and a call without an `id` (its result is the next
+    tool message without a `tool_call_id`) are allowed: the layout has them, and the paper protocol renders them as
+    the authors' handlers do (timealign/render/paper.py)."""
     declared = _declared_functions(tools, source, rid)
     ids: dict[str, int] = {}
     for i, msg in enumerate(history):
         calls = msg.get("tool_calls")
-        if not calls:
+        if calls is None:
             continue
         if msg["role"] != "assistant":
             raise TicTocFormatError(
@@ -233,8 +240,13 @@ def _check_tool_calls(history: list[dict], tools: Any, source: str, rid: str) ->
                     f"do not declare (declared: {known})",
                 )
             call_id = call.get("id")
+            if call_id is None:
+                _arguments(fn.get("arguments"), source, rid, where)
+                continue
             if not isinstance(call_id, str) or not call_id:
-                raise TicTocFormatError(source, rid, f"{where} has no `id` (its tool result names it by tool_call_id)")
+                raise TicTocFormatError(
+                    source, rid, f"{where}: `id` must be a non-empty string (or absent), got {call_id!r}"
+                )
             if call_id in ids:
                 raise TicTocFormatError(
                     source, rid, f"{where} reuses the call id {call_id!r} of history[{ids[call_id]}]"
@@ -246,6 +258,7 @@ def _check_tool_calls(history: list[dict], tools: Any, source: str, rid: str) ->
 def _check_order(history: list[dict], source: str, rid: str) -> None:
     """The chat order (module docstring); `_check_tool_calls` has checked the calls themselves."""
     pending: dict[str, str] = {}  # unanswered calls of the latest assistant message with calls: id -> function
+    unnamed: list[str] = []  # its unanswered calls without an id, in order: their functions
     calls_at: int | None = None  # that message's index while only tool messages have followed it
     first = 1 if history[0]["role"] == "system" else 0
     for i, msg in enumerate(history):
@@ -273,6 +286,16 @@ def _check_order(history: list[dict], source: str, rid: str) -> None:
                     f"history[{i}] is a tool result with no assistant tool call right before it (swapped roles?)",
                 )
             call_id, name = msg.get("tool_call_id"), msg.get("name")
+            if call_id is None and unnamed:  # answers the first unanswered call that has no id
+                if name is not None and name != unnamed[0]:
+                    raise TicTocFormatError(
+                        source,
+                        rid,
+                        f"history[{i}] is named {name!r} but answers (by order: no tool_call_id) the call to "
+                        f"{unnamed[0]!r} of history[{calls_at}]",
+                    )
+                unnamed.pop(0)
+                continue
             if call_id not in pending:
                 open_ids = ", ".join(map(repr, pending)) or "none left"
                 raise TicTocFormatError(
@@ -287,13 +310,14 @@ def _check_order(history: list[dict], source: str, rid: str) -> None:
                 )
             del pending[call_id]
             continue
-        if pending:
+        if pending or unnamed:
+            open_calls = [repr(c) for c in pending] + [f"a call to {name!r} without id" for name in unnamed]
             raise TicTocFormatError(
                 source,
                 rid,
                 f"history[{i}] ({role}) comes before every tool call of history"
                 f"[{calls_at}] has its result (unanswered: "
-                f"{', '.join(map(repr, pending))}); chat order: {CHAT_ORDER}",
+                f"{', '.join(open_calls)}); chat order: {CHAT_ORDER}",
             )
         calls_at = None
         if i == first and role != "user":
@@ -306,7 +330,8 @@ def _check_order(history: list[dict], source: str, rid: str) -> None:
             )
         if role == "assistant":
             if msg.get("tool_calls"):
-                pending = {c["id"]: c["function"]["name"] for c in msg["tool_calls"]}
+                pending = {c["id"]: c["function"]["name"] for c in msg["tool_calls"] if c.get("id") is not None}
+                unnamed = [c["function"]["name"] for c in msg["tool_calls"] if c.get("id") is None]
                 calls_at = i
             elif not (isinstance(msg.get("content"), str) and msg["content"].strip()):
                 raise TicTocFormatError(
@@ -793,17 +818,26 @@ def margin_for(sample: TicTocSample, default_margins: dict[str, float]) -> float
 
 
 def _message_record(msg: dict) -> dict:
-    """A fixed message schema, so Arrow stores every message alike (tool-call arguments stay JSON strings)."""
+    """A fixed message schema, so Arrow stores every message alike, keeping what the paper protocol renders.
+
+    The data's own shape survives (the authors' handlers render each differently): `tool_calls` absent (None) vs
+    an empty list; a call's `id` absent (None); arguments given as a string (kept as written, even a Python-literal
+    one) vs as a mapping (stored as its JSON text, with `arguments_mapping` true, since one Arrow column cannot hold
+    both; `json.loads` gives the mapping back exactly, as it was read from JSON)."""
     calls = None
-    if msg.get("tool_calls"):
+    if msg.get("tool_calls") is not None:
         calls = []
         for call in msg["tool_calls"]:
             name, arguments = _call_function(call)
-            # The arguments string stays as the data wrote it (the paper protocol renders it raw, even a
-            # Python-literal one); a mapping is stored as JSON. Both were validated when the sample was loaded.
-            raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            mapping = isinstance(arguments, dict)
+            raw = json.dumps(arguments, ensure_ascii=False) if mapping else arguments
             calls.append(
-                {"id": call.get("id") or "", "type": "function", "function": {"name": name, "arguments": raw}}
+                {
+                    "id": call.get("id"),
+                    "type": "function",
+                    "function": {"name": name, "arguments": raw},
+                    "arguments_mapping": mapping,
+                }
             )
     return {
         "role": msg["role"],
