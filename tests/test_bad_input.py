@@ -15,7 +15,8 @@ import pytest
 
 from timealign.config import DataSection, RecipeError
 from timealign.data.records import RecordError
-from timealign.data.tictoc import MAX_ARGUMENT_DEPTH, PREFER_NO_TOOL, TicTocFormatError, load_annotated, load_v1
+from timealign.data.tictoc import load_annotated, load_v1
+from timealign.data.tictoc_layout import MAX_ARGUMENT_DEPTH, PREFER_NO_TOOL, TicTocFormatError
 from timealign.data.timelychat import load_files, load_timelychat
 
 TOOLS = [

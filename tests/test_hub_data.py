@@ -17,7 +17,8 @@ import pytest
 from timealign.config import DataSection, RecipeError
 from timealign.data.hub import load_tictoc_release, load_timelychat_release
 from timealign.data.pairs import load_samples, prepare
-from timealign.data.tictoc import TicTocFormatError, load_v1
+from timealign.data.tictoc import load_v1
+from timealign.data.tictoc_layout import TicTocFormatError
 
 TOOLS = [
     {

@@ -7,16 +7,9 @@ import pytest
 
 from timealign.config import DataSection
 from timealign.data.pairs import load_prepared, prepare
-from timealign.data.tictoc import (
-    PREFER_NO_TOOL,
-    PREFER_TOOL,
-    TicTocFormatError,
-    build_pair,
-    build_pairs,
-    load_annotated,
-    load_v1,
-    relevant_tool_call,
-)
+from timealign.data.tictoc import load_annotated, load_v1
+from timealign.data.tictoc_layout import PREFER_NO_TOOL, PREFER_TOOL, TicTocFormatError
+from timealign.data.tictoc_pairs import build_pair, build_pairs, relevant_tool_call
 
 V1_COUNTS = {
     "preferNoTool_elapse_0.json": 198,

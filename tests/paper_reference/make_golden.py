@@ -53,7 +53,8 @@ def sample_rows(v1: Path) -> dict[tuple[str, int], dict]:
     """Every v1 sample as a pair row's `prompt`/`tools`, through load_v1, the pair builder and an Arrow round trip."""
     from datasets import Dataset
 
-    from timealign.data.tictoc import build_pair, load_v1
+    from timealign.data.tictoc import load_v1
+    from timealign.data.tictoc_pairs import build_pair
 
     loaded = load_v1(v1, unknown="bucket")
     keys = [

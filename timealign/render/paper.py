@@ -106,7 +106,7 @@ def paper_messages(
 
 def _raw_call(call: dict) -> dict:
     """A call as the data gave it: no `id` key when it had none, arguments a mapping when given as one (a pair
-    row stores a mapping as its JSON text with `arguments_mapping`: timealign/data/tictoc.py)."""
+    row stores a mapping as its JSON text with `arguments_mapping`: timealign/data/tictoc_pairs.py)."""
     fn = call.get("function") or {}
     arguments = fn.get("arguments")
     if call.get("arguments_mapping"):
