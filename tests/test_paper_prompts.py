@@ -547,3 +547,33 @@ def test_refused_shapes_say_why():
     row = shaped({"history": HISTORY}, "mapping_arguments")["history"]
     with pytest.raises(UnrenderableSample, match="arguments given as a mapping"):
         _renderer("deepseek_distill_qwen").prompt(row, TOOLS)
+
+
+@needs_v1
+@pytest.mark.parametrize("shape", (None,) + SHAPES)
+def test_api_requests_equal_the_authors_api_handler(shape, v1_rows, shaped_rows):
+    """`eval.backend=chat` under paper: the request's messages and tools equal what their API handler
+    (`inference/api/openai.py` `format_input`, imported and called) builds, on a seeded v1 sample in every setting
+    and on records carrying each message shape."""
+    from timealign.suites.tictoc.requests import ChatRequestRenderer
+
+    repo = authors.authors_repo()
+    assert repo is not None, f"the authors' code is needed: {authors.SHARED_REFERENCE} or TIMEALIGN_TICTOC_REPO"
+    if shape is None:
+        raw = {f.name: json.loads(f.read_text()) for f in V1.glob("*.json")}
+        keys = random.Random(23).sample(sorted(v1_rows), 40)
+        records = [(raw[f][i], int(f.rsplit("_", 1)[1].split(".")[0]), v1_rows[(f, i)]) for f, i in keys]
+    else:
+        records = shaped_rows(shape)
+    for record, level, row in records:
+        for timestamps, mode in ALL_SETTINGS:
+            theirs = authors.api_request(
+                repo, record["history"], record["function"], level=level, use_time_stamp=timestamps, mode=mode
+            )
+            ours = json.loads(
+                ChatRequestRenderer(protocol="paper", timestamps=timestamps, prompt_mode=mode).prompt(
+                    row["prompt"], row["tools"]
+                )
+            )
+            assert ours["messages"] == theirs["messages"], (row["id"], timestamps, mode)
+            assert ours.get("tools") == theirs.get("tools"), row["id"]

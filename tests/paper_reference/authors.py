@@ -5,7 +5,8 @@ Their code is read from ../shared/reference/tictoc (chengez/TicToc at c0b2b56) o
 imported as it is written; only the engine it builds in `__init__` is kept out: the `vllm` import those modules make
 at import time gets a stand-in (nothing of it runs: `render` calls `format_input`, which reads their templates and
 `inference/sys_pmts.py`, on a handler made without `__init__`). So a prompt compared with `render` is the string
-their code builds, message preparation and template both.
+their code builds, message preparation and template both. `api_request` calls their API handler
+(`inference/api/openai.py`, whose `openai` import gets a stand-in) the same way.
 """
 
 from __future__ import annotations
@@ -50,19 +51,38 @@ def _vllm_stand_in() -> types.ModuleType:
     return module
 
 
-@functools.lru_cache(maxsize=None)
-def handler(repo: Path, name: str):
-    """Their handler `name` (a HANDLERS key) from `repo`, made without `__init__` (which would start vLLM)."""
+def _their_module(repo: Path, module: str):
+    """One module of their `inference` package from `repo`, with stand-ins for the engines it imports."""
     if str(repo) not in sys.path:
         sys.path.insert(0, str(repo))  # their modules import `inference.model_handler`, `inference.sys_pmts`
-    if "vllm" not in sys.modules:
-        sys.modules["vllm"] = _vllm_stand_in()
+    sys.modules.setdefault("vllm", _vllm_stand_in())
+    sys.modules.setdefault("openai", types.ModuleType("openai"))  # the API handler builds a client in __init__ only
     loaded = sys.modules.get("inference")
     if loaded is not None and Path(list(loaded.__path__)[0]).resolve() != (repo / "inference").resolve():
         raise RuntimeError(f"another `inference` package is imported ({loaded.__path__}); theirs is {repo}/inference")
-    module = importlib.import_module(f"inference.local.{name}")
-    cls = getattr(module, HANDLERS[name])
+    return importlib.import_module(f"inference.{module}")
+
+
+@functools.lru_cache(maxsize=None)
+def handler(repo: Path, name: str):
+    """Their handler `name` (a HANDLERS key) from `repo`, made without `__init__` (which would start vLLM)."""
+    cls = getattr(_their_module(repo, f"local.{name}"), HANDLERS[name])
     return cls.__new__(cls)
+
+
+def api_request(
+    repo: Path, history: list[dict], tools, *, level: int, use_time_stamp: bool, mode: str = "none"
+) -> dict:
+    """Their chat-completions request (`inference/api/openai.py` `format_input`: messages and tools) for a record."""
+    cls = _their_module(repo, "api.openai").OpenAI_Handler
+    return cls.__new__(cls).format_input(
+        history,
+        tools,
+        time_elapsed_level=level,
+        use_time_stamp=use_time_stamp,
+        use_special_sys_prompt_naive=mode == "reminder",
+        use_special_sys_prompt_rule=mode == "rules",
+    )
 
 
 def render(
