@@ -20,7 +20,7 @@ help:
 	@echo "make lint   - ruff check and ruff format --check (line length 119; make test runs it first)"
 	@echo "make test   - ruff, then the test suite (CPU, ~30 min on 2 cores)"
 	@echo "make test-paper-full - paper prompts of every v1 sample x every setting vs the TicToc authors' own"
-	@echo "              handlers (../shared/reference; make test compares a stratified sample; ~20 min)"
+	@echo "              handlers (../shared/reference; make test compares a stratified sample; ~15 min)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
 	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
 	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs in each signal form (~9 min)"

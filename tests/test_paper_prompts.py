@@ -112,7 +112,7 @@ def test_golden_prompts(case, v1_rows):
 
 # Every prompt setting of the authors' handlers: use_time_stamp x (no addition, NAIVE reminder, RULE text).
 ALL_SETTINGS = [(timestamps, mode) for timestamps in (True, False) for mode in ("none", "reminder", "rules")]
-# TIMEALIGN_PAPER_FULL=1 (make test-paper-full, ~20 min on 2 cores): every v1 sample in every setting. Otherwise a
+# TIMEALIGN_PAPER_FULL=1 (make test-paper-full, ~15 min on 2 cores): every v1 sample in every setting. Otherwise a
 # seeded sample stratified by scenario, label, elapse level and the features the authors' code refuses on (two calls
 # in one message, tool-call ids that are not 9 characters, user/assistant turns not alternating): one sample per
 # stratum and setting, drawn anew for each (handler, setting), so `make test` compares every scenario, handler and
