@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 DEMO_DIR ?= outputs/demo
 
-.PHONY: env demo experiment experiment-margins lint test test-vllm test-slurm bench gpu-check gpu-wheels clean help
+.PHONY: env demo experiment experiment-margins lint test test-paper-full test-vllm test-slurm bench gpu-check gpu-wheels clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
@@ -19,6 +19,8 @@ help:
 	@echo "              differences on held-out scenarios (2 free cores: 2-4 h, estimated; docs/experiment/margins.md)"
 	@echo "make lint   - ruff check and ruff format --check (line length 119; make test runs it first)"
 	@echo "make test   - ruff, then the test suite (CPU, ~30 min on 2 cores)"
+	@echo "make test-paper-full - paper prompts of every v1 sample x every setting vs the TicToc authors' own"
+	@echo "              handlers (../shared/reference; make test compares a stratified sample; ~15 min)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
 	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
 	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs in each signal form (~9 min)"
@@ -77,6 +79,10 @@ lint: env
 
 test: env lint
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest tests -q
+
+# Every v1 sample in every prompt setting against the authors' handlers (make test: a seeded stratified sample)
+test-paper-full: env
+	HF_HUB_OFFLINE=1 TIMEALIGN_REQUIRE_SHARED=1 TIMEALIGN_PAPER_FULL=1 $(PY) -m pytest tests/test_paper_prompts.py -q -k v1_samples_equal
 
 # Real Slurm (Debian's slurm-wlm 22.05 + munge) on this host; the daemons are stopped at the end (tests/slurm_cluster.py).
 test-slurm: env

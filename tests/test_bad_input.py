@@ -16,7 +16,8 @@ from helpers import FINAL_TIMES, annotated_record, rid, v1_record, write_jsonl, 
 
 from timealign.config import DataSection, RecipeError
 from timealign.data.records import RecordError
-from timealign.data.tictoc import MAX_ARGUMENT_DEPTH, PREFER_NO_TOOL, TicTocFormatError, load_annotated, load_v1
+from timealign.data.tictoc import load_annotated, load_v1
+from timealign.data.tictoc_layout import MAX_ARGUMENT_DEPTH, PREFER_NO_TOOL, TicTocFormatError
 from timealign.data.timelychat import load_files, load_timelychat
 
 

@@ -269,7 +269,8 @@ def test_no_tool_prompt_and_answer_text(tiny_tokenizer):
 def test_generate_is_validated_and_never_guessed(tmp_path):
     from timealign.data.pairs import prepare
     from timealign.data.synthetic import generate_annotated
-    from timealign.data.tictoc import annotated_records, build_pair
+    from timealign.data.tictoc import annotated_records
+    from timealign.data.tictoc_pairs import build_pair
 
     with pytest.raises(
         RecipeError,

@@ -17,7 +17,8 @@ from helpers import annotated_record, rid, v1_record
 from timealign.config import DataSection, RecipeError
 from timealign.data.hub import load_tictoc_release, load_timelychat_release
 from timealign.data.pairs import load_samples, prepare
-from timealign.data.tictoc import TicTocFormatError, load_v1
+from timealign.data.tictoc import load_v1
+from timealign.data.tictoc_layout import TicTocFormatError
 
 
 def hub_cache(cache: Path, repo: str, files: dict[str, bytes], revision: str = "0" * 40) -> Path:

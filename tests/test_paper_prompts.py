@@ -1,10 +1,14 @@
 """The paper protocol (`data.protocol=paper`): the TicToc authors' prompts byte for byte, for every family they ran.
 
+The oracle is the authors' own code: tests/paper_reference/authors.py imports their handler modules
+(../shared/reference/tictoc/inference/local/*.py, or TIMEALIGN_TICTOC_REPO) and calls their `format_input`.
 - Golden prompts (tests/golden/paper_prompts.json, written by `python -m tests.paper_reference.make_golden`, which
-  checks each against the authors' own templates: ../shared/reference/tictoc or TIMEALIGN_TICTOC_REPO): real v1
-  samples read through the real data path (load_v1 -> pair rows -> Arrow) must render to the same strings.
-- Every v1 sample in every setting is compared with the authors' templates (skipped where ../shared is absent;
-  a failure in CI, TIMEALIGN_REQUIRE_SHARED=1).
+  checks each against their handlers and records what it checked against): real v1 samples read through the real
+  data path (load_v1 -> pair rows -> Arrow) must render to the same strings.
+- v1 samples in every setting (every handler x use_time_stamp x none/reminder/rules) are compared with their
+  handlers: a seeded stratified sample in `make test`, all of them with TIMEALIGN_PAPER_FULL=1
+  (`make test-paper-full`). Skipped where ../shared is absent; a failure in CI (TIMEALIGN_REQUIRE_SHARED=1).
+- The message shapes v1 lacks (an empty `tool_calls`, mapping arguments, calls without an id) on shaped v1 records.
 - Hand-checked pieces: message preparation, Jinja's tojson, completions for training, the samples the authors'
   code refuses, and the suite/training wiring on the tiny model.
 """
@@ -12,6 +16,8 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 from pathlib import Path
 
 import pytest
@@ -104,40 +110,81 @@ def test_golden_prompts(case, v1_rows):
     )
 
 
+# Every prompt setting of the authors' handlers: use_time_stamp x (no addition, NAIVE reminder, RULE text).
+ALL_SETTINGS = [(timestamps, mode) for timestamps in (True, False) for mode in ("none", "reminder", "rules")]
+# TIMEALIGN_PAPER_FULL=1 (make test-paper-full, ~15 min on 2 cores): every v1 sample in every setting. Otherwise a
+# seeded sample stratified by scenario, label, elapse level and the features the authors' code refuses on (two calls
+# in one message, tool-call ids that are not 9 characters, user/assistant turns not alternating): one sample per
+# stratum and setting, drawn anew for each (handler, setting), so `make test` compares every scenario, handler and
+# setting in a minute or two.
+FULL = os.environ.get("TIMEALIGN_PAPER_FULL") == "1"
+
+
+def _stratum(key: tuple[str, int], row: dict) -> tuple:
+    calls = [call for m in row["prompt"] for call in m["tool_calls"] or []]
+    ids = [call["id"] for call in calls] + [m["tool_call_id"] for m in row["prompt"] if m["role"] == "tool"]
+    two_calls = any(len(m["tool_calls"] or []) > 1 for m in row["prompt"])
+    turns = [m["role"] for m in row["prompt"] if m["role"] in ("user", "assistant") and m["tool_calls"] is None]
+    alternating = all(role == ("user", "assistant")[i % 2] for i, role in enumerate(turns))
+    return (row["scenario"], key[0], two_calls, any(not isinstance(i, str) or len(i) != 9 for i in ids), alternating)
+
+
+def comparison_cases(v1_rows: dict, model: str) -> list[tuple[tuple[str, int], bool, str]]:
+    """((file, index), timestamps, prompt mode) to compare for `model`: all of them, or the stratified sample."""
+    if FULL:
+        return [(key, ts, mode) for key in v1_rows for ts, mode in ALL_SETTINGS]
+    strata: dict[tuple, list] = {}
+    for key, row in sorted(v1_rows.items()):
+        strata.setdefault(_stratum(key, row), []).append(key)
+    cases = []
+    for k, (timestamps, mode) in enumerate(ALL_SETTINGS):
+        rng = random.Random(f"{model}/{k}")
+        cases += [(rng.choice(keys), timestamps, mode) for _, keys in sorted(strata.items())]
+    return cases
+
+
 @needs_v1
-@pytest.mark.skipif(
-    authors.authors_repo() is None and not required("SHARED"),
-    reason="../shared/reference/tictoc absent: set TIMEALIGN_TICTOC_REPO to a checkout of chengez/TicToc "
-    "(c0b2b56) to compare every sample",
-)
 @pytest.mark.parametrize("model", sorted(authors.HANDLERS))
-def test_every_v1_sample_equals_the_authors_rendering(model, v1_rows):
+def test_v1_samples_equal_the_authors_rendering(model, v1_rows):
+    """Each compared prompt equals the string the authors' own handler (`format_input` of their
+    inference/local/<model>.py, imported and called: tests/paper_reference/authors.py) builds from the raw record;
+    where their code raises, ours refuses the sample."""
     repo = authors.authors_repo()
-    assert repo is not None, f"the authors' code is needed: {authors.SHARED_REFERENCE} or TIMEALIGN_TICTOC_REPO"
+    assert repo is not None or not required("SHARED"), "TIMEALIGN_REQUIRE_SHARED=1 (CI) needs ../shared/reference"
+    if repo is None:
+        pytest.skip(f"{authors.SHARED_REFERENCE} absent: set TIMEALIGN_TICTOC_REPO to a checkout of chengez/TicToc")
     raw = {f.name: json.loads(f.read_text()) for f in V1.glob("*.json")}
-    equal, both_refused = 0, 0
-    for (file, index), row in v1_rows.items():
-        sample = raw[file][index]
+    cases = comparison_cases(v1_rows, model)
+
+    def refused_by_them(stratum: tuple) -> bool:  # what their templates raise on (docs/protocols.md)
+        if model in ("llama3_1", "llama3_2"):
+            return stratum[2]  # two calls in one message
+        return model == "ministral" and (stratum[3] or not stratum[4])  # other ids; user/assistant not alternating
+
+    for (file, index), timestamps, mode in cases:
+        sample, row = raw[file][index], v1_rows[(file, index)]
         level = int(file.rsplit("_", 1)[1].split(".")[0])
-        for timestamps, mode in [(True, "none"), (False, "none"), (True, "rules")]:
-            try:
-                theirs = authors.render(
-                    repo,
-                    model,
-                    sample["history"],
-                    sample.get("function"),
-                    level=level,
-                    use_time_stamp=timestamps,
-                    mode=mode,
-                )
-            except Exception:  # noqa: BLE001 - their code refused the sample: so must ours
-                with pytest.raises(UnrenderableSample):
-                    _renderer(model, timestamps, mode).prompt(row["prompt"], row["tools"])
-                both_refused += 1
-                continue
-            assert _renderer(model, timestamps, mode).prompt(row["prompt"], row["tools"]) == theirs, (file, index)
-            equal += 1
-    assert equal > 0.9 * 3 * len(v1_rows)
+        ours = _renderer(model, timestamps, mode)
+        refused = refused_by_them(_stratum((file, index), row))
+        try:
+            theirs = authors.render(
+                repo,
+                model,
+                sample["history"],
+                sample.get("function"),
+                level=level,
+                use_time_stamp=timestamps,
+                mode=mode,
+            )
+        except Exception:  # noqa: BLE001 - their code refused the sample: so must ours
+            assert refused, (file, index, timestamps, mode)
+            with pytest.raises(UnrenderableSample):
+                ours.prompt(row["prompt"], row["tools"])
+            continue
+        assert not refused, (file, index, timestamps, mode)
+        assert ours.prompt(row["prompt"], row["tools"]) == theirs, (file, index, timestamps, mode)
+    covered = {(_stratum(key, v1_rows[key])[0], ts, mode) for key, ts, mode in cases}
+    assert covered == {(row["scenario"], ts, mode) for row in v1_rows.values() for ts, mode in ALL_SETTINGS}
 
 
 # -- hand-checked pieces ---------------------------------------------------------------------------------------------
@@ -390,30 +437,143 @@ def test_deepseek_distill_bos_comes_from_the_model_not_the_vocabulary(tmp_path):
         PromptRenderer.for_data(_distill_tokenizer(tmp_path / "run-x", None), paper)
 
 
-def _shapes():
-    """Message shapes that v1 lacks but the layout allows: an empty `tool_calls`, mapping arguments, a call with no
-    id (issue 23)."""
+# -- message shapes v1 lacks but the layout allows (issue 23) ---------------------------------------------------------
+def _arguments_mapping(text: str) -> dict:
+    import ast
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return ast.literal_eval(text)  # v1 writes some arguments as Python literals
+
+
+def shaped(record: dict, shape: str) -> dict:
+    """A copy of a raw v1 record carrying one shape: `empty_tool_calls` (the last text-only assistant message gets
+    `tool_calls: []`), `mapping_arguments` (every call's arguments a mapping), `call_without_id` (no call has an
+    `id`, no tool result a `tool_call_id`: results answer their calls in order)."""
     import copy
 
-    empty = copy.deepcopy(HISTORY)
-    empty[4]["tool_calls"] = []
-    mapping = copy.deepcopy(HISTORY)
-    mapping[2]["tool_calls"][0]["function"]["arguments"] = {"package_id": "pkg_1"}
-    no_id = copy.deepcopy(HISTORY)
-    del no_id[2]["tool_calls"][0]["id"]
-    return {"empty_tool_calls": empty, "mapping_arguments": mapping, "call_without_id": no_id}
+    out = copy.deepcopy(record)
+    history = out["history"]
+    if shape == "empty_tool_calls":
+        last_text = max(i for i, m in enumerate(history) if m["role"] == "assistant" and "tool_calls" not in m)
+        history[last_text]["tool_calls"] = []
+    for m in history:
+        for call in m.get("tool_calls") or []:
+            if shape == "mapping_arguments":
+                call["function"]["arguments"] = _arguments_mapping(call["function"]["arguments"])
+            if shape == "call_without_id":
+                del call["id"]
+        if shape == "call_without_id":
+            m.pop("tool_call_id", None)
+    return out
 
 
-@pytest.mark.parametrize("model", sorted(authors.HANDLERS))
-def test_unusual_message_shapes_render_as_the_authors_handlers_do(model):
-    """Given the messages as the data has them, the renderer equals (or refuses with) the authors' handler."""
+SHAPES = ("empty_tool_calls", "mapping_arguments", "call_without_id")
+# Where the authors' own code raises on a shape (so their evaluation skipped the sample), ours refuses it too:
+# Llama's template takes exactly one call per `tool_calls`, Ministral's alternation check counts an empty list as a
+# call and its template needs 9-character ids, the DeepSeek template concatenates the arguments as a string.
+REFUSED_BY_THEM = {
+    "empty_tool_calls": {"llama3_1", "llama3_2", "ministral"},
+    "mapping_arguments": {"deepseek_distill_llama", "deepseek_distill_qwen"},
+    "call_without_id": {"ministral"},
+}
+
+
+@pytest.fixture(scope="module")
+def shaped_rows(tmp_path_factory):
+    """shape -> [(raw shaped record, elapse level, its pair row)]: two seeded v1 records with tool calls of each
+    v1 file, given each shape, written as a v1 folder and read through the real data path (load_v1 -> pair rows
+    -> Arrow), as training and evaluation read them."""
+    import random
+
+    from tests.paper_reference.make_golden import sample_rows
+
+    def read(shape: str) -> list[tuple[dict, int, dict]]:
+        rng = random.Random(23)
+        folder, raw = tmp_path_factory.mktemp(shape), {}
+        for file in sorted(V1.glob("prefer*_elapse_*.json")):
+            records = [r for r in json.loads(file.read_text()) if any("tool_calls" in m for m in r["history"])]
+            raw[file.name] = [shaped(r, shape) for r in rng.sample(records, 2)]
+            (folder / file.name).write_text(json.dumps(raw[file.name]))
+        rows = sample_rows(folder)
+        return [(raw[file][i], int(file.rsplit("_", 1)[1].split(".")[0]), row) for (file, i), row in rows.items()]
+
+    return read
+
+
+@needs_v1
+@pytest.mark.parametrize("shape", SHAPES)
+def test_message_shapes_render_as_the_authors_handlers_do(shape, shaped_rows):
+    """Records carrying each shape, read through the data path, render byte for byte as the authors' handlers render
+    the records themselves, for every handler; where their code raises, ours refuses the sample with the reason."""
     repo = authors.authors_repo()
     assert repo is not None, f"the authors' code is needed: {authors.SHARED_REFERENCE} or TIMEALIGN_TICTOC_REPO"
-    for name, history in _shapes().items():
-        try:
-            theirs = authors.render(repo, model, history, TOOLS, level=0, use_time_stamp=True)
-        except Exception:  # noqa: BLE001 - their code refused the shape: so must ours
-            with pytest.raises(UnrenderableSample):
-                _renderer(model).prompt(history, TOOLS)
-            continue
-        assert _renderer(model).prompt(history, TOOLS) == theirs, name
+    refused, rows = set(), shaped_rows(shape)
+    for model in sorted(authors.HANDLERS):
+        for record, level, row in rows:
+            for timestamps, mode in [(True, "none"), (False, "rules")]:
+                ours = _renderer(model, timestamps, mode)
+                try:
+                    theirs = authors.render(
+                        repo,
+                        model,
+                        record["history"],
+                        record["function"],
+                        level=level,
+                        use_time_stamp=timestamps,
+                        mode=mode,
+                    )
+                except Exception:  # noqa: BLE001 - their code raised: the sample must be refused
+                    with pytest.raises(UnrenderableSample):
+                        ours.prompt(row["prompt"], row["tools"])
+                    refused.add(model)
+                    continue
+                assert ours.prompt(row["prompt"], row["tools"]) == theirs, (model, row["id"], timestamps, mode)
+    assert refused == REFUSED_BY_THEM[shape]
+
+
+def test_refused_shapes_say_why():
+    """The reason a refused shape is reported with (the suite's `unrenderable` list and training's warning name the
+    record beside it)."""
+    row = shaped({"history": HISTORY}, "empty_tool_calls")["history"]
+    with pytest.raises(UnrenderableSample, match="an empty tool_calls list"):
+        _renderer("llama3_1").prompt(row, TOOLS)
+    with pytest.raises(UnrenderableSample, match="even an empty list, is a call"):
+        _renderer("ministral").prompt(row, TOOLS)
+    row = shaped({"history": HISTORY}, "call_without_id")["history"]
+    with pytest.raises(UnrenderableSample, match="a call or result without one"):
+        _renderer("ministral").prompt(row, TOOLS)
+    row = shaped({"history": HISTORY}, "mapping_arguments")["history"]
+    with pytest.raises(UnrenderableSample, match="arguments given as a mapping"):
+        _renderer("deepseek_distill_qwen").prompt(row, TOOLS)
+
+
+@needs_v1
+@pytest.mark.parametrize("shape", (None,) + SHAPES)
+def test_api_requests_equal_the_authors_api_handler(shape, v1_rows, shaped_rows):
+    """`eval.backend=chat` under paper: the request's messages and tools equal what their API handler
+    (`inference/api/openai.py` `format_input`, imported and called) builds, on a seeded v1 sample in every setting
+    and on records carrying each message shape."""
+    from timealign.suites.tictoc.requests import ChatRequestRenderer
+
+    repo = authors.authors_repo()
+    assert repo is not None, f"the authors' code is needed: {authors.SHARED_REFERENCE} or TIMEALIGN_TICTOC_REPO"
+    if shape is None:
+        raw = {f.name: json.loads(f.read_text()) for f in V1.glob("*.json")}
+        keys = random.Random(23).sample(sorted(v1_rows), 40)
+        records = [(raw[f][i], int(f.rsplit("_", 1)[1].split(".")[0]), v1_rows[(f, i)]) for f, i in keys]
+    else:
+        records = shaped_rows(shape)
+    for record, level, row in records:
+        for timestamps, mode in ALL_SETTINGS:
+            theirs = authors.api_request(
+                repo, record["history"], record["function"], level=level, use_time_stamp=timestamps, mode=mode
+            )
+            ours = json.loads(
+                ChatRequestRenderer(protocol="paper", timestamps=timestamps, prompt_mode=mode).prompt(
+                    row["prompt"], row["tools"]
+                )
+            )
+            assert ours["messages"] == theirs["messages"], (row["id"], timestamps, mode)
+            assert ours.get("tools") == theirs.get("tools"), row["id"]

@@ -2,9 +2,9 @@
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from needs import shared_path
 
 from timealign.data.scenarios import (
     ALIASES,
@@ -18,16 +18,11 @@ from timealign.data.scenarios import (
     variant_of,
 )
 
-# Reference data lives beside the repo (../shared), never inside it; absent for users, so tests skip.
-TICTOC_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tictoc-v1"
-
 
 def _tictoc_ids() -> list[str]:
-    if not TICTOC_DIR.is_dir():
-        pytest.skip(f"TicToc reference data not found at {TICTOC_DIR}")
-    files = sorted(TICTOC_DIR.glob("*.json"))
-    if not files:
-        pytest.skip(f"no TicToc JSON files in {TICTOC_DIR}")
+    """Every record id of the real v1 release (../shared: skipped where absent, a failure in CI; tests/needs.py)."""
+    files = sorted(shared_path("data", "tictoc-v1").glob("*.json"))
+    assert files, "no TicToc JSON files in ../shared/data/tictoc-v1"
     return [record["id"] for f in files for record in json.loads(f.read_text())]
 
 

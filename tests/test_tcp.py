@@ -3,6 +3,7 @@ worked answers (Figs. 8-11, 19), the random baseline, parsing, and the suite on 
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import random
@@ -724,3 +725,24 @@ def test_generated_short_items_do_not_hinge_on_the_start_grid():
         p = tcp.problem_from_dict(it["problem"])
         for mode in ("fatigue", "contiguous"):
             assert tcp.solve(p, break_after_mode=mode, start_grid="half_hour").answer == it["answer"], it["id"]
+
+
+def test_no_item_repeats_inside_a_set(monkeypatch):
+    """A prototype whose prompt an earlier item of the set has is drawn again (issue 23). The sampler is made to
+    offer the first item's prototype three times; the set still holds n distinct prompts."""
+    generation = importlib.import_module("timealign.suites.tcp.generate")  # the package exports generate()
+
+    plain = tcp.generate(6, seed=3, kind="short")
+    assert len({it["prompt"] for it in plain}) == 6
+    real, offered = generation.sample_short, []
+
+    def sample_again(rng, dependency_type):
+        problem = real(rng, dependency_type)
+        if len(offered) < 3:  # the first three draws: the first item's prototype each time
+            problem = tcp.problem_from_dict(plain[0]["problem"])
+        offered.append(problem)
+        return problem
+
+    monkeypatch.setattr(generation, "sample_short", sample_again)
+    items = tcp.generate(6, seed=3, kind="short")
+    assert len({it["prompt"] for it in items}) == 6 and items[0]["prompt"] == plain[0]["prompt"]

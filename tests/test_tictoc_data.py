@@ -7,16 +7,9 @@ import pytest
 
 from timealign.config import DataSection
 from timealign.data.pairs import load_prepared, prepare
-from timealign.data.tictoc import (
-    PREFER_NO_TOOL,
-    PREFER_TOOL,
-    TicTocFormatError,
-    build_pair,
-    build_pairs,
-    load_annotated,
-    load_v1,
-    relevant_tool_call,
-)
+from timealign.data.tictoc import load_annotated, load_v1
+from timealign.data.tictoc_layout import PREFER_NO_TOOL, PREFER_TOOL, TicTocFormatError
+from timealign.data.tictoc_pairs import build_pair, build_pairs, relevant_tool_call
 
 V1_COUNTS = {
     "preferNoTool_elapse_0.json": 198,
@@ -381,3 +374,117 @@ def test_pairs_command_writes_the_prepared_folder_and_exits_1_on_bad_data(tmp_pa
     err = capsys.readouterr().err
     assert f"{bad}: record 'stock_market_order_book_1'" in err and DATA_HINT in err
     assert pairs_main(["recipe=tiny", "data.source=v1", f"data.path={tmp_path / 'none'}"]) == 2  # checked up front
+
+
+# ------------------------------------------------- message shapes v1 lacks but the layout allows (issue 23)
+
+
+def _rows_of(record, folder: Path) -> list[dict]:
+    """The record's pair row after the Arrow round trip that prepared data makes."""
+    from datasets import Dataset
+
+    samples = load_annotated(_write_jsonl(folder / f"{id(record)}.jsonl", [record])).samples
+    rows = [build_pair(s, default_margins=MARGINS, direct_answer="latest_tool_result") for s in samples]
+    return Dataset.from_list(rows).to_list()
+
+
+def _without_ids(record):
+    for m in record["history"]:
+        for call in m.get("tool_calls") or []:
+            del call["id"]
+        m.pop("tool_call_id", None)
+    return record
+
+
+def test_the_pair_row_keeps_an_empty_tool_calls_list_mapping_arguments_and_missing_ids(tmp_path):
+    """The paper protocol renders each differently (tests/test_paper_prompts.py compares with the authors' code),
+    so the pair row keeps them: [] is not None, a mapping is marked as one, an absent id stays absent."""
+    record = _record()
+    record["history"][7]["tool_calls"] = []  # "BOLT is at 20." with an empty list of calls
+    record["history"][2]["tool_calls"][0]["function"]["arguments"] = {"symbol": "ACME", "n": [1, 2.5, None]}
+    del record["history"][5]["tool_calls"][0]["id"]
+    del record["history"][6]["tool_call_id"]
+    prompt = _rows_of(record, tmp_path)[0]["prompt"]
+    assert prompt[7]["tool_calls"] == [] and prompt[4]["tool_calls"] is None
+    first = prompt[2]["tool_calls"][0]
+    assert first["arguments_mapping"] is True and json.loads(first["function"]["arguments"]) == {
+        "symbol": "ACME",
+        "n": [1, 2.5, None],
+    }
+    second = prompt[5]["tool_calls"][0]
+    assert second["id"] is None and second["arguments_mapping"] is False
+    assert second["function"]["arguments"] == '{"symbol": "BOLT"}' and prompt[6]["tool_call_id"] is None
+
+
+def test_calls_without_ids_are_answered_in_order_and_checked(tmp_path):
+    ok = _without_ids(_record())
+    assert len(load_annotated(_write_jsonl(tmp_path / "a.jsonl", [ok])).samples) == 1
+    cases = {
+        "result under another name": (
+            lambda r: r["history"][3].update(name="get_news"),
+            "history[3] is named 'get_news' but answers (by order: no tool_call_id) the call to 'get_price' of "
+            "history[2]",
+        ),
+        "result naming an id no call has": (
+            lambda r: r["history"][3].update(tool_call_id="a"),
+            "history[3] answers tool_call_id 'a', which is no unanswered call of history[2] (none left)",
+        ),
+        "unanswered": (
+            lambda r: r["history"].pop(3),
+            "history[3] (user) comes before every tool call of history[2] has its result (unanswered: a call to "
+            "'get_price' without id)",
+        ),
+        "empty id": (
+            lambda r: r["history"][2]["tool_calls"][0].update(id=""),
+            "history[2].tool_calls[0]: `id` must be a non-empty string (or absent), got ''",
+        ),
+        "empty list on a user message": (
+            lambda r: r["history"][1].update(tool_calls=[]),
+            "history[1] (user) has tool calls; only assistant messages make them",
+        ),
+    }
+    for name, (edit, message) in cases.items():
+        record = _without_ids(_record())
+        edit(record)
+        with pytest.raises(TicTocFormatError) as err:
+            load_annotated(_write_jsonl(tmp_path / "b.jsonl", [record]))
+        assert message in str(err.value), name
+        assert "stock_market_order_book_1" in str(err.value), name
+
+
+def test_timealign_protocol_renders_the_shapes(tiny_model_dir, tmp_path):
+    """The default protocol: an empty `tool_calls` is no call (the text is rendered), mapping arguments render as
+    the same call given as a string, and calls without ids get deterministic ids (call00001, ... in order, the
+    same in every rendering) on the call and its result, for templates that print them and for API requests."""
+    from transformers import AutoTokenizer
+
+    from timealign.render.chat import PromptRenderer
+    from timealign.suites.tictoc.requests import ChatRequestRenderer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    renderer = PromptRenderer(tokenizer)
+    plain = _rows_of(_record(), tmp_path)[0]
+    empty = _record()
+    empty["history"][7]["tool_calls"] = []
+    mapping = _record()
+    for m in mapping["history"]:
+        for call in m.get("tool_calls") or []:
+            call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+    for record in (empty, mapping):
+        row = _rows_of(record, tmp_path)[0]
+        assert renderer.pair(row["prompt"], row["chosen"][0], row["rejected"][0], row["tools"]) == renderer.pair(
+            plain["prompt"], plain["chosen"][0], plain["rejected"][0], plain["tools"]
+        )
+    # a template that needs ids (as Mistral's does) and prints them
+    tokenizer.chat_template = (
+        "{% for m in messages %}{% for c in m.tool_calls or [] %}{% if c.id is not defined %}"
+        "{{ raise_exception('a call without id') }}{% endif %}<call {{ c.id }}>{% endfor %}"
+        "{% if m.role == 'tool' %}<result {{ m.tool_call_id }}>{% endif %}{{ m.content }}|{% endfor %}"
+    )
+    no_ids = _rows_of(_without_ids(_record()), tmp_path)[0]
+    text = PromptRenderer(tokenizer, timestamps=False).prompt(no_ids["prompt"], no_ids["tools"])
+    assert "<call call00001>|<result call00001>" in text and "<call call00002>|<result call00002>" in text
+    assert text == PromptRenderer(tokenizer, timestamps=False).prompt(no_ids["prompt"], no_ids["tools"])
+    api = ChatRequestRenderer(timestamps=False).messages(no_ids["prompt"])
+    assert [c["id"] for c in api[2]["tool_calls"]] == ["call00001"] and api[3]["tool_call_id"] == "call00001"
+    assert [c["id"] for c in api[5]["tool_calls"]] == ["call00002"] and api[6]["tool_call_id"] == "call00002"

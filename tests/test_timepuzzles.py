@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 import re
@@ -629,3 +630,26 @@ def test_span_events_state_that_their_first_and_last_days_count(cal):
                 last = next(e[2] for e in kb.SPAN_EVENTS if e[0] == f["params"]["event"])
                 on_a_last_day += last in rec["gold"]
     assert on_a_last_day  # the statement decides some answers here
+
+
+def test_no_puzzle_repeats_inside_a_set(monkeypatch):
+    """A puzzle with the facts of an earlier one is drawn again (issue 23): the generator is made to offer the first
+    puzzle once more for the second item; the set still holds distinct puzzles."""
+    generation = importlib.import_module("timealign.suites.timepuzzles.generate")  # the package exports generate()
+
+    real, made = generation.generate_puzzle, []
+
+    def again(rng, target, cal=None, **kw):
+        puzzle = real(rng, target, cal, **kw)
+        if len(made) == 1:
+            puzzle = made[0]
+        made.append(puzzle)
+        return puzzle
+
+    monkeypatch.setattr(generation, "generate_puzzle", again)
+    records = tp.generate(4, seed=5, targets=[1, 1, 2, 3])
+    assert len({r["prompt"] for r in records}) == 4
+    assert (
+        len({frozenset(r["constraints"]) if isinstance(r["constraints"], list) else r["constraints"] for r in records})
+        == 4
+    )

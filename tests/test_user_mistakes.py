@@ -345,7 +345,7 @@ def test_the_choices_are_the_ones_the_code_knows():
     from timealign.config.validate import DIRECT_ANSWER_BACKENDS, DIRECT_ANSWERS, field_choices
     from timealign.data import pairs, timer_prep
     from timealign.data.records import ON_ERROR
-    from timealign.data.tictoc import ORIENTATIONS
+    from timealign.data.tictoc_layout import ORIENTATIONS
     from timealign.train.lengths import OVERLENGTH_MODES
 
     choices = field_choices()

@@ -212,7 +212,8 @@ def build_tiny_agent(
     from timealign.config import DataSection
     from timealign.data.records import LoadResult
     from timealign.data.synthetic import generate_annotated
-    from timealign.data.tictoc import annotated_records, build_pair
+    from timealign.data.tictoc import annotated_records
+    from timealign.data.tictoc_pairs import build_pair
     from timealign.render.chat import PromptRenderer
 
     tokenizer = AutoTokenizer.from_pretrained(base_dir)

@@ -1,106 +1,99 @@
-"""A test oracle: the TicToc authors' own templates, rendered the way their inference handlers render them.
+"""A test oracle: the TicToc authors' own inference handlers, imported and called as their evaluation calls them.
 
-Used when a checkout of chengez/TicToc is at hand (`TIMEALIGN_TICTOC_REPO=/path/to/TicToc`, or
-../shared/reference/tictoc beside the project): the templates
-are read from that checkout, never copied here. The message preparation below restates their handlers'
-`format_input` (inference/local/*.py) as a second, independent implementation of what `timealign.render.paper`
-does, so the two can be compared on every v1 sample.
+Their code is read from ../shared/reference/tictoc (chengez/TicToc at c0b2b56) or a checkout named by
+`TIMEALIGN_TICTOC_REPO=/path/to/TicToc`, never copied here. Each handler module of `inference/local/*.py` is
+imported as it is written; only the engine it builds in `__init__` is kept out: the `vllm` import those modules make
+at import time gets a stand-in (nothing of it runs: `render` calls `format_input`, which reads their templates and
+`inference/sys_pmts.py`, on a handler made without `__init__`). So a prompt compared with `render` is the string
+their code builds, message preparation and template both. `api_request` calls their API handler
+(`inference/api/openai.py`, whose `openai` import gets a stand-in) the same way.
 """
 
 from __future__ import annotations
 
-import ast
+import functools
+import importlib
 import os
+import sys
+import types
 from pathlib import Path
 
-# handler -> (template file, extra render variables); every local handler of inference/model_map.py
+# handler module (inference/local/<name>.py, every local handler of inference/model_map.py) -> its class
 HANDLERS = {
-    "llama3_1": (
-        "llama3_1.jinja",
-        {
-            "bos_token": "<|begin_of_text|>",
-            "eos_token": "<|eot_id|>",
-            "tools_in_user_message": True,
-            "custom_tools": None,
-            "date": True,
-        },
-    ),
-    "llama3_2": (
-        "llama3_1.jinja",
-        {
-            "bos_token": "<|begin_of_text|>",
-            "eos_token": "<|eot_id|>",
-            "tools_in_user_message": True,
-            "custom_tools": None,
-            "date": True,
-        },
-    ),
-    "deepseek_distill_llama": (
-        "deepseek_distill_llama.jinja",
-        {
-            "bos_token": "<|begin_of_text|>",
-            "eos_token": "<|eot_id|>",
-            "tools_in_user_message": True,
-            "custom_tools": None,
-            "date": True,
-        },
-    ),
-    "deepseek_distill_qwen": ("deepseek_distill_qwen.jinja", {"enable_thinking": False}),
-    "qwen2_5": ("qwen3.jinja", {"enable_thinking": False}),
-    "qwen3": ("qwen3.jinja", {"enable_thinking": False}),
-    "qwen3_reason": ("qwen3.jinja", {"enable_thinking": True}),
-    "ministral": ("ministral.jinja", {"bos_token": "<s>", "eos_token": "</s>", "nine_char_ids": True}),
+    "llama3_1": "Llama3_1_Handler",
+    "llama3_2": "Llama3_2_Handler",
+    "deepseek_distill_llama": "DeepSeek_Distill_Llama_Handler",
+    "deepseek_distill_qwen": "DeepSeek_distill_Qwen_Handler",
+    "qwen2_5": "Qwen2_5_Handler",
+    "qwen3": "Qwen3_Handler",
+    "qwen3_reason": "Qwen3_Handler",
+    "ministral": "Ministral_Handler",
 }
-
 
 # The authors' code kept beside the project (../shared/reference/tictoc, chengez/TicToc at c0b2b56).
 SHARED_REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "tictoc"
 
 
 def authors_repo() -> Path | None:
-    """TIMEALIGN_TICTOC_REPO, else ../shared/reference/tictoc; None where neither holds their templates."""
+    """TIMEALIGN_TICTOC_REPO, else ../shared/reference/tictoc; None where neither holds their handlers."""
     path = Path(os.environ.get("TIMEALIGN_TICTOC_REPO") or SHARED_REFERENCE)
-    return path if (path / "templates").is_dir() else None
+    return path if (path / "inference" / "local").is_dir() and (path / "templates").is_dir() else None
 
 
-def read_constants(repo: Path) -> dict[str, str]:
-    """NAIVE and RULE of inference/sys_pmts.py, read as Python literals (no code of theirs is executed)."""
-    tree = ast.parse((repo / "inference" / "sys_pmts.py").read_text())
-    return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)}
+def _vllm_stand_in() -> types.ModuleType:
+    """What `from vllm import LLM, SamplingParams` needs; using either fails loudly (only `format_input` runs)."""
+    module = types.ModuleType("vllm")
+
+    def unused(*args, **kwargs):
+        raise RuntimeError("the vLLM stand-in of tests/paper_reference/authors.py runs no engine")
+
+    module.LLM = module.SamplingParams = unused
+    return module
+
+
+def _their_module(repo: Path, module: str):
+    """One module of their `inference` package from `repo`, with stand-ins for the engines it imports."""
+    if str(repo) not in sys.path:
+        sys.path.insert(0, str(repo))  # their modules import `inference.model_handler`, `inference.sys_pmts`
+    sys.modules.setdefault("vllm", _vllm_stand_in())
+    sys.modules.setdefault("openai", types.ModuleType("openai"))  # the API handler builds a client in __init__ only
+    loaded = sys.modules.get("inference")
+    if loaded is not None and Path(list(loaded.__path__)[0]).resolve() != (repo / "inference").resolve():
+        raise RuntimeError(f"another `inference` package is imported ({loaded.__path__}); theirs is {repo}/inference")
+    return importlib.import_module(f"inference.{module}")
+
+
+@functools.lru_cache(maxsize=None)
+def handler(repo: Path, name: str):
+    """Their handler `name` (a HANDLERS key) from `repo`, made without `__init__` (which would start vLLM)."""
+    cls = getattr(_their_module(repo, f"local.{name}"), HANDLERS[name])
+    return cls.__new__(cls)
+
+
+def api_request(
+    repo: Path, history: list[dict], tools, *, level: int, use_time_stamp: bool, mode: str = "none"
+) -> dict:
+    """Their chat-completions request (`inference/api/openai.py` `format_input`: messages and tools) for a record."""
+    cls = _their_module(repo, "api.openai").OpenAI_Handler
+    return cls.__new__(cls).format_input(
+        history,
+        tools,
+        time_elapsed_level=level,
+        use_time_stamp=use_time_stamp,
+        use_special_sys_prompt_naive=mode == "reminder",
+        use_special_sys_prompt_rule=mode == "rules",
+    )
 
 
 def render(
-    repo: Path, handler: str, history: list[dict], tools, *, level: int, use_time_stamp: bool, mode: str = "none"
+    repo: Path, name: str, history: list[dict], tools, *, level: int, use_time_stamp: bool, mode: str = "none"
 ) -> str:
-    """Their prompt for one raw v1 sample (history with the final time list), or raises as their code would."""
-    import jinja2
-
-    template_file, extra = HANDLERS[handler]
-    constants = read_constants(repo)
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(repo / "templates")), trim_blocks=True, lstrip_blocks=True
-    )
-    messages = []
-    for msg in history:
-        m = {"role": msg["role"]}
-        stamp = msg["time"] if isinstance(msg["time"], str) else msg["time"][level]
-        if msg.get("content") is not None and "tool_calls" not in msg:
-            m["content"] = f"[{stamp}] " + msg["content"] if use_time_stamp else msg["content"]
-            if m["role"] == "system" and mode == "reminder":
-                m["content"] = m["content"] + constants["NAIVE"]
-            elif m["role"] == "system" and mode == "rules":
-                m["content"] = m["content"] + constants["RULE"]
-        if "tool_calls" in msg:
-            m["tool_calls"] = msg["tool_calls"]
-            m["content"] = None
-        if msg["role"] == "tool" and "tool_call_id" in msg:
-            m["tool_call_id"] = msg["tool_call_id"]
-            if extra.get("nine_char_ids") and len(msg["tool_call_id"]) != 9:
-                raise ValueError(f"Tool call ID {msg['tool_call_id']} is not 9 characters long.")
-        messages.append(m)
-    variables = {k: v for k, v in extra.items() if k not in ("date", "nine_char_ids")}
-    if extra.get("date"):
-        variables["date_string"] = history[0]["time"].split("T")[0]
-    return env.get_template(template_file).render(
-        messages=messages, tools=tools, add_generation_prompt=True, **variables
+    """Their prompt for one raw record (history as the data file has it), or what their code raises."""
+    return handler(repo, name).format_input(
+        history,
+        tools,
+        time_elapsed_level=level,
+        use_time_stamp=use_time_stamp,
+        use_special_sys_prompt_naive=mode == "reminder",
+        use_special_sys_prompt_rule=mode == "rules",
     )

@@ -2,7 +2,7 @@
 
     python -m tests.paper_reference.make_golden      # ../shared/reference/tictoc, or TIMEALIGN_TICTOC_REPO=...
 
-Every golden prompt is first checked against the authors' own templates (chengez/TicToc at c0b2b56, read from
+Every golden prompt is first checked against the authors' own handlers (chengez/TicToc at c0b2b56, imported from
 ../shared/reference/tictoc or a checkout named by TIMEALIGN_TICTOC_REPO; tests/paper_reference/authors.py); the
 script refuses to write a prompt that differs, and refuses to run without their code. Beside the golden file it
 writes paper_prompts.provenance.json: repository, commit, date and the sha256 of every file of theirs it read.
@@ -53,7 +53,8 @@ def sample_rows(v1: Path) -> dict[tuple[str, int], dict]:
     """Every v1 sample as a pair row's `prompt`/`tools`, through load_v1, the pair builder and an Arrow round trip."""
     from datasets import Dataset
 
-    from timealign.data.tictoc import build_pair, load_v1
+    from timealign.data.tictoc import load_v1
+    from timealign.data.tictoc_pairs import build_pair
 
     loaded = load_v1(v1, unknown="bucket")
     keys = [
@@ -88,13 +89,21 @@ def provenance(repo: Path, cases: int) -> dict:
     import datetime
     import hashlib
 
-    read = sorted([*(repo / "templates").glob("*.jinja"), repo / "inference" / "sys_pmts.py"])
+    inference = repo / "inference"
+    read = sorted(
+        [
+            *(repo / "templates").glob("*.jinja"),
+            *(inference / "local").glob("*.py"),
+            inference / "model_handler.py",
+            inference / "sys_pmts.py",
+        ]
+    )
     return {
         "repository": AUTHORS_REPOSITORY,
         "commit": AUTHORS_COMMIT,
         "verified": datetime.date.today().isoformat(),
         "cases": cases,
-        "checked_by": "tests/paper_reference/authors.py render (their templates and prompts)",
+        "checked_by": "tests/paper_reference/authors.py render: their inference/local/<handler>.py format_input",
         "files_sha256": {p.relative_to(repo).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in read},
     }
 
@@ -143,7 +152,7 @@ def main() -> int:
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
     PROVENANCE.write_text(json.dumps(provenance(repo, len(golden)), indent=1) + "\n")
-    print(f"wrote {len(golden)} golden prompts to {GOLDEN}" + f" (each equal to the authors' rendering from {repo})")
+    print(f"wrote {len(golden)} golden prompts to {GOLDEN} (each equal to the authors' handlers' rendering, {repo})")
     return 0
 
 

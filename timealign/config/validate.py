@@ -38,7 +38,8 @@ SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 # Sources read from data.path: file ones must exist here; `hub` may be a hub dataset id.
 FILE_SOURCES = ("v1", "annotated", "timelychat", "dialogs")
 PATH_SOURCES = FILE_SOURCES + ("hub",)
-# data.direct_answer: how a TicToc pair's direct answer is made when the data has none (timealign/data/tictoc.py);
+# data.direct_answer: how a TicToc pair's direct answer is made when the data has none (timealign/data/
+# tictoc_pairs.py);
 # generate's model runs on one of the evaluator's backends that continue rendered prompts (timealign/data/
 # generated_answers.py).
 DIRECT_ANSWERS = ("latest_tool_result", "last_assistant_text", "generate")

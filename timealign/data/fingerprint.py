@@ -43,7 +43,9 @@ from timealign.config import RecipeError
 
 logger = logging.getLogger(__name__)
 
-DATA_FORMAT_VERSION = 2  # 2: tool-call arguments stored as the source wrote them (the paper protocol renders them raw)
+# 2: tool-call arguments stored as the source wrote them (the paper protocol renders them raw); 3: an empty
+# `tool_calls`, a call without an id and mapping arguments kept as such (`arguments_mapping`)
+DATA_FORMAT_VERSION = 3
 
 MANIFEST = "manifest.json"
 CONTENT = "content"  # manifest key: {relative path: sha256} of every file data prep wrote

@@ -1,7 +1,7 @@
 """`data.direct_answer=generate`: a model writes the direct-answer side of every TicToc pair.
 
 The v1 release has no direct-answer text, so the other strategies build one from the trajectory
-(`timealign.data.tictoc.direct_answer_text`). `generate` asks a model instead, through the evaluator's backends
+(`timealign.data.tictoc_pairs.direct_answer_text`). `generate` asks a model instead, through the evaluator's backends
 (`timealign.backends.factory.make_backend` with the recipe's `eval.*` settings and `data.direct_answer_backend`:
 hf | vllm | openai), on prompts rendered by the one renderer of training and evaluation
 (`PromptRenderer.for_data` on the recipe's `data` section). Every sample gets a generated answer; the data's own
@@ -44,7 +44,8 @@ from typing import Any
 
 from timealign.config import RecipeError
 from timealign.config.validate import DIRECT_ANSWER_BACKENDS
-from timealign.data.tictoc import TicTocSample, prompt_messages
+from timealign.data.tictoc_layout import TicTocSample
+from timealign.data.tictoc_pairs import prompt_messages
 
 logger = logging.getLogger(__name__)
 

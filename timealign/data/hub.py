@@ -27,7 +27,8 @@ from typing import Any
 
 from timealign.config import RecipeError
 from timealign.data.records import LoadResult, RecordError, read_records
-from timealign.data.tictoc import V1_FILE, TicTocSample, annotated_records, load_annotated, load_v1
+from timealign.data.tictoc import annotated_records, load_annotated, load_v1
+from timealign.data.tictoc_layout import V1_FILE, TicTocSample
 from timealign.data.timelychat import TimerDialog, detect_layout, dialog_records, file_split, load_files
 
 DATA_SUFFIXES = (".json", ".jsonl", ".parquet")

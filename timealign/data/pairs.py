@@ -23,16 +23,9 @@ from timealign.config import DataSection, RecipeError
 from timealign.config.disk import writing
 from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
 from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable
-from timealign.data.tictoc import (
-    PREFER_NO_TOOL,
-    PREFER_TOOL,
-    TicTocSample,
-    annotated_records,
-    build_pairs,
-    load_annotated,
-    load_v1,
-    manifest,
-)
+from timealign.data.tictoc import annotated_records, load_annotated, load_v1
+from timealign.data.tictoc_layout import PREFER_NO_TOOL, PREFER_TOOL, TicTocSample
+from timealign.data.tictoc_pairs import build_pairs, manifest
 
 logger = logging.getLogger(__name__)
 SOURCES = ("synthetic", "v1", "annotated", "hub")

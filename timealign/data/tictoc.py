@@ -1,33 +1,19 @@
-"""TicToc loaders, validation and margin-weighted preference pairs.
+"""TicToc loaders: the release layouts read into one `TicTocSample` list.
 
-Three input layouts become one `TicTocSample` list:
 - v1 release (`load_v1`): one JSON file per (label, elapse level), `prefer{Tool,NoTool}_elapse_{k}.json`; the last
   user message's `time` is a list with one timestamp per elapse level. Any other .json/.jsonl file in the folder
   (another spelling, such as `prefertool_elapse_1.json`) is an error listing them: its records would be lost.
-- annotated (`load_annotated`): JSON list or JSONL, one record per (trajectory, elapse level) carrying the
-  annotators' mean score `score` (S in [0, 3]), `elapse_level`, optionally `direct_answer` and `scenario`.
+- annotated (`load_annotated`, `annotated_records` for records in memory): JSON list or JSONL, one record per
+  (trajectory, elapse level) carrying the annotators' mean score `score` (S in [0, 3]), `elapse_level`, optionally
+  `direct_answer` and `scenario`.
 - hub (`timealign.data.hub.load_tictoc_release`): a release as published (hub id or local folder), in either
   layout, detected from its files.
 
-Every record is checked before it becomes a sample; a failed check raises `TicTocFormatError` naming the file and
-the record (with `on_error="skip"` the record is rejected with that reason and the rest kept):
-- the record is a JSON object with a string `id` (or none), all its text valid UTF-8;
-- messages follow the chat order (`CHAT_ORDER`, as OpenAI chat completions accept it): roles are system, user,
-  assistant and tool only; at most one system message, and only first; then a user message; an assistant message
-  has text, tool calls or both; a tool message answers an unanswered call of the latest assistant message with
-  calls (only tool messages stand between), by its `tool_call_id` (and `name`, when given); every call is answered
-  before the next user or assistant message; the last message is the user's question. User and assistant
-  messages otherwise follow each other freely (two user messages in a row are allowed, as OpenAI allows them);
-- a tool call has a unique `id`, names a function declared in the record's tool schemas, and has arguments that
-  are a mapping (JSON, or a Python-literal dict as in the v1 release) at most `MAX_ARGUMENT_DEPTH` levels deep;
-- every message has an ISO-8601 time with a timezone (`Z` or an offset), not going backwards; a time without one
-  is an error unless `assume_timezone` (the recipe's `data.assume_timezone`) names the zone it is in, and then it
-  is rewritten with that zone's offset;
-- no record repeats an earlier one: the same (id, elapse level), or the same conversation and tools at the same
-  elapse level under another id, is rejected as a duplicate naming the earlier record.
-
-`build_pairs` turns samples into TRL's conversational preference layout: chosen/rejected are a re-issued tool call
-and a direct answer, oriented by the label, with offset delta = |S - 1.5| (or a configured value per label).
+Each record is checked as `timealign.data.tictoc_layout` describes (a failed check raises `TicTocFormatError`; with
+`on_error="skip"` the record is rejected with that reason and the rest kept), its id mapped to a scenario, and no
+record may repeat an earlier one: the same (id, elapse level), or the same conversation and tools at the same
+elapse level under another id, is rejected as a duplicate naming the earlier record. Pair rows are built from the
+samples by `timealign.data.tictoc_pairs`.
 """
 
 from __future__ import annotations
@@ -35,364 +21,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import Counter
-from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any, Iterable
 
-from timealign.config import RecipeError
-from timealign.config.validate import DIRECT_ANSWERS as DIRECT_ANSWER_STRATEGIES
-from timealign.data.records import (
-    LoadResult,
-    RecordError,
-    check_on_error,
-    data_files,
-    read_records,
-    reject_count,
-    undecodable,
-)
+from timealign.data.records import LoadResult, check_on_error, data_files, read_records
 from timealign.data.scenarios import Scenario, UnknownScenarioError, get_scenario, resolve_scenario_id
-from timealign.render.chat import parse_tool_arguments
-
-PREFER_TOOL = "prefer_tool"
-PREFER_NO_TOOL = "prefer_no_tool"
-V1_FILE = re.compile(r"^prefer(Tool|NoTool)_elapse_(\d+)\.json$")
-V1_LEVELS = 3  # small, medium, large gap before the final user message
-LEVEL_NAMES = ("small", "medium", "large")
-ORIENTATIONS = ("tool_high", "tool_low")
-ROLES = ("system", "user", "assistant", "tool")
-MAX_ARGUMENT_DEPTH = 32  # deeper tool arguments are refused: rendering and pair building recurse through them
-CHAT_ORDER = (
-    "system? user, then user / assistant turns; an assistant message with tool calls is followed by one "
-    "tool message per call (matching tool_call_id) before the next user or assistant message; the last "
-    "message is the user's question"
+from timealign.data.tictoc_layout import (
+    PREFER_NO_TOOL,
+    PREFER_TOOL,
+    V1_FILE,
+    V1_LEVELS,
+    TicTocFormatError,
+    TicTocSample,
+    check_history,
+    check_record,
+    label_from_score,
+    record_id,
+    timezone_for,
 )
-
-
-class TicTocFormatError(RecordError):
-    """A TicToc record that cannot be used; the message names the file and the record id."""
-
-
-@dataclass
-class TicTocSample:
-    id: str
-    scenario: Scenario
-    history: list[dict]  # OpenAI-style messages with ISO `time`; the last is the user's question (one time)
-    tools: list[dict]
-    elapse_level: int
-    label: str  # prefer_tool | prefer_no_tool
-    score: float | None = None  # annotators' mean S in [0, 3] (orientation: see DataSection.score_orientation)
-    direct_answer: str | None = None
-    source: str = ""
-
-    @property
-    def num_turns(self) -> int:
-        """Messages other than the system prompt (the paper's length buckets: <=7, 8-12, >=13)."""
-        return sum(1 for m in self.history if m.get("role") != "system")
-
-
-# ---------------------------------------------------------------------------------------------- validation
-
-
-def timezone_for(name: str | None) -> tzinfo | None:
-    """`data.assume_timezone` as a tzinfo: None (naive times are an error), `UTC`, an IANA name (`Europe/Berlin`)
-    or a fixed offset (`+02:00`). An unknown name is a RecipeError."""
-    if name is None:
-        return None
-    text = str(name).strip()
-    if text.upper() in ("UTC", "Z"):
-        return timezone.utc
-    offset = re.fullmatch(r"([+-])(\d\d):?(\d\d)", text)
-    if offset:
-        sign = 1 if offset.group(1) == "+" else -1
-        return timezone(sign * timedelta(hours=int(offset.group(2)), minutes=int(offset.group(3))))
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        return ZoneInfo(text)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise RecipeError(
-            f"data.assume_timezone={name!r} is not a time zone: use UTC, an IANA name such as "
-            "Europe/Berlin (needs the system's tz database or the tzdata package), or an offset such "
-            "as +02:00"
-        ) from None
-
-
-def _record_id(record: Any, index: int) -> str:
-    """The record's `id` when it is a usable string, else `#<index>` (`_check_record` reports a bad one)."""
-    rid = record.get("id") if isinstance(record, dict) else None
-    if isinstance(rid, str) and rid.strip() and undecodable(rid) is None:
-        return rid
-    return f"#{index}"
-
-
-def _check_record(record: Any, source: str, rid: str) -> None:
-    if not isinstance(record, dict):
-        raise TicTocFormatError(source, rid, f"record is not a JSON object (got a {type(record).__name__})")
-    value = record.get("id")
-    if value is not None and not (isinstance(value, str) and value.strip()):
-        raise TicTocFormatError(source, rid, f"`id` must be a non-empty string, got {type(value).__name__} {value!r}")
-    bad = undecodable(record)
-    if bad:
-        raise TicTocFormatError(
-            source,
-            rid,
-            f"text that is not valid UTF-8 at {bad} (is the file in another encoding, e.g. Latin-1? save it as UTF-8)",
-        )
-
-
-def _declared_functions(tools: Any, source: str, rid: str) -> set[str]:
-    """Names of the functions the record's tool schemas declare (OpenAI `{"type": "function", "function": {...}}`
-    or a bare `{"name": ...}`)."""
-    if not isinstance(tools, list):
-        raise TicTocFormatError(
-            source, rid, f"the tool schemas (`function`) must be a list, got {type(tools).__name__}"
-        )
-    names = set()
-    for j, schema in enumerate(tools):
-        fn = schema.get("function", schema) if isinstance(schema, dict) else None
-        name = fn.get("name") if isinstance(fn, dict) else None
-        if not isinstance(name, str) or not name:
-            raise TicTocFormatError(source, rid, f"tool schema {j} has no function name")
-        names.add(name)
-    return names
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of mappings and lists (a scalar: 0), iteratively (the value may be very deep)."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, level + 1) for v in item)
-        else:
-            continue
-        deepest = max(deepest, level + 1)
-    return deepest
-
-
-def _arguments(arguments: Any, source: str, rid: str, where: str) -> None:
-    if isinstance(arguments, (dict, list)) and _depth(arguments) > MAX_ARGUMENT_DEPTH:
-        raise TicTocFormatError(
-            source, rid, f"{where}: tool-call arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
-        )
-    try:
-        parsed = parse_tool_arguments(arguments)
-    except ValueError as err:
-        raise TicTocFormatError(source, rid, f"{where}: {err}") from None
-    except (RecursionError, MemoryError):  # json / ast give up on very deep nesting
-        raise TicTocFormatError(
-            source,
-            rid,
-            f"{where}: tool-call arguments nest too deeply to parse (more than "
-            f"{MAX_ARGUMENT_DEPTH} levels are refused)",
-        ) from None
-    if not isinstance(parsed, dict):
-        raise TicTocFormatError(
-            source,
-            rid,
-            f"{where}: tool-call arguments must be a mapping of parameter names to "
-            f"values, got {type(parsed).__name__}",
-        )
-    if _depth(parsed) > MAX_ARGUMENT_DEPTH:
-        raise TicTocFormatError(
-            source, rid, f"{where}: tool-call arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
-        )
-
-
-def _check_tool_calls(history: list[dict], tools: Any, source: str, rid: str) -> None:
-    """Each call: on an assistant message, a unique non-empty `id`, a declared function, mapping arguments."""
-    declared = _declared_functions(tools, source, rid)
-    ids: dict[str, int] = {}
-    for i, msg in enumerate(history):
-        calls = msg.get("tool_calls")
-        if not calls:
-            continue
-        if msg["role"] != "assistant":
-            raise TicTocFormatError(
-                source,
-                rid,
-                f"history[{i}] ({msg['role']}) has tool calls; only assistant messages make them (swapped roles?)",
-            )
-        if not isinstance(calls, list):
-            raise TicTocFormatError(source, rid, f"history[{i}].tool_calls must be a list of calls")
-        for j, call in enumerate(calls):
-            where = f"history[{i}].tool_calls[{j}]"
-            fn = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
-                raise TicTocFormatError(source, rid, f"history[{i}] has a tool call without a function name")
-            if fn["name"] not in declared:
-                known = ", ".join(sorted(declared)) or "none"
-                raise TicTocFormatError(
-                    source,
-                    rid,
-                    f"{where} calls {fn['name']!r}, which the record's tool schemas "
-                    f"do not declare (declared: {known})",
-                )
-            call_id = call.get("id")
-            if not isinstance(call_id, str) or not call_id:
-                raise TicTocFormatError(source, rid, f"{where} has no `id` (its tool result names it by tool_call_id)")
-            if call_id in ids:
-                raise TicTocFormatError(
-                    source, rid, f"{where} reuses the call id {call_id!r} of history[{ids[call_id]}]"
-                )
-            ids[call_id] = i
-            _arguments(fn.get("arguments"), source, rid, where)
-
-
-def _check_order(history: list[dict], source: str, rid: str) -> None:
-    """The chat order (module docstring); `_check_tool_calls` has checked the calls themselves."""
-    pending: dict[str, str] = {}  # unanswered calls of the latest assistant message with calls: id -> function
-    calls_at: int | None = None  # that message's index while only tool messages have followed it
-    first = 1 if history[0]["role"] == "system" else 0
-    for i, msg in enumerate(history):
-        role = msg["role"]
-        if role not in ROLES:
-            raise TicTocFormatError(
-                source,
-                rid,
-                f"history[{i}] has the unknown role {role!r}; roles are "
-                f"{', '.join(ROLES)} (a prompt would leave the message out)",
-            )
-        if role == "system":
-            if i != 0:
-                raise TicTocFormatError(
-                    source,
-                    rid,
-                    f"history[{i}] is a system message; only the first message may be one (swapped roles?)",
-                )
-            continue
-        if role == "tool":
-            if calls_at is None:
-                raise TicTocFormatError(
-                    source,
-                    rid,
-                    f"history[{i}] is a tool result with no assistant tool call right before it (swapped roles?)",
-                )
-            call_id, name = msg.get("tool_call_id"), msg.get("name")
-            if call_id not in pending:
-                open_ids = ", ".join(map(repr, pending)) or "none left"
-                raise TicTocFormatError(
-                    source,
-                    rid,
-                    f"history[{i}] answers tool_call_id {call_id!r}, which is no "
-                    f"unanswered call of history[{calls_at}] ({open_ids})",
-                )
-            if name is not None and name != pending[call_id]:
-                raise TicTocFormatError(
-                    source, rid, f"history[{i}] is named {name!r} but answers call {call_id!r} to {pending[call_id]!r}"
-                )
-            del pending[call_id]
-            continue
-        if pending:
-            raise TicTocFormatError(
-                source,
-                rid,
-                f"history[{i}] ({role}) comes before every tool call of history"
-                f"[{calls_at}] has its result (unanswered: "
-                f"{', '.join(map(repr, pending))}); chat order: {CHAT_ORDER}",
-            )
-        calls_at = None
-        if i == first and role != "user":
-            raise TicTocFormatError(
-                source,
-                rid,
-                f"history[{i}] is {'an' if role == 'assistant' else 'a'} {role} "
-                "message, but the conversation starts with the user's (after an "
-                "optional system message; swapped roles?)",
-            )
-        if role == "assistant":
-            if msg.get("tool_calls"):
-                pending = {c["id"]: c["function"]["name"] for c in msg["tool_calls"]}
-                calls_at = i
-            elif not (isinstance(msg.get("content"), str) and msg["content"].strip()):
-                raise TicTocFormatError(
-                    source, rid, f"history[{i}] is an assistant message with neither text nor tool calls"
-                )
-
-
-def _check_history(
-    history: Any, source: str, rid: str, final_time_is_list: bool, tools: Any, zone: tzinfo | None = None
-) -> list[dict]:
-    """Structure, chat order, tool calls and times, shared by every layout; raises TicTocFormatError.
-
-    Returns the history, with times that had no timezone rewritten in `zone` (copies of those messages).
-    """
-    if not isinstance(history, list) or not history:
-        raise TicTocFormatError(source, rid, "`history` is missing or not a non-empty list of messages")
-    for i, msg in enumerate(history):
-        if not isinstance(msg, dict) or "role" not in msg:
-            raise TicTocFormatError(source, rid, f"history[{i}] is not a message with a `role`")
-        if "time" not in msg or msg["time"] in (None, "", []):
-            raise TicTocFormatError(source, rid, f"history[{i}] ({msg['role']}) has no `time`")
-    last = history[-1]
-    if last["role"] != "user":
-        raise TicTocFormatError(source, rid, f"the last message must be the user's question, got {last['role']!r}")
-    _check_tool_calls(history, tools, source, rid)
-    _check_order(history, source, rid)
-    history = list(history)
-    previous = None
-    for i, msg in enumerate(history[:-1]):
-        t, written = _parse(msg["time"], source, rid, f"history[{i}].time", zone)
-        if written is not msg["time"]:
-            history[i] = dict(msg, time=written)
-        if previous is not None and t < previous:
-            raise TicTocFormatError(source, rid, f"times go backwards at history[{i}] ({msg['time']})")
-        previous = t
-    final = last["time"]
-    if final_time_is_list:
-        if not isinstance(final, list) or len(final) != V1_LEVELS:
-            got = len(final) if isinstance(final, list) else type(final).__name__
-            raise TicTocFormatError(
-                source, rid, f"the last message's `time` must list {V1_LEVELS} times (one per elapse level), got {got}"
-            )
-        parsed = [_parse(t, source, rid, f"final time {k}", zone) for k, t in enumerate(final)]
-        times = [t for t, _ in parsed]
-        if any(b <= a for a, b in zip(times, times[1:])):
-            raise TicTocFormatError(source, rid, "the final user times are not increasing with the elapse level")
-        first_final = times[0]
-        if any(w is not t for (_, w), t in zip(parsed, final)):
-            history[-1] = dict(last, time=[w for _, w in parsed])
-    else:
-        if isinstance(final, list):
-            raise TicTocFormatError(source, rid, "the last message's `time` must be one timestamp in this layout")
-        first_final, written = _parse(final, source, rid, "final time", zone)
-        if written is not final:
-            history[-1] = dict(last, time=written)
-    if previous is not None and first_final < previous:
-        raise TicTocFormatError(source, rid, "the final user message is earlier than the message before it")
-    return history
-
-
-def _parse(value: Any, source: str, rid: str, what: str, zone: tzinfo | None = None) -> tuple[datetime, Any]:
-    """(the time in UTC, the value to keep): the value itself, or when it had no timezone and `zone` is set, the same
-    wall-clock time written with that zone's offset (`Z` for UTC)."""
-    try:
-        if isinstance(value, datetime):
-            dt = value
-        else:
-            text = value.strip()
-            dt = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
-    except (TypeError, ValueError, AttributeError):
-        raise TicTocFormatError(source, rid, f"{what} is not an ISO-8601 time: {value!r}") from None
-    if dt.tzinfo is not None and dt.utcoffset() is not None:
-        return dt.astimezone(timezone.utc), value
-    if zone is None:
-        raise TicTocFormatError(
-            source,
-            rid,
-            f"{what} has no timezone: {value!r}; write it with Z or an offset "
-            "(2024-05-01T09:00:00Z), or set data.assume_timezone (e.g. UTC) to "
-            "read such times in that zone",
-        )
-    aware = dt.replace(tzinfo=zone)
-    if isinstance(value, datetime):
-        return aware.astimezone(timezone.utc), aware
-    written = aware.isoformat()
-    return aware.astimezone(timezone.utc), written[:-6] + "Z" if written.endswith("+00:00") else written
 
 
 def _resolve(record: dict, source: str, rid: str, unknown: str) -> Scenario:
@@ -447,9 +94,6 @@ def _unique(result: LoadResult, sample: TicTocSample, position: str, has_id: boo
         raise TicTocFormatError(sample.source, sample.id, f"this record ({position}) duplicates {earlier}: {how}")
     result.seen[id_key] = result.seen[content_key] = mine
     return sample
-
-
-# ---------------------------------------------------------------------------------------------- loaders
 
 
 def _stray_reason(path: Path) -> str:
@@ -513,7 +157,7 @@ def load_v1(
             result.reject(err.source, None, err.reason)
             continue
         for idx, (_, record, _) in enumerate(entries):
-            rid = _record_id(record, idx)
+            rid = record_id(record, idx)
 
             def make(record=record, rid=rid, idx=idx):
                 sample = _v1_sample(record, rid, source, label, level, unknown, zone, orientation)
@@ -554,10 +198,10 @@ def _v1_sample(
     zone: tzinfo | None = None,
     orientation: str = "tool_high",
 ) -> TicTocSample:
-    _check_record(record, source, rid)
+    check_record(record, source, rid)
     tools = record.get("function")
     tools = [] if tools is None else tools
-    history = _check_history(record.get("history"), source, rid, final_time_is_list=True, tools=tools, zone=zone)
+    history = check_history(record.get("history"), source, rid, final_time_is_list=True, tools=tools, zone=zone)
     final = dict(history[-1], time=history[-1]["time"][level])
     return TicTocSample(
         id=rid,
@@ -571,20 +215,10 @@ def _v1_sample(
     )
 
 
-def label_from_score(score: float, orientation: str) -> str | None:
-    """Which side of the tie (S = 1.5) the annotators were on; None for an exact tie."""
-    if orientation not in ORIENTATIONS:
-        raise ValueError(f"score_orientation must be one of {ORIENTATIONS}, got {orientation!r}")
-    if score == 1.5:
-        return None
-    tool_side = score > 1.5 if orientation == "tool_high" else score < 1.5
-    return PREFER_TOOL if tool_side else PREFER_NO_TOOL
-
-
 def _annotated_sample(
     record: Any, rid: str, source: str, orientation: str, unknown: str, zone: tzinfo | None = None
 ) -> TicTocSample:
-    _check_record(record, source, rid)
+    check_record(record, source, rid)
     tools = record.get("function", record.get("tools"))
     tools = [] if tools is None else tools
     if isinstance(tools, str):
@@ -594,7 +228,7 @@ def _annotated_sample(
             raise TicTocFormatError(
                 source, rid, f"the tool schemas are a string that is not JSON: {tools[:80]!r}"
             ) from None
-    history = _check_history(record.get("history"), source, rid, final_time_is_list=False, tools=tools, zone=zone)
+    history = check_history(record.get("history"), source, rid, final_time_is_list=False, tools=tools, zone=zone)
     level = record.get("elapse_level")
     if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level < V1_LEVELS:
         raise TicTocFormatError(source, rid, f"`elapse_level` must be 0, 1 or 2, got {level!r}")
@@ -651,7 +285,7 @@ def annotated_records(
     result = LoadResult() if result is None else result
     positions = iter(positions) if positions is not None else None
     for idx, record in enumerate(records):
-        rid = _record_id(record, idx)
+        rid = record_id(record, idx)
         position = next(positions) if positions is not None else f"#{idx}"
 
         def make(record=record, rid=rid, position=position):
@@ -707,186 +341,3 @@ def load_annotated(
             positions=positions,
         )
     return result
-
-
-# ---------------------------------------------------------------------------------------------- pairs
-
-
-def _call_function(call: dict) -> tuple[str, Any]:
-    fn = call.get("function") or call
-    return fn["name"], fn.get("arguments")
-
-
-def _values(arguments: Any) -> list[str]:
-    """Every leaf value of a tool call's arguments, as strings."""
-    if isinstance(arguments, dict):
-        return [v for value in arguments.values() for v in _values(value)]
-    if isinstance(arguments, list):
-        return [v for item in arguments for v in _values(item)]
-    return [str(arguments)]
-
-
-def relevant_tool_call(sample: TicTocSample) -> dict:
-    """The earlier call to re-issue: the one whose argument values the question mentions most; ties -> latest.
-
-    Returns {"name", "arguments"} with arguments as in the trajectory (JSON string or mapping).
-    """
-    question = (sample.history[-1].get("content") or "").lower()
-    best, best_score = None, -1
-    for msg in sample.history:
-        for call in msg.get("tool_calls") or []:
-            name, arguments = _call_function(call)
-            score = sum(1 for v in _values(parse_tool_arguments(arguments)) if v and v.lower() in question)
-            if score >= best_score:  # >=: the latest call wins ties
-                best, best_score = {"name": name, "arguments": arguments}, score
-    if best is None:
-        raise TicTocFormatError(sample.source, sample.id, "no earlier tool call to re-issue")
-    return best
-
-
-def tool_call_message(sample: TicTocSample) -> dict:
-    call = relevant_tool_call(sample)
-    arguments = json.dumps(parse_tool_arguments(call["arguments"]))
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": "callretry", "type": "function", "function": {"name": call["name"], "arguments": arguments}}
-        ],
-    }
-
-
-def direct_answer_text(sample: TicTocSample, strategy: str = "latest_tool_result") -> str:
-    """The sample's own direct answer, or one built by a documented strategy when the data has none.
-
-    latest_tool_result: answer from the most recent tool result, as the agent would without a new call.
-    last_assistant_text: repeat the agent's most recent text answer (the stale-context reply).
-    generate: a model's answer, written into `sample.direct_answer` by data prep beforehand
-    (`timealign.data.generated_answers`); a sample the model would not answer is built with latest_tool_result.
-    """
-    if sample.direct_answer:
-        return sample.direct_answer
-    if strategy == "latest_tool_result":
-        for msg in reversed(sample.history):
-            if msg.get("role") == "tool":
-                name = msg.get("name") or "the tool"
-                return f"Based on the latest result from {name}: {msg.get('content') or ''}".strip()
-        raise TicTocFormatError(sample.source, sample.id, "no tool result to answer from")
-    if strategy == "last_assistant_text":
-        for msg in reversed(sample.history):
-            if msg.get("role") == "assistant" and msg.get("content"):
-                return msg["content"]
-        raise TicTocFormatError(sample.source, sample.id, "no earlier assistant answer to reuse")
-    if strategy == "generate":
-        raise ValueError(
-            f"{sample.source} {sample.id}: direct_answer=generate needs the generated text in the sample "
-            "first (timealign.data.generated_answers.generate_direct_answers, run by data prep)"
-        )
-    raise ValueError(f"unknown direct-answer strategy {strategy!r}; known: {', '.join(DIRECT_ANSWER_STRATEGIES)}")
-
-
-def margin_for(sample: TicTocSample, default_margins: dict[str, float]) -> float:
-    """delta = |S - 1.5| from the annotators' mean score; the configured per-label value when S is unknown."""
-    if sample.score is not None:
-        return abs(sample.score - 1.5)
-    return float(default_margins[sample.label])
-
-
-def _message_record(msg: dict) -> dict:
-    """A fixed message schema, so Arrow stores every message alike (tool-call arguments stay JSON strings)."""
-    calls = None
-    if msg.get("tool_calls"):
-        calls = []
-        for call in msg["tool_calls"]:
-            name, arguments = _call_function(call)
-            # The arguments string stays as the data wrote it (the paper protocol renders it raw, even a
-            # Python-literal one); a mapping is stored as JSON. Both were validated when the sample was loaded.
-            raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            calls.append(
-                {"id": call.get("id") or "", "type": "function", "function": {"name": name, "arguments": raw}}
-            )
-    return {
-        "role": msg["role"],
-        "content": msg.get("content"),
-        "time": msg.get("time"),
-        "tool_calls": calls,
-        "tool_call_id": msg.get("tool_call_id"),
-        "name": msg.get("name"),
-    }
-
-
-def prompt_messages(sample: TicTocSample) -> list[dict]:
-    """The pair's `prompt` column: the sample's history in the fixed message schema (what training renders)."""
-    return [_message_record(m) for m in sample.history]
-
-
-def build_pair(sample: TicTocSample, *, default_margins: dict[str, float], direct_answer: str) -> dict:
-    """One row of TRL's conversational preference layout plus our metadata columns."""
-    tool = tool_call_message(sample)
-    direct = {"role": "assistant", "content": direct_answer_text(sample, direct_answer)}
-    chosen, rejected = (tool, direct) if sample.label == PREFER_TOOL else (direct, tool)
-    return {
-        "prompt": prompt_messages(sample),
-        "chosen": [_message_record(chosen)],
-        "rejected": [_message_record(rejected)],
-        "tools": json.dumps(sample.tools),
-        "margin": margin_for(sample, default_margins),
-        "id": sample.id,
-        "scenario": sample.scenario.name,
-        "sensitivity": sample.scenario.sensitivity,
-        "split": sample.scenario.split,
-        "elapse_level": sample.elapse_level,
-        "label": sample.label,
-        "score": sample.score,
-        "num_turns": sample.num_turns,
-        "source": sample.source,
-    }
-
-
-def build_pairs(
-    samples: Iterable[TicTocSample],
-    *,
-    default_margins: dict[str, float],
-    direct_answer: str = "latest_tool_result",
-    min_margin: float = 0.0,
-    on_error: str = "raise",
-) -> LoadResult[dict]:
-    """Pairs for every sample; `samples` of the result hold the pair rows (dicts)."""
-    check_on_error(on_error)
-    result = LoadResult()
-    for sample in samples:
-        if sample.score is not None and abs(sample.score - 1.5) < min_margin:
-            result.reject(sample.source, sample.id, f"annotator margin |S-1.5| below min_margin {min_margin}")
-            continue
-        result.add(
-            on_error, lambda s=sample: build_pair(s, default_margins=default_margins, direct_answer=direct_answer)
-        )
-    return result
-
-
-def manifest(rows: list[dict], rejects: list[dict]) -> dict:
-    """Counts per split, label and elapse level, plus the rejects with their reasons."""
-    per_split: dict[str, Any] = {}
-    for split in sorted({r["split"] for r in rows}):
-        in_split = [r for r in rows if r["split"] == split]
-        per_split[split] = {
-            "pairs": len(in_split),
-            "by_label": dict(Counter(r["label"] for r in in_split)),
-            "by_elapse_level": {
-                LEVEL_NAMES[k]: v for k, v in sorted(Counter(r["elapse_level"] for r in in_split).items())
-            },
-            "by_sensitivity": dict(Counter(r["sensitivity"] for r in in_split)),
-            "scenarios": len({r["scenario"] for r in in_split}),
-        }
-    return {
-        "pairs": len(rows),
-        "splits": per_split,
-        "rejects": reject_count(rejects),  # records: a rejected file counts the records it holds
-        "reject_reasons": dict(Counter(r["reason"].split(":")[0] for r in rejects)),
-    }
-
-
-def sample_to_dict(sample: TicTocSample) -> dict:
-    out = asdict(sample)
-    out["scenario"] = sample.scenario.name
-    return out

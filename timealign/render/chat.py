@@ -97,6 +97,35 @@ def clean_message(message: dict) -> dict:
     return out
 
 
+def assign_call_ids(messages: list[dict]) -> list[dict]:
+    """Give each tool call without an `id` (allowed by the TicToc layout) a deterministic one, and the tool message
+    answering it (the next one without a `tool_call_id`) the same; in place, returns `messages`.
+
+    Chat formats link a result to its call by id (OpenAI's API requires one; Mistral's template refuses a call
+    without a 9-character one), and a served model always sees ids, so the `timealign` protocol writes the link the
+    data left to the order. `call00001`, `call00002`, ... in conversation order (9 alphanumeric characters, as
+    Mistral's template needs), skipping ids the conversation already uses: the same record always renders the same
+    prompt. (The `paper` protocol renders calls as the data has them: timealign/render/paper.py.)
+    """
+    used = {c.get("id") for m in messages for c in m.get("tool_calls") or () if c.get("id")}
+    counter, waiting = 0, []  # ids given to the latest call message's id-less calls, not yet answered
+    for message in messages:
+        if message.get("tool_calls"):
+            waiting = []
+            for call in message["tool_calls"]:
+                if call.get("id"):
+                    continue
+                counter += 1
+                while f"call{counter:05d}" in used:
+                    counter += 1
+                call["id"] = f"call{counter:05d}"
+                used.add(call["id"])
+                waiting.append(call["id"])
+        elif message.get("role") == "tool" and not message.get("tool_call_id") and waiting:
+            message["tool_call_id"] = waiting.pop(0)
+    return messages
+
+
 def _decode_tools(tools: Any) -> list[dict] | None:
     if tools is None:
         return None
@@ -183,7 +212,7 @@ class PromptRenderer:
 
     def prepare_messages(self, messages: list[dict]) -> list[dict]:
         """Template-ready copies: timestamps prefixed, system addition applied, tool calls normalised."""
-        out = [self._prepare_one(m) for m in messages]
+        out = assign_call_ids([self._prepare_one(m) for m in messages])
         addition = PROMPT_MODES[self.prompt_mode]
         if addition:
             if out and out[0].get("role") == "system":

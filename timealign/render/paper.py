@@ -7,10 +7,11 @@ lstrip_blocks=True)`. What that means for the prompt string, and what this modul
 
 - Message preparation (`paper_messages`): a message with text and no `tool_calls` gets `"[<time>] "` in front of
   its text when timestamps are on (the time string as the data gives it, trailing space included; the system
-  message too); a tool-call message keeps its `tool_calls` as the data has them (arguments a JSON *string*, even a
-  Python-literal one) and has `content` None (local models) or no `content` (API models); a tool message keeps
-  `tool_call_id` and loses `name`. The reminder / rules text is appended to the system message (after its stamp).
-  The generation prompt carries no timestamp.
+  message too); a message with a `tool_calls` key keeps it as the data has it (arguments a JSON *string*, even a
+  Python-literal one, or a mapping where the data gave one; a call without an `id` has none; an empty list stays
+  an empty list) and has `content` None (local models: its text is dropped) or no `content` (API models); a tool
+  message keeps `tool_call_id` (when it has one) and loses `name`. The reminder / rules text is appended to the
+  system message (after its stamp). The generation prompt carries no timestamp.
 - Jinja's own `tojson` (not transformers'): keys sorted, `<`, `>`, `&`, `'` written as `\\u003c`-style escapes,
   non-ASCII escaped. Llama's template sends a tool result's text through it (a string is "iterable"), so the
   result appears as a quoted JSON string; a call's arguments string is quoted again.
@@ -104,10 +105,15 @@ def paper_messages(
 
 
 def _raw_call(call: dict) -> dict:
+    """A call as the data gave it: no `id` key when it had none, arguments a mapping when given as one (a pair
+    row stores a mapping as its JSON text with `arguments_mapping`: timealign/data/tictoc_pairs.py)."""
     fn = call.get("function") or {}
+    arguments = fn.get("arguments")
+    if call.get("arguments_mapping"):
+        arguments = json.loads(arguments)
     out = {
         "id": call.get("id"),
-        "function": {"name": fn.get("name"), "arguments": fn.get("arguments")},
+        "function": {"name": fn.get("name"), "arguments": arguments},
         "type": call.get("type") or "function",
     }
     if out["id"] is None:
@@ -133,7 +139,10 @@ def _llama3(messages: list[dict], tools: list | None, *, add_generation_prompt: 
             parts.append(f"<|start_header_id|>{role}<|end_header_id|>\n\n{(m.get('content') or '').strip()}<|eot_id|>")
         elif "tool_calls" in m:
             if len(m["tool_calls"]) != 1:
-                raise UnrenderableSample("the Llama 3.1 template only supports single tool-calls at once")
+                raise UnrenderableSample(
+                    "the Llama 3.1 template only supports single tool-calls at once (an assistant message has "
+                    f"{len(m['tool_calls'])}{' (an empty tool_calls list)' if not m['tool_calls'] else ''})"
+                )
             fn = m["tool_calls"][0]["function"]
             parts.append(
                 '<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "'
@@ -254,6 +263,10 @@ def _markup_escape(text: str) -> str:
 
 
 def _ministral_id(value: Any) -> str:
+    if value is None:
+        raise UnrenderableSample(
+            "Ministral's template needs 9-character tool-call ids, got a call or result without one"
+        )
     if not isinstance(value, str) or len(value) != 9:
         raise UnrenderableSample(f"Ministral's template needs 9-character tool-call ids, got {value!r}")
     return value
@@ -288,7 +301,8 @@ def _ministral(messages: list[dict], tools: list | None, *, add_generation_promp
             continue
         if (m["role"] == "user") != expected_user:
             raise UnrenderableSample(
-                "after the optional system message, Ministral's roles must alternate user/assistant"
+                "after the optional system message, Ministral's roles must alternate user/assistant (a message "
+                "with `tool_calls`, even an empty list, is a call, not a turn)"
             )
         expected_user = not expected_user
     parts = ["<s>"]
@@ -362,7 +376,10 @@ def _deepseek_r1(messages: list[dict], tools: list | None, *, add_generation_pro
 
 def _string(value: Any) -> str:
     if not isinstance(value, str):
-        raise UnrenderableSample(f"the DeepSeek template concatenates strings; got {type(value).__name__}")
+        raise UnrenderableSample(
+            f"the DeepSeek template concatenates strings; got {type(value).__name__} (tool-call arguments given as a "
+            "mapping, or a tool result that is not text)"
+        )
     return value
 
 

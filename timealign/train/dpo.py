@@ -205,7 +205,7 @@ def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0, fit=No
 
 def main(argv: list[str] | None = None) -> int:
     """`train/dpo.py`: exit 0 after saving, 2 on a recipe error, 1 on bad input data (75 when preempted)."""
-    from timealign.data.tictoc import TicTocFormatError
+    from timealign.data.tictoc_layout import TicTocFormatError
 
     def train(invocation) -> None:
         logger.info("saved model to %s", run(invocation.recipe))

@@ -141,7 +141,8 @@ def generate(
     n: int, seed: int = 0, kind: str = "mixed", *, variant: str = "direct", robust: bool = True, max_tries: int = 1000
 ) -> list[dict]:
     """`n` prototypes with answers. kind "mixed" alternates short and long; within each kind the dependency types
-    cycle (assigned evenly, as in the paper). Prototypes without an answer within the horizon are redrawn."""
+    cycle (assigned evenly, as in the paper). Prototypes without an answer within the horizon are redrawn, and so is
+    one whose prompt an earlier item of the set already has (no item repeats inside a set)."""
     if kind not in KINDS + ("mixed",):
         raise ValueError(f"kind must be short, long or mixed, got {kind!r}")
     if variant not in VARIANTS:
@@ -149,7 +150,7 @@ def generate(
     rng = random.Random(f"tcp-{seed}-{kind}")
     dep_names = list(DEPENDENCY_TYPES)
     per_kind = defaultdict(int)
-    items = []
+    items, prompts = [], set()
     for i in range(n):
         k = kind if kind != "mixed" else KINDS[i % 2]
         dep = dep_names[per_kind[k] % 3]
@@ -157,8 +158,9 @@ def generate(
         sampler = sample_short if k == "short" else sample_long
         for _ in range(max_tries):
             item = make_item(sampler(rng, dep), item_id=f"tcp-s{seed}-{i:05d}", variant=variant, robust=robust)
-            if item is not None:
+            if item is not None and item["prompt"] not in prompts:
                 items.append(item)
+                prompts.add(item["prompt"])
                 break
         else:
             raise RuntimeError(f"no valid {k} prototype in {max_tries} draws")

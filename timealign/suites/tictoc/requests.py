@@ -24,6 +24,7 @@ and loses `name`. The tools are the sample's `function` list as given.
 |                                               | becomes JSON, as `PromptRenderer` normalises it (vLLM would  |
 |                                               | replace an unparseable one by {})                            |
 | tool messages lose `name`                     | OpenAI's tool message is role, content, tool_call_id         |
+| a call without an id gets `call00001`, ...    | the API requires ids (`render.chat.assign_call_ids`)         |
 | system additions joined with a blank line     | `PromptRenderer`'s reminder / rules texts (Fig. 12)          |
 | no stamp on the reply                         | a chat API cannot prefill the assistant turn: the last       |
 |                                               | message's stamp is the reply's time; so no elapsed badge     |
@@ -40,7 +41,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from timealign.render.chat import PROMPT_MODES, clean_message
+from timealign.render.chat import PROMPT_MODES, assign_call_ids, clean_message
 from timealign.render.chat_api import request_string
 from timealign.render.paper import PAPER_PROMPT_MODES, paper_messages
 from timealign.render.timefmt import format_timestamp
@@ -66,6 +67,7 @@ def timealign_api_messages(messages: list[dict], *, timestamps: bool, prompt_mod
             if not msg.get("content"):
                 msg.pop("content", None)
         out.append(msg)
+    assign_call_ids(out)  # an API requires ids: calls without one get PromptRenderer's deterministic ids
     addition = PROMPT_MODES[prompt_mode]
     if addition:
         if out and out[0].get("role") == "system":

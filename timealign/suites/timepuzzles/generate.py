@@ -227,20 +227,29 @@ def generate(
 ) -> list[dict]:
     """`n` puzzles as JSON-able records, deterministic in (seed, index): the same seed gives the same puzzles
     (and answers) for both variants. Target solution counts cycle 1..6 (Sec. 2.2: sizes evenly distributed)
-    unless `targets` is given."""
+    unless `targets` is given. A puzzle whose facts an earlier puzzle of the set already has is drawn again (from
+    the same generator, so still deterministic): no item repeats inside a set."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; known: {', '.join(VARIANTS)}")
     cal = cal or get_calendar()
     targets = list(targets) if targets is not None else [i % MAX_SOLUTIONS + 1 for i in range(n)]
     if len(targets) != n:
         raise ValueError("targets must have n entries")
-    records = []
+    records, seen = [], set()
     for i, target in enumerate(targets):
         rng = random.Random(f"timepuzzles:{seed}:{i}:{target}")
         puzzle = generate_puzzle(rng, target, cal)
+        while _facts_key(puzzle) in seen:
+            puzzle = generate_puzzle(rng, target, cal)
+        seen.add(_facts_key(puzzle))
         records.append(
             puzzle_record(
                 puzzle, pid=f"timepuzzles-{seed}-{i:05d}", variant=variant, seed=seed, index=i, target=target
             )
         )
     return records
+
+
+def _facts_key(puzzle: Puzzle) -> frozenset[str]:
+    """What makes two puzzles the same item: the same facts, in any order (both variants' wording)."""
+    return frozenset(puzzle.texts("implicit")) | frozenset(puzzle.texts("explicit"))
