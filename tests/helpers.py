@@ -7,9 +7,14 @@ from __future__ import annotations
 import copy
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 from timealign.config import DataSection
 
@@ -17,6 +22,29 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------------------------------ child processes
+def free_port() -> int:
+    """A loopback port free now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(process, url: str, log_path, startup_s: float, what: str, poll_s: float = 0.3) -> None:
+    """Poll `url` until it answers; `what` exiting, or not answering within `startup_s`, fails the test with the end
+    of its log."""
+    deadline = time.time() + startup_s
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"{what} exited {process.returncode}:\n{Path(log_path).read_text()[-4000:]}")
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            if time.time() > deadline:
+                pytest.fail(f"{what} did not come up in {startup_s:.0f} s:\n{Path(log_path).read_text()[-4000:]}")
+            time.sleep(poll_s)
+
+
 def launcher_env(**extra: str) -> dict[str, str]:
     """This environment for a child training process: offline, unbuffered, one OpenMP thread, and none of the
     Slurm / accelerate / stop-file / W&B-run variables that would make it join or resume something else."""

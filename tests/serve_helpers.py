@@ -16,22 +16,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
 import yaml
+from helpers import free_port, wait_until_serving
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RecordingUpstream:
@@ -129,17 +120,7 @@ def gateway(args: list[str], log: Path, *, python: str = sys.executable, env: di
         )
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.time() + startup_s
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the gateway exited {process.returncode}:\n{log.read_text()[-4000:]}")
-            try:
-                urllib.request.urlopen(f"{url}/models", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    pytest.fail(f"the gateway did not come up in {startup_s} s:\n{log.read_text()[-4000:]}")
-                time.sleep(0.3)
+        wait_until_serving(process, f"{url}/models", log, startup_s, "the gateway")
         yield Gateway(process, url, log)
     finally:
         if process.poll() is None:

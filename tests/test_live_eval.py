@@ -8,14 +8,13 @@ Real runs of the tiny model: the CLI with W&B offline (read back from the `.wand
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT, launcher_env, wandb_history
+from helpers import REPO_ROOT, free_port, launcher_env, wandb_history
 
 from timealign.config import RecipeError, load_recipe
 from timealign.train.live_eval import TICTOC_METRICS
@@ -248,12 +247,6 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_ddp_two_processes_only_rank0_evaluates(tmp_path, env, prepared):
     script, spy, out = tmp_path / "spy.py", tmp_path / "spy", tmp_path / "ddp"
@@ -277,7 +270,7 @@ def test_ddp_two_processes_only_rank0_evaluates(tmp_path, env, prepared):
             "--num_processes",
             "2",
             "--main_process_port",
-            str(_free_port()),
+            str(free_port()),
             str(script),
             "recipe=tiny",
             *cli(overrides),
@@ -320,7 +313,7 @@ def test_zero3_every_rank_generates(tmp_path, env, prepared):
             "--num_processes",
             "2",
             "--main_process_port",
-            str(_free_port()),
+            str(free_port()),
             str(script),
             "recipe=tiny",
             *cli(overrides),

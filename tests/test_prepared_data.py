@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 
 from timealign.config import REPO_ROOT, DataSection, TimerSection, load_recipe
 from timealign.config.cli import RANK_VARIABLES
@@ -82,12 +82,6 @@ def env():
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _worker(tmp_path: Path, world: int, kind: str, task: str, recipe: str, overrides: dict) -> list[str]:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
@@ -132,7 +126,7 @@ def test_torchrun_two_processes_prepare_once(env, tmp_path):
             "--nproc_per_node",
             "2",
             "--master_port",
-            str(_free_port()),
+            str(free_port()),
             *args,
         ],
         cwd=REPO_ROOT,
@@ -160,7 +154,7 @@ def test_two_nodes_only_global_rank_zero_prepares(env, tmp_path):
         "timer.synthetic_eval_dialogs": "6",
     }
     args = _worker(tmp_path, 2, "dialogs", "sft", "tiny-timer", overrides)
-    port = str(_free_port())
+    port = str(free_port())
     procs = [
         subprocess.Popen(
             [

@@ -9,20 +9,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
-import pytest
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from helpers import free_port, wait_until_serving
 
 
 @contextlib.contextmanager
@@ -63,19 +54,7 @@ def vllm_server(
             env=env,
         )
         try:
-            deadline = time.time() + startup_s
-            while True:
-                if server.poll() is not None:
-                    pytest.fail(f"vLLM server exited {server.returncode}:\n{Path(log_path).read_text()[-4000:]}")
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                    break
-                except OSError:
-                    if time.time() > deadline:
-                        pytest.fail(
-                            f"vLLM server did not come up in {startup_s:.0f} s:\n{Path(log_path).read_text()[-4000:]}"
-                        )
-                    time.sleep(2)
+            wait_until_serving(server, f"http://127.0.0.1:{port}/health", log_path, startup_s, "vLLM server", 2)
             yield f"http://127.0.0.1:{port}"
         finally:
             os.killpg(server.pid, signal.SIGTERM)
