@@ -577,3 +577,36 @@ def test_api_requests_equal_the_authors_api_handler(shape, v1_rows, shaped_rows)
             )
             assert ours["messages"] == theirs["messages"], (row["id"], timestamps, mode)
             assert ours.get("tools") == theirs.get("tools"), row["id"]
+
+
+def test_the_authors_engine_stand_ins_do_not_outlive_their_import():
+    # Their handler modules import vllm (and the API handler openai) at import time; the stand-ins that make that
+    # work must be gone afterwards, or a later test in the same pytest process finds a `vllm` that imports (and
+    # runs instead of skipping) or an `openai` without its client. A fresh interpreter, so nothing was imported.
+    import subprocess
+    import sys
+
+    repo = authors.authors_repo()
+    assert repo is not None, f"the authors' code is needed: {authors.SHARED_REFERENCE} or TIMEALIGN_TICTOC_REPO"
+    script = f"""
+import importlib.util, sys
+from pathlib import Path
+from tests.paper_reference import authors
+repo = Path({str(repo)!r})
+for name in authors.HANDLERS:
+    authors.handler(repo, name)
+authors._their_module(repo, "api.openai")
+assert "vllm" not in sys.modules, sys.modules["vllm"]
+assert "openai" not in sys.modules or getattr(sys.modules["openai"], "__file__", None), "a stand-in openai is left"
+print("clean")
+"""
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "clean", proc.stderr[-3000:]

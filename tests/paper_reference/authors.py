@@ -55,12 +55,23 @@ def _their_module(repo: Path, module: str):
     """One module of their `inference` package from `repo`, with stand-ins for the engines it imports."""
     if str(repo) not in sys.path:
         sys.path.insert(0, str(repo))  # their modules import `inference.model_handler`, `inference.sys_pmts`
-    sys.modules.setdefault("vllm", _vllm_stand_in())
-    sys.modules.setdefault("openai", types.ModuleType("openai"))  # the API handler builds a client in __init__ only
     loaded = sys.modules.get("inference")
     if loaded is not None and Path(list(loaded.__path__)[0]).resolve() != (repo / "inference").resolve():
         raise RuntimeError(f"another `inference` package is imported ({loaded.__path__}); theirs is {repo}/inference")
-    return importlib.import_module(f"inference.{module}")
+    # The stand-ins live in sys.modules only while their module imports: left there, a later test in the same
+    # process would find a `vllm` that imports (require_vllm would not skip) or an empty `openai` SDK.
+    stand_ins = {
+        "vllm": _vllm_stand_in(),
+        "openai": types.ModuleType("openai"),  # the API handler builds a client in __init__ only
+    }
+    added = {name: module for name, module in stand_ins.items() if name not in sys.modules}
+    sys.modules.update(added)
+    try:
+        return importlib.import_module(f"inference.{module}")
+    finally:
+        for name, module in added.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
 
 
 @functools.lru_cache(maxsize=None)
