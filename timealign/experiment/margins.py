@@ -62,7 +62,7 @@ class MarginsOptions:
     modes: str = opt(
         ",".join(MODES),
         "comma list of dpo.margin_mode arms: plain | offset | log_offset | weight; "
-        "none is the baseline every other arm is compared with",
+        "plain is the baseline every other arm is compared with",
     )
     variants: str = opt(
         ",".join(VARIANTS),
@@ -456,7 +456,7 @@ def markdown_report(summary: dict) -> str:
 
     for v, rows in summary["vs_baseline"].items():
         diff_table(
-            f"## Paired differences vs plain DPO (margin_mode plain), {v}", rows.items(), lambda m: f"{m} - none"
+            f"## Paired differences vs plain DPO (margin_mode plain), {v}", rows.items(), lambda m: f"{m} - plain"
         )
     curves = summary.get("curves") or {}
     if any(c["steps"] for by in curves.values() for c in by.values()):
@@ -536,7 +536,7 @@ def write_plot(summary: dict, path: Path) -> None:
     ax.set_ylabel("held-out NAR (mean over seeds, 95% CI; dots: seeds)")
     ax.legend(title="margin_mode", fontsize=8)
     ax = axes[1]
-    rows = [(f"{v}\n{m} - none", d) for v, by in summary["vs_baseline"].items() for m, d in by.items()]
+    rows = [(f"{v}\n{m} - plain", d) for v, by in summary["vs_baseline"].items() for m, d in by.items()]
     rows += [(f"ambiguous added\n{m}", d) for m, d in summary["ambiguous_effect"].items()]
     for k, (label, d) in enumerate(rows):
         ci = d["interval"]
@@ -581,7 +581,7 @@ def run(invocation: Invocation) -> int:
             )
     for v, rows in summary["vs_baseline"].items():
         for m, d in rows.items():
-            print(f"{v:15s} {m} - none: {d['difference']:+.3f} {_ci(d['interval'])}")
+            print(f"{v:15s} {m} - plain: {d['difference']:+.3f} {_ci(d['interval'])}")
     print(f"wrote {Path(o.out) / 'summary.json'}, report.md and margins.png ({summary['seconds']['total']:.0f} s)")
     return 0
 
