@@ -51,32 +51,53 @@ def redact_url(url: str) -> str:
         return re.sub(r"[?#].*$", "?***", re.sub(r"//[^/]*@", "//***@", url))
 
 
+class ReplyTooLarge(Exception):
+    """A success reply over the cap: `announced` its declared Content-Length (refused before reading), else None and
+    `size` the bytes read when the read stopped."""
+
+    def __init__(self, size: int, announced: int | None = None):
+        super().__init__(f"reply over the cap ({announced or size} bytes)")
+        self.size, self.announced = size, announced
+
+
+async def read_capped(response: httpx.Response, max_bytes: int) -> bytes:
+    """The body of a streamed `response`: a success reply whole up to `max_bytes` (ReplyTooLarge past it, or when
+    its Content-Length announces more), an error reply's first ERROR_BYTES or so (enough for the message)."""
+    ok = response.status_code < 300
+    declared = response.headers.get("content-length", "")
+    if ok and declared.isdigit() and int(declared) > max_bytes:
+        raise ReplyTooLarge(0, int(declared))
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if ok and size > max_bytes:
+            raise ReplyTooLarge(size)
+        if not ok and size >= ERROR_BYTES:
+            break  # enough for the message
+    return b"".join(chunks)
+
+
 async def _post(
     url: str, payload: bytes, headers: dict[str, str], max_bytes: int, where: str
 ) -> tuple[int, bytes, str]:
     async with httpx.AsyncClient(follow_redirects=False, timeout=None) as client:
         async with client.stream("POST", url, content=payload, headers=headers) as response:
-            ok = response.status_code < 300
-            declared = response.headers.get("content-length", "")
-            if ok and declared.isdigit() and int(declared) > max_bytes:
-                raise RequestError(
-                    f"{where} announced a {int(declared)}-byte reply, more than the {max_bytes} "
-                    "bytes a reply may have; not read",
-                    status=200,
-                )
-            chunks, size = [], 0
-            async for chunk in response.aiter_bytes():
-                chunks.append(chunk)
-                size += len(chunk)
-                if ok and size > max_bytes:
+            try:
+                data = await read_capped(response, max_bytes)
+            except ReplyTooLarge as big:
+                if big.announced is not None:
                     raise RequestError(
-                        f"{where} sent more than the {max_bytes} bytes a reply may have (stopped "
-                        f"reading at {size}); not stored",
+                        f"{where} announced a {big.announced}-byte reply, more than the {max_bytes} "
+                        "bytes a reply may have; not read",
                         status=200,
-                    )
-                if not ok and size >= ERROR_BYTES:
-                    break  # enough for the message
-            return response.status_code, b"".join(chunks), response.headers.get("location", "")
+                    ) from None
+                raise RequestError(
+                    f"{where} sent more than the {max_bytes} bytes a reply may have (stopped "
+                    f"reading at {big.size}); not stored",
+                    status=200,
+                ) from None
+            return response.status_code, data, response.headers.get("location", "")
 
 
 async def _post_within(deadline: float, *args) -> tuple[int, bytes, str]:

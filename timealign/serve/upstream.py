@@ -21,7 +21,7 @@ from typing import AsyncIterator
 import anyio
 import httpx
 
-from timealign.backends.http import ERROR_BYTES, redact_url
+from timealign.backends.http import ReplyTooLarge, read_capped, redact_url
 
 logger = logging.getLogger("timealign.serve")
 
@@ -57,19 +57,14 @@ class Upstream:
         return UpstreamError(f"upstream {self.shown}{path}: HTTP {status}: {detail}", status if status < 500 else 502)
 
     async def _read(self, response: httpx.Response, path: str) -> bytes:
-        ok = response.status_code < 300
-        declared = response.headers.get("content-length", "")
-        if ok and declared.isdigit() and int(declared) > self.max_bytes:
-            raise UpstreamError(f"upstream {self.shown}{path} announced a reply over {self.max_bytes} bytes")
-        chunks, size = [], 0
-        async for chunk in response.aiter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if ok and size > self.max_bytes:
-                raise UpstreamError(f"upstream {self.shown}{path} sent more than {self.max_bytes} bytes")
-            if not ok and size >= ERROR_BYTES:
-                break
-        return b"".join(chunks)
+        try:
+            return await read_capped(response, self.max_bytes)
+        except ReplyTooLarge as big:
+            if big.announced is not None:
+                raise UpstreamError(
+                    f"upstream {self.shown}{path} announced a reply over {self.max_bytes} bytes"
+                ) from None
+            raise UpstreamError(f"upstream {self.shown}{path} sent more than {self.max_bytes} bytes") from None
 
     async def _exchange(self, method: str, path: str, body: dict | None, headers: dict) -> dict:
         async with self.client.stream(method, self.base_url + path, json=body, headers=headers) as response:
