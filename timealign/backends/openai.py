@@ -66,6 +66,12 @@ def is_loopback(host: str | None) -> bool:
     return (mapped or address).is_loopback
 
 
+def plain_http_off_host(parts: urllib.parse.SplitResult) -> bool:
+    """Whether a key sent to this URL would cross the network unencrypted: plain http to a host that is not a
+    loopback address (the evaluator's API backends and the serve gateway refuse that unless allow_insecure_key)."""
+    return parts.scheme != "https" and not is_loopback(parts.hostname)
+
+
 def check_base_url(base_url: str) -> urllib.parse.SplitResult:
     """The URL's parts; a URL that is not http(s), or that carries a key (user info, a query), is a BackendError."""
     shown = redact_url(base_url)
@@ -159,12 +165,7 @@ class OpenAIBackend(BaseBackend):
     def _api_key(self) -> str | None:
         """The key to send, if any; one that would cross the network unencrypted is a BackendError."""
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        if (
-            key
-            and self._url_parts.scheme != "https"
-            and not is_loopback(self._url_parts.hostname)
-            and not self.allow_insecure_key
-        ):
+        if key and plain_http_off_host(self._url_parts) and not self.allow_insecure_key:
             raise BackendError(
                 f"refusing to send the API key from ${self.api_key_env} over plain http to {self.url}: it is not "
                 "a loopback address (127.0.0.0/8, ::1, localhost), so anyone on the network path could read the "

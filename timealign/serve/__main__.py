@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from timealign.backends.base import BackendError
-from timealign.backends.openai import check_base_url, is_loopback
+from timealign.backends.openai import check_base_url, plain_http_off_host
 from timealign.config.cli import Invocation, run_command
 from timealign.config.options import RecipeError
 from timealign.serve.options import COMMAND, check_options
@@ -109,7 +109,7 @@ def serve(invocation: Invocation) -> int:
         )
     parts = check_base_url(options.upstream)
     key = os.environ.get(options.api_key_env) if options.api_key_env else None
-    if key and parts.scheme != "https" and not is_loopback(parts.hostname) and not options.allow_insecure_key:
+    if key and plain_http_off_host(parts) and not options.allow_insecure_key:
         raise RecipeError(
             f"refusing to send the key from ${options.api_key_env} over plain http to a non-loopback upstream: use "
             "https, a loopback address, unset the variable, or allow_insecure_key=true"

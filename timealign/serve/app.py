@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import urllib.parse
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from timealign.backends.openai import is_loopback
 from timealign.serve.clock import ClockError, ClockStore
 from timealign.serve.replies import message_from_text, strip_special
 from timealign.serve.upstream import Upstream, UpstreamError
@@ -74,8 +72,7 @@ class Gateway:
         key_header = given or (f"Bearer {self.env_key}" if self.env_key else None)
         if not key_header:
             return {}
-        url = urllib.parse.urlsplit(self.upstream.base_url)
-        if url.scheme != "https" and not is_loopback(url.hostname) and not self.options.allow_insecure_key:
+        if self.upstream.plain_http_off_host and not self.options.allow_insecure_key:
             raise BadRequest(
                 f"refusing to pass an API key over plain http to {self.upstream.shown}: not a loopback address "
                 "(start the gateway with an https upstream, or allow_insecure_key=true)",

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import logging
+import urllib.parse
 from typing import AsyncIterator
 
 import anyio
 import httpx
 
 from timealign.backends.http import ReplyTooLarge, read_capped, redact_url
+from timealign.backends.openai import plain_http_off_host
 
 logger = logging.getLogger("timealign.serve")
 
@@ -38,6 +40,7 @@ class Upstream:
     def __init__(self, base_url: str, *, timeout: float, max_bytes: int):
         self.base_url = base_url.rstrip("/")
         self.shown = redact_url(self.base_url)
+        self.plain_http_off_host = plain_http_off_host(urllib.parse.urlsplit(self.base_url))  # a key would leak
         self.timeout, self.max_bytes = timeout, max_bytes
         self.client = httpx.AsyncClient(follow_redirects=False, timeout=None)
 
