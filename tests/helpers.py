@@ -10,8 +10,10 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,34 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """A scripted local endpoint's request handler: quiet, with `_send(code, payload)` for a JSON reply."""
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, code, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class LocalServer:
+    """`handler` served on a free loopback port in a daemon thread; `url` ends in /v1; `close()` stops it."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 def wait_until_serving(process, url: str, log_path, startup_s: float, what: str, poll_s: float = 0.3) -> None:

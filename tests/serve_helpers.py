@@ -14,28 +14,23 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
-from helpers import free_port, wait_until_serving
+from helpers import JSONHandler, LocalServer, free_port, wait_until_serving
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-class RecordingUpstream:
+class RecordingUpstream(LocalServer):
     """An OpenAI-compatible stand-in upstream on a free loopback port; `requests` holds (path, body, headers)."""
 
     def __init__(self, model: str = "served-tiny"):
         self.model, self.requests, self.reply, self.delay = model, [], "It is sunny.", 0.0
         owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(JSONHandler):
             def do_GET(self):
                 self._send(200, {"object": "list", "data": [{"id": owner.model, "object": "model"}]})
 
@@ -64,25 +59,10 @@ class RecordingUpstream:
                     return
                 self._send(200, {"choices": [{"index": 0, "text": text, "finish_reason": "stop"}], "usage": None})
 
-            def _send(self, code, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        super().__init__(Handler)
 
     def prompts(self) -> list[str]:
         return [body["prompt"] for path, body, _ in self.requests if path.endswith("/completions")]
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def write_checkpoint(folder: Path, model_dir: Path, recipe) -> Path:

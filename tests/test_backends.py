@@ -7,11 +7,9 @@ The vLLM engine itself is tested in tests/test_vllm_backend.py (it needs vLLM, i
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from helpers import BOS, build_test_model, tictoc_rows
+from helpers import BOS, JSONHandler, LocalServer, build_test_model, tictoc_rows
 
 from timealign.backends.base import (
     GREEDY,
@@ -267,7 +265,7 @@ def test_evaluate_resumes_from_the_out_dir(tiny_model_dir, rows, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ openai backend
-class _Server:
+class _Server(LocalServer):
     """A local OpenAI-compatible endpoint scripted for the tests (the real `vllm serve` is in test_vllm_backend)."""
 
     def __init__(self):
@@ -276,10 +274,7 @@ class _Server:
         seen: set[str] = set()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(JSONHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append((self.path, dict(self.headers), body))
@@ -295,21 +290,7 @@ class _Server:
                     return self._send(200, {"choices": [{"message": {"role": "assistant", "content": "judge: yes"}}]})
                 return self._send(404, {"error": "no such route"})
 
-            def _send(self, code, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 def test_openai_backend_completions_retries_and_failures(tiny_model_dir, monkeypatch):

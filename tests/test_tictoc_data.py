@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import TOOLS
 
 from timealign.config import DataSection
 from timealign.data.pairs import load_prepared, prepare
@@ -19,16 +20,6 @@ V1_COUNTS = {
     "preferTool_elapse_2.json": 667,
 }
 MARGINS = {PREFER_TOOL: 1.0, PREFER_NO_TOOL: 1.0}
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_price",
-            "description": "Latest price of a stock.",
-            "parameters": {"type": "object", "properties": {"symbol": {"type": "string"}}},
-        },
-    }
-]
 
 
 def _history(final_time="2024-05-01T12:00:00Z"):
