@@ -91,7 +91,7 @@ def test_accelerate_config_loads_and_launches(name):
         assert fsdp["fsdp_version"] == 2 and fsdp["fsdp_reshard_after_forward"] is True  # full shard
         assert fsdp["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"  # one unit per decoder layer
         assert fsdp["fsdp_offload_params"] is (name == "fsdp_offload")
-        assert fsdp["fsdp_cpu_ram_efficient_loading"] is False  # TRL's reference model would get zeros on rank > 0
+        assert fsdp["fsdp_cpu_ram_efficient_loading"] is True  # rank 0 reads; tests/test_fsdp_loading.py
     if expected == "DEEPSPEED":
         ds = config.deepspeed_config
         assert ds["zero_stage"] == (2 if name == "zero2" else 3)
@@ -922,7 +922,8 @@ def test_fsdp_two_processes(baseline, train_env, prepared, tmp_path):
             "FSDP needs 2 GPUs: on CPU, accelerate 1.15 ignores the FSDP plugin (fsdp.yaml with "
             "ACCELERATE_USE_CPU gives distributed_type MULTI_CPU, model_wrapper DistributedDataParallel) and "
             "`accelerate launch --cpu` runs a single process; fsdp.yaml is checked by "
-            "test_accelerate_config_loads_and_launches"
+            "test_accelerate_config_loads_and_launches, and FSDP2 training on 2 CPU processes by "
+            "tests/test_fsdp_loading.py (gloo state marked as GPUs)"
         )
     out = tmp_path / "fsdp"
     env, args = cluster_launch(

@@ -74,21 +74,26 @@ def test_fsdp_offload_moves_the_states_to_host():
     assert est.fits
 
 
-def test_every_rank_loads_policy_and_reference_without_cpu_ram_efficient_loading():
+def test_host_ram_at_load_once_per_job_or_per_rank():
     shape = shape_for("meta-llama/Llama-3.1-8B-Instruct")
     P = shape.params()
-    fsdp = named_strategy("fsdp")
-    assert not fsdp.one_copy_per_node_at_load
-    est = estimate(shape, llama8b_work(), fsdp, gpu="h100", nodes=1, gpus_per_node=8)
-    assert est.host["at_load"] == 8 * HOST_PER_PROCESS + 8 * (2 * P * 2)  # 8 x 32 GB on an 8-GPU node
-    efficient = strategy_from_config(
-        {"distributed_type": "FSDP", "fsdp_config": {"fsdp_cpu_ram_efficient_loading": True}}
+    once = named_strategy("fsdp")  # the shipped config: fsdp_cpu_ram_efficient_loading true
+    assert once.one_copy_per_node_at_load
+    est = estimate(shape, llama8b_work(), once, gpu="h100", nodes=1, gpus_per_node=8)
+    assert est.host["at_load"] == 8 * HOST_PER_PROCESS + 2 * P * 2  # rank 0: policy + reference in bf16
+    every_rank = strategy_from_config(
+        {"distributed_type": "FSDP", "fsdp_config": {"fsdp_cpu_ram_efficient_loading": False}}
     )
-    once = estimate(shape, llama8b_work(), efficient, gpu="h100", nodes=1, gpus_per_node=8)
-    assert once.host["at_load"] == 8 * HOST_PER_PROCESS + 2 * P * 2
-    # a precomputed reference is no second model
-    pre = estimate(shape, llama8b_work(precompute_ref=True), fsdp, gpu="h100", nodes=1, gpus_per_node=8)
-    assert pre.per_gpu["reference"] == 0 and pre.host["at_load"] == 8 * HOST_PER_PROCESS + 8 * 2 * P
+    assert not every_rank.one_copy_per_node_at_load
+    each = estimate(shape, llama8b_work(), every_rank, gpu="h100", nodes=1, gpus_per_node=8)
+    assert each.host["at_load"] == 8 * HOST_PER_PROCESS + 8 * (2 * P * 2)  # 8 x 32 GB on an 8-GPU node
+    # A precomputed reference is no model while training, but under FSDP it is loaded for the precompute pass
+    # (TRL's policy is not sharded before `train`); DDP precomputes on the policy itself.
+    pre = estimate(shape, llama8b_work(precompute_ref=True), every_rank, gpu="h100", nodes=1, gpus_per_node=8)
+    assert pre.per_gpu["reference"] == 0 and pre.host["at_load"] == each.host["at_load"]
+    ddp_plan = named_strategy("ddp")
+    ddp = estimate(shape, llama8b_work(precompute_ref=True), ddp_plan, gpu="h100", nodes=1, gpus_per_node=8)
+    assert ddp.host["at_load"] == 8 * HOST_PER_PROCESS + 8 * P * 2
 
 
 def test_zero_stages_and_lora_by_hand():

@@ -317,8 +317,16 @@ def estimate(
     per_gpu.update(
         {"activations": acts["layers"] + acts["mask"], "logits": acts["logits"], "runtime_reserve": GPU_RESERVE}
     )
+    if work.reference_model and strategy.fsdp:
+        # TRL shards the reference as one FSDP unit (trl.models.prepare_fsdp: fully_shard on the root only), so its
+        # forward gathers the whole reference on every GPU, before the policy's activations exist: the peak is the
+        # larger of the two phases, counted here as what the gather needs beyond the activations and logits.
+        whole = P * b * (1.0 if strategy.offload_params else 1 - 1 / n)
+        per_gpu["reference_gathered"] = int(max(0.0, whole - per_gpu["activations"] - per_gpu["logits"]))
     copies = 1 if strategy.one_copy_per_node_at_load else gpus_per_node
-    loaded = P * b * (2 if work.reference_model else 1)
+    # Under FSDP a precomputed reference is still loaded, for the precompute pass (the policy is not sharded yet).
+    loads_reference = work.reference_model or (work.task == "dpo" and work.lora_r is None and strategy.fsdp)
+    loaded = P * b * (2 if loads_reference else 1)
     host = {
         "at_load": int(gpus_per_node * HOST_PER_PROCESS + copies * loaded),
         "at_optimizer_step": int(gpus_per_node * (HOST_PER_PROCESS + host_step)),

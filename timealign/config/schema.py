@@ -393,9 +393,9 @@ class LaunchSection:
         "32G",
         "host RAM per GPU (a CPU-only job: per process), e.g. 64G or 4000M: "
         "`submit` asks --mem=<processes per node x this> per node, checked against "
-        "the partition's nodes (every process loads the weights itself: 8B bf16 "
-        "policy + reference is ~32 GB before sharding; FSDP/ZeRO CPU offload holds "
-        "shards in RAM too). null: the cluster's default memory",
+        "the partition's nodes (8B bf16 policy + reference is ~32 GB before sharding, read "
+        "by rank 0 only under the shipped FSDP configs, by every process otherwise; FSDP/ZeRO "
+        "CPU offload holds shards in RAM too). null: the cluster's default memory",
     )
     requeue: bool = opt(True, "checkpoint on the warning signal, requeue, resume from the newest checkpoint")
     signal_seconds: int = opt(

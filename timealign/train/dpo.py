@@ -98,6 +98,7 @@ def make_trainer(recipe, ready, data):
     """Render the prepared pairs (fitted to training.max_length) and build the OffsetDPOTrainer on the base model."""
     from timealign.render.chat import PromptRenderer
     from timealign.train.batch import log_plan
+    from timealign.train.fsdp_loading import efficient_loading
     from timealign.train.launch_check import check_trainer
     from timealign.train.lengths import LengthReportCallback, PairFitter, check_against_trainer, write_reports
     from timealign.train.models import load_model, load_tokenizer, lora_config, resolve_base_model
@@ -122,9 +123,13 @@ def make_trainer(recipe, ready, data):
     if eval_split in data and args.eval_strategy != "no":
         eval_ds = render_split(data[eval_split], renderer, "Rendering eval pairs", scale, fitter(eval_split))
 
-    model = load_model(model_path, recipe.model)
+    model = load_model(model_path, recipe.model, master_fp32=(args.bf16 or args.fp16) and not recipe.lora.enabled)
+    # Under FSDP efficient loading the reference is built here, read by rank 0 only, and broadcast into its shards by
+    # the trainer (TRL's own would hold zeros on ranks > 0); otherwise TRL builds it (none with LoRA).
+    ref_model = load_model(model_path, recipe.model) if efficient_loading() and not recipe.lora.enabled else None
     trainer = OffsetDPOTrainer(
         model=model,
+        ref_model=ref_model,
         args=args,
         train_dataset=train_ds,
         eval_dataset=eval_ds,

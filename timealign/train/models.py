@@ -56,17 +56,31 @@ def load_tokenizer(model_path: str, model):
     return tokenizer
 
 
-def load_model(model_path: str, model):
+def load_model(model_path: str, model, master_fp32: bool = False):
     """The causal LM at `model_path` in the recipe's dtype and attention implementation. `model`: the recipe's model
-    section."""
+    section. Under FSDP with `fsdp_cpu_ram_efficient_loading: true` only rank 0 reads the weights; the other ranks get
+    the same model in unwritten host storage, filled when it is sharded by a broadcast from rank 0
+    (`timealign.train.fsdp_loading`). `master_fp32`: every weight is trained under bf16/fp16 mixed precision, so
+    accelerate's FSDP2 prepare upcasts a low-precision model to fp32 before sharding; those ranks build it in fp32
+    directly (the upcast would write a full fp32 copy into each one's host RAM)."""
+    import torch
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(
-        model_path,
-        dtype=torch_dtype(model.dtype),
-        attn_implementation=model.attn_implementation,
-        trust_remote_code=model.trust_remote_code,
-    )
+    from timealign.train import fsdp_loading
+
+    dtype, attn, remote = torch_dtype(model.dtype), model.attn_implementation, model.trust_remote_code
+    if not fsdp_loading.efficient_loading() or not fsdp_loading.is_model_folder(model_path):
+        return AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=dtype, attn_implementation=attn, trust_remote_code=remote
+        )
+    if fsdp_loading.reads_weights():
+        loaded = AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=dtype, attn_implementation=attn, trust_remote_code=remote
+        )
+    else:
+        loaded = fsdp_loading.empty_model(model_path, torch.float32 if master_fp32 else dtype, attn, remote)
+    fsdp_loading.share_non_persistent_buffers(loaded)
+    return loaded
 
 
 def lora_config(lora, **extra: Any):

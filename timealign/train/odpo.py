@@ -67,6 +67,7 @@ from trl import DPOConfig, DPOTrainer
 
 from timealign.train import shared_prompt
 from timealign.train.collators import CarriesColumn, OffsetPreferenceCollator, check_offsets
+from timealign.train.fsdp_loading import ReferenceFromRankZero
 from timealign.train.hub import HubUploadMixin
 
 __all__ = ["MARGIN_MODES", "OffsetDPOTrainer", "offset_and_weight"]
@@ -87,7 +88,7 @@ def offset_and_weight(margins: torch.Tensor, mode: str) -> tuple[torch.Tensor, t
     raise ValueError(f"unknown margin mode {mode!r}; one of {', '.join(MARGIN_MODES)}")
 
 
-class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, DPOTrainer):
+class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPOTrainer):
     """`trl.DPOTrainer` with the ODPO per-example offset: loss = -logsigmoid(beta * (lr_w - lr_l) - delta).
 
     Args: those of `trl.DPOTrainer`, plus

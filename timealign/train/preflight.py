@@ -26,6 +26,7 @@ def preflight(recipe, config_class, claim: bool = True) -> Preflight:
     AlreadyTrained."""
     from timealign.data.hub import check_release
     from timealign.train.batch import plan_batch, world_size
+    from timealign.train.fsdp_loading import check_reference_source
     from timealign.train.launch_check import check_launch
     from timealign.train.models import check_model_available
     from timealign.train.output_dir import claim_output_dir
@@ -34,6 +35,8 @@ def preflight(recipe, config_class, claim: bool = True) -> Preflight:
     launched = check_launch(recipe, config_class)  # before data prep and the model: runs as the recipe asks?
     batch = plan_batch(recipe, config_class, world_size(recipe, config_class, launched))  # per device x accumulation
     args = training_args(recipe, config_class, **batch.training_overrides())  # TRL checks training.* now
+    # DPO only (SFTConfig has no reference): a precompute the FSDP weights-once loading cannot serve
+    check_reference_source(getattr(args, "precompute_ref_log_probs", False), recipe.lora.enabled)
     check_release(recipe.data)  # data.source=hub: the release is here (or downloads now)
     check_model_available(recipe.model.name_or_path)  # offline: in the hub cache
     if claim:

@@ -123,8 +123,9 @@ def featurize(
     )
 
 
-def build_model_and_tokenizer(recipe):
-    """The model and tokenizer with the TIMER tokens (when `timer.special_tokens`); returns (model, tok, ids)."""
+def build_model_and_tokenizer(recipe, master_fp32: bool = False):
+    """The model and tokenizer with the TIMER tokens (when `timer.special_tokens`); returns (model, tok, ids).
+    `master_fp32`: see `timealign.train.models.load_model`."""
     from timealign.train.models import load_model, load_tokenizer, resolve_base_model
     from timealign.train.timer import add_timer_tokens_to_model
 
@@ -132,7 +133,7 @@ def build_model_and_tokenizer(recipe):
     tokenizer = load_tokenizer(model_path, recipe.model)
     if not tokenizer.is_fast:
         raise RecipeError(f"{model_path}: TIMER token masks need a fast tokenizer (character offsets)")
-    model = load_model(model_path, recipe.model)
+    model = load_model(model_path, recipe.model, master_fp32)
     token_ids = add_timer_tokens_to_model(model, tokenizer) if recipe.timer.special_tokens else None
     return model, tokenizer, token_ids
 
@@ -169,7 +170,9 @@ def make_trainer(recipe, ready, data):
     from timealign.train.timer import TimerSFTTrainer, timer_lora_config
 
     args = ready.args
-    model, tokenizer, token_ids = build_model_and_tokenizer(recipe)
+    model, tokenizer, token_ids = build_model_and_tokenizer(
+        recipe, master_fp32=(args.bf16 or args.fp16) and not recipe.lora.enabled
+    )
     renderer = TimerRenderer.for_timer(tokenizer, recipe.timer)
     if recipe.timer.packing:
         # TimerSFTTrainer packs the rendered rows with their time-token mask (timealign.train.packing)
