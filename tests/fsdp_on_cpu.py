@@ -5,7 +5,7 @@ loading, TRL's `prepare_fsdp`, accelerate's `fsdp2_prepare_model` and torch's `f
 cannot run here (FSDP2 pins its host memory, which needs CUDA).
 
     accelerate launch --config_file recipes/accelerate/fsdp.yaml --num_processes 2 tests/fsdp_on_cpu.py \
-        train recipe=tiny launch.accelerate_config=fsdp ...
+        train recipe=tiny launch.accelerate_config=fsdp ...       # train/dpo.py's main (sft: train/sft.py's)
     accelerate launch ... tests/fsdp_on_cpu.py load MODEL_DIR OUT_DIR   # host RAM of `load_model` per rank
 """
 
@@ -71,9 +71,13 @@ def main(argv: list[str]) -> int:
         from timealign.train.dpo import main as dpo_main
 
         return dpo_main(rest)
+    if mode == "sft":
+        from timealign.train.sft import main as sft_main
+
+        return sft_main(rest)
     if mode == "load":
         return load(*rest)
-    raise SystemExit(f"fsdp_on_cpu.py: mode must be train or load, got {mode!r}")
+    raise SystemExit(f"fsdp_on_cpu.py: mode must be train, sft or load, got {mode!r}")
 
 
 if __name__ == "__main__":

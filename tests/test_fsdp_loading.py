@@ -2,8 +2,9 @@
 processes running real FSDP2 (tests/fsdp_on_cpu.py: the gloo state marked as GPUs, nothing else changed).
 
 - Only rank 0 takes the model into host RAM; rank 1's model holds unwritten storage and rank 0's rotary buffers.
-- Training with it equals training where every rank reads the weights, step by step, with the reference on the fly and
-  precomputed: before the fix, TRL's reference held zeros on rank 1 (step 1's margins were not 0).
+- Training with it equals training where every rank reads the weights, step by step: offset-DPO with the reference on
+  the fly and precomputed, in fp32 and bf16 (before the fix, TRL's reference held zeros on rank 1: step 1's margins
+  were not 0), and TIMER SFT in bf16 (its tokens grow the embeddings before sharding).
 """
 
 from __future__ import annotations
@@ -88,12 +89,21 @@ TRAIN = [
 ]
 
 
-def _log(out: Path) -> dict[int, dict]:
-    keys = ("loss", "rewards/margins", "rewards/chosen", "grad_norm")
+def _log(out: Path, keys=("loss", "rewards/margins", "rewards/chosen", "grad_norm")) -> dict[int, dict]:
     log = json.loads((out / "train_log.json").read_text())
     return {e["step"]: {k: e[k] for k in keys} for e in log if "loss" in e}
 
 
+TRAIN_SFT = [
+    "sft",
+    "recipe=tiny-timer",
+    "launch.accelerate_config=fsdp",
+    "training.max_steps=3",
+    "training.logging_steps=1",
+    "training.save_strategy=no",
+    "training.report_to=[none]",
+]
+SFT_KEYS = ("loss", "grad_norm")
 PRECISIONS = {"fp32": [], "bf16": ["model.dtype=bfloat16", "training.bf16=true"]}
 
 
@@ -108,12 +118,13 @@ def every_rank_reads(tmp_path_factory):
     path.write_text(yaml.safe_dump(config))
     logs = {}
 
-    def run(precision: str) -> dict[int, dict]:
-        if precision not in logs:
-            out = root / precision
-            _launch(path, *TRAIN, *PRECISIONS[precision], f"output_dir={out}")
-            logs[precision] = _log(out)
-        return logs[precision]
+    def run(precision: str, task: str = "dpo") -> dict[int, dict]:
+        if (task, precision) not in logs:
+            out = root / f"{task}-{precision}"
+            args = TRAIN if task == "dpo" else TRAIN_SFT
+            _launch(path, *args, *PRECISIONS[precision], f"output_dir={out}")
+            logs[task, precision] = _log(out) if task == "dpo" else _log(out, SFT_KEYS)
+        return logs[task, precision]
 
     return run
 
@@ -142,6 +153,19 @@ def test_training_with_weights_read_once_equals_every_rank_reading(every_rank_re
     assert sorted(got) == [1, 2, 3]
     assert got[1]["rewards/margins"] == 0.0  # step 1: policy == reference on every rank
     for step, values in every_rank_reads(precision).items():
+        assert got[step] == pytest.approx(values, abs=1e-5), step
+
+
+@pytest.mark.slow
+def test_timer_sft_with_weights_read_once_equals_every_rank_reading(every_rank_reads, tmp_path):
+    """TIMER SFT grows the embeddings for its tokens before sharding, on rank 1's never-written fp32 model too."""
+    out = tmp_path / "run"
+    _launch(REPO_ROOT / "recipes/accelerate/fsdp.yaml", *TRAIN_SFT, *PRECISIONS["bf16"], f"output_dir={out}")
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["distributed_type"] == "DistributedType.FSDP" and info["model_wrapper"].startswith("FSDP"), info
+    got = _log(out, SFT_KEYS)
+    assert sorted(got) == [1, 2, 3]
+    for step, values in every_rank_reads("bf16", task="sft").items():
         assert got[step] == pytest.approx(values, abs=1e-5), step
 
 
