@@ -15,8 +15,9 @@ Assumptions (stated once, here):
 - Activations: per token and layer, the tensors HF's Llama/Qwen/Mistral decoder saves for backward (two RMSNorms
   with their fp32 copy, q/k/v/attention output, four intermediate-sized MLP tensors); with gradient checkpointing
   each layer's input plus one layer recomputed. SDPA/flash attention keeps no seq x seq scores; eager does; the shared
-  prompt's dense mask (sdpa) is one seq x seq mask per row. Logits: model dtype, the fp32 upcast (bf16 models),
-  the fp32 log-softmax and at backward its fp32 gradient (bf16: 14 bytes an element, fp32: 12).
+  prompt's dense mask (sdpa) is one seq x seq mask per row. Logits: none as a whole; TRL's fused LM head, which the
+  trainers call, projects tiles of 4096 positions x 32768 columns and keeps fp32 gradient accumulators
+  (`fused_head_bytes`).
 - DPO rows: chosen and rejected, each up to max_length (the shared prompt packs them in one row of at most
   2 x max_length): 2 x micro-batch x max_length tokens. SFT: micro-batch x max_length.
 - A runtime reserve per GPU (CUDA context, NCCL, cuBLAS workspace, allocator slack) and per process on the host
@@ -200,9 +201,27 @@ def activation_bytes(shape: ModelShape, work: Workload) -> dict[str, int]:
     else:
         layers = shape.num_hidden_layers * (tokens * per_token_layer + per_layer_extra)
     mask = work.rows * work.row_length**2 * b if work.shared_prompt and work.attn in ("sdpa", "eager") else 0
-    upcast = 4 if b != 4 else 0  # the loss's .float() copy (none for an fp32 model)
-    logits = tokens * shape.vocab_size * (b + upcast + 8)  # + fp32 log-softmax and its gradient
-    return {"layers": layers, "mask": mask, "logits": logits}
+    return {"layers": layers, "mask": mask, "logits": fused_head_bytes(shape, work)}
+
+
+# TRL's fused LM head (trl/kernels/chunked_logprob.py), which every timealign trainer calls with `fused_lm_head=True`:
+# the vocabulary is projected in tiles of at most 4096 positions x 32768 columns, one buffer reused for the whole
+# vocabulary, so no (tokens x vocab) logits exist.
+HEAD_TOKEN_CHUNK, HEAD_VOCAB_CHUNK = 4096, 32768
+
+
+def fused_head_bytes(shape: ModelShape, work: Workload) -> int:
+    """Peak of the fused LM head: the tile buffer in the compute dtype, and at backward the fp32 accumulators of the
+    hidden-state gradient (positions x hidden) and, when the head trains (not under LoRA), of its weight gradient
+    (vocab x hidden), each cast to the model dtype on return. Positions: every token of the micro-batch (on CUDA only
+    the labelled ones are projected, so this bounds it from above). On CUDA, Triton folds each tile in place; the
+    torch fallback on other devices adds temporaries (`CPU_HEAD_TEMPORARIES`, tests/test_memory_plan.py)."""
+    b, h, positions = work.dtype_bytes, shape.hidden_size, work.tokens
+    compute = 2 if work.mixed_precision else b
+    tile = min(positions, HEAD_TOKEN_CHUNK) * HEAD_VOCAB_CHUNK * compute
+    grad_hidden = positions * h * (4 + b)
+    grad_head = shape.vocab_size * h * (4 + b) if work.lora_r is None else 0
+    return tile + grad_hidden + grad_head
 
 
 @dataclass
