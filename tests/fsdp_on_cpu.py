@@ -40,7 +40,9 @@ def load(model_dir: str, out_dir: str) -> int:
     import psutil
     import torch
     import transformers.models.llama.modeling_llama  # noqa: F401  imported before the first RSS reading
+    from transformers import AutoConfig, AutoModelForCausalLM  # noqa: F401
 
+    from timealign.train import fsdp_loading  # noqa: F401
     from timealign.train.models import load_model
 
     state = PartialState()

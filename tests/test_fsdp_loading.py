@@ -148,7 +148,10 @@ def test_training_with_weights_read_once_equals_every_rank_reading(every_rank_re
     )
     info = json.loads((out / "run_info.json").read_text())
     assert info["distributed_type"] == "DistributedType.FSDP" and info["model_wrapper"].startswith("FSDP"), info
-    assert "rank 0's weights broadcast into every FSDP shard" in proc.stderr + proc.stdout
+    output = proc.stderr + proc.stdout
+    assert "rank 0's weights broadcast into every FSDP shard" in output
+    # kept for training: one unit per decoder layer (tiny has 2); precomputed: dropped after one pass, left whole
+    assert ("sharded one FSDP unit per decoder layer (2 units + the root)" in output) is not precompute
     got = _log(out)
     assert sorted(got) == [1, 2, 3]
     assert got[1]["rewards/margins"] == 0.0  # step 1: policy == reference on every rank

@@ -98,6 +98,23 @@ def test_host_ram_at_load_once_per_job_or_per_rank():
     assert ddp.host["at_load"] == 8 * HOST_PER_PROCESS + 8 * P * 2
 
 
+def test_reference_gathered_per_layer_or_whole():
+    """The reference's forward gathers two layers and the embeddings when timealign shards it per layer (weights read
+    once), the whole model when TRL does (one unit); counted beyond the activations and the LM head."""
+    shape = shape_for("meta-llama/Llama-3.1-8B-Instruct")
+    P = shape.params()
+
+    def offload(read_once: bool):
+        fsdp = {"fsdp_cpu_ram_efficient_loading": read_once, "fsdp_offload_params": True}
+        return strategy_from_config({"distributed_type": "FSDP", "fsdp_config": fsdp})
+
+    per_layer = estimate(shape, llama8b_work(), offload(True), gpu="l40s", nodes=1, gpus_per_node=4)
+    assert per_layer.per_gpu["reference_gathered"] == 0  # 2 layers + embeddings < activations + head
+    whole = estimate(shape, llama8b_work(), offload(False), gpu="l40s", nodes=1, gpus_per_node=4)
+    beyond = 2 * P - whole.per_gpu["activations"] - whole.per_gpu["logits"]  # offloaded: all of it comes to the GPU
+    assert whole.per_gpu["reference_gathered"] == int(beyond) and 7 * GIB < beyond < 9 * GIB
+
+
 def test_zero_stages_and_lora_by_hand():
     shape = shape_for("meta-llama/Llama-3.2-3B-Instruct")
     P = shape.params()

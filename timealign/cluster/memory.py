@@ -337,11 +337,16 @@ def estimate(
         {"activations": acts["layers"] + acts["mask"], "logits": acts["logits"], "runtime_reserve": GPU_RESERVE}
     )
     if work.reference_model and strategy.fsdp:
-        # TRL shards the reference as one FSDP unit (trl.models.prepare_fsdp: fully_shard on the root only), so its
-        # forward gathers the whole reference on every GPU, before the policy's activations exist: the peak is the
-        # larger of the two phases, counted here as what the gather needs beyond the activations and logits.
-        whole = P * b * (1.0 if strategy.offload_params else 1 - 1 / n)
-        per_gpu["reference_gathered"] = int(max(0.0, whole - per_gpu["activations"] - per_gpu["logits"]))
+        # The reference's forward gathers its units before the policy's activations exist: the peak is the larger of
+        # the two phases, counted here as what the gather needs beyond the activations and the LM head. With weights
+        # read once, timealign shards it one unit per decoder layer (timealign.train.fsdp_loading): two layers and
+        # the embeddings at a time, as the policy. Otherwise TRL shards it as one unit (trl.models.prepare_fsdp:
+        # fully_shard on the root only), gathered whole on every GPU.
+        if strategy.one_copy_per_node_at_load:
+            gathered = (2 * shape.layer_params() + shape.embedding_params()) * b
+        else:
+            gathered = P * b * (1.0 if strategy.offload_params else 1 - 1 / n)
+        per_gpu["reference_gathered"] = int(max(0.0, gathered - per_gpu["activations"] - per_gpu["logits"]))
     copies = 1 if strategy.one_copy_per_node_at_load else gpus_per_node
     # Under FSDP a precomputed reference is still loaded, for the precompute pass (the policy is not sharded yet).
     loads_reference = work.reference_model or (work.task == "dpo" and work.lora_r is None and strategy.fsdp)

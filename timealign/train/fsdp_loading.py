@@ -131,20 +131,37 @@ def non_persistent_buffers(model) -> list[str]:
 class ReferenceFromRankZero:
     """Mixin for TRL's DPOTrainer: a reference model passed as `ref_model`, read by rank 0 only (`load_model` under
     efficient loading), gets rank 0's weights in every FSDP2 shard after TRL's `prepare_fsdp`, before the reference
-    precompute or the first step. A no-op without FSDP2 efficient loading or without a reference."""
+    precompute or the first step. A no-op without FSDP2 efficient loading or without a reference.
+
+    A reference kept for training (no precompute) is also sharded one unit per decoder layer, as accelerate shards the
+    policy, before TRL's `prepare_fsdp` shards what is left at its root: TRL alone makes the whole model one unit, so
+    every reference forward gathers all of it on each GPU (8B bf16: 16 GB). With a precompute TRL hashes the unsharded
+    reference first and drops it after one pass, before the policy reaches the GPUs, so it stays one unit there."""
 
     def __init__(self, *args, **kwargs):
         import torch.distributed as dist
 
         ref_model = kwargs.get("ref_model", args[1] if len(args) > 1 else None)  # DPOTrainer(model, ref_model, ...)
+        training_args = kwargs.get("args", args[2] if len(args) > 2 else None)
         # References, not copies: rank 0's full tensors outlive TRL's sharding only until the broadcast.
         self._reference_full_state = None
+        self._reference_to_split = None
         if ref_model is not None and efficient_loading():
             self._reference_full_state = ref_model.state_dict() if dist.get_rank() == 0 else {}
+            if training_args is not None and not training_args.precompute_ref_log_probs:
+                self._reference_to_split = ref_model
         super().__init__(*args, **kwargs)
         self._sync_reference()
         if self.args.precompute_ref_log_probs and self.is_fsdp_enabled:
             self.ref_model = None  # as TRL does with the reference it builds itself: the log-probs are in the data
+
+    def create_accelerator_and_postprocess(self) -> None:
+        # transformers' Trainer.__init__ makes the Accelerator here, before DPOTrainer shards the reference.
+        super().create_accelerator_and_postprocess()
+        reference, self._reference_to_split = self._reference_to_split, None
+        if reference is not None and getattr(self.accelerator, "is_fsdp2", False):
+            units = shard_per_layer(reference, self.accelerator)
+            logger.info("reference model: sharded one FSDP unit per decoder layer (%d units + the root)", units)
 
     def _precompute_ref_logps(self, *args, **kwargs):
         self._sync_reference()  # the precompute inside DPOTrainer.__init__ runs before __init__ returns
@@ -163,3 +180,30 @@ class ReferenceFromRankZero:
             self.ref_model.tie_weights()  # load_state_dict(assign=True) replaced the tied tensor on one side only
         self.ref_model.eval()
         logger.info("reference model: rank 0's weights broadcast into every FSDP shard (cpu_ram_efficient_loading)")
+
+
+def shard_per_layer(model, accelerator) -> int:
+    """`fully_shard` each module the accelerate config's auto-wrap policy picks (the decoder layers), with the
+    settings TRL's `prepare_fsdp` gives the root; returns how many units it made."""
+    from accelerate.utils.fsdp_utils import fsdp2_prepare_auto_wrap_policy
+    from accelerate.utils.other import get_module_children_bottom_up
+    from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+
+    plugin = accelerator.state.fsdp_plugin
+    plugin.set_auto_wrap_policy(model)
+    wraps = fsdp2_prepare_auto_wrap_policy(plugin, model)
+    if wraps is None:
+        return 0
+    mesh = getattr(accelerator, "torch_device_mesh", None)
+    settings = {
+        "reshard_after_forward": plugin.reshard_after_forward,
+        "offload_policy": plugin.cpu_offload,
+        "mp_policy": plugin.mixed_precision_policy or MixedPrecisionPolicy(),
+        "mesh": mesh[tuple(accelerator.parallelism_config.fsdp_dim_names)] if mesh is not None else None,
+    }
+    units = 0
+    for module in get_module_children_bottom_up(model)[:-1]:  # the root is TRL's
+        if wraps(module) and not isinstance(module, FSDPModule):
+            fully_shard(module, **settings)
+            units += 1
+    return units
