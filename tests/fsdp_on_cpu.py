@@ -31,10 +31,9 @@ PartialState.__init__ = _gloo_state_marked_gpu
 
 
 def load(model_dir: str, out_dir: str) -> int:
-    """Each rank's resident host memory (RSS) before `timealign.train.models.load_model` and after reading every
-    weight it returned (safetensors are memory-mapped: a weight read from the checkpoint takes RAM when touched; never
-    written storage reads as the kernel's shared zero page, which takes none), its rotary buffer and its weight sum,
-    written to OUT_DIR/rank-N.json."""
+    """Each rank's resident host memory (RSS) before `timealign.train.models.load_model`, after it, and after reading
+    every weight it returned (safetensors are memory-mapped: a weight read from the checkpoint takes RAM only when
+    touched), its rotary buffer and its weight sum, written to OUT_DIR/rank-N.json."""
     from types import SimpleNamespace
 
     import psutil
@@ -50,12 +49,14 @@ def load(model_dir: str, out_dir: str) -> int:
     process = psutil.Process()
     before = process.memory_info().rss
     model = load_model(model_dir, section)
+    loaded = process.memory_info().rss
     weight_sum = float(sum(p.double().sum() for p in model.parameters()))
-    after = process.memory_info().rss
+    touched = process.memory_info().rss
     report = {
         "rank": state.process_index,
         "rss_before": before,
-        "rss_after": after,
+        "rss_loaded": loaded,
+        "rss_touched": touched,
         "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
         "inv_freq": model.model.rotary_emb.inv_freq.tolist(),
         "tied": model.lm_head.weight is model.model.embed_tokens.weight,
