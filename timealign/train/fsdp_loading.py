@@ -92,6 +92,7 @@ def empty_model(model_path: str, dtype, attn_implementation: str | None, trust_r
     model.to_empty(device="cpu")
     model.tie_weights()  # to_empty gives each module its own tensor; tied embeddings share one again
     model.config._name_or_path = model_path  # what TRL and the model card read, as from_pretrained sets it
+    # Its generation_config stays transformers' default: ranks > 0 neither save the model nor generate with it.
     return model
 
 
