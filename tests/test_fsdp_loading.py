@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tests.helpers import REPO_ROOT, free_port, launcher_env, run_checked
+from helpers import REPO_ROOT, free_port, launcher_env, run_checked
 
 HARNESS = str(REPO_ROOT / "tests" / "fsdp_on_cpu.py")
 SHIPPED = ("fsdp", "fsdp_offload")

@@ -17,12 +17,12 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from helpers import LocalServer, tictoc_rows
 
-from tests.test_backends import tictoc_rows
 from timealign.backends.base import GenerationError
 from timealign.backends.chat import ChatBackend
 from timealign.backends.limits import OverlongOutput, token_bound
@@ -34,7 +34,7 @@ HUGE = 30 * MB
 OK_REPLY = json.dumps({"choices": [{"text": " I will check.", "index": 0}]}).encode()
 
 
-class HostileServer:
+class HostileServer(LocalServer):
     """`script(n)` names how the n-th request (from 0) is answered; `sent[n]` counts the body bytes it got out."""
 
     def __init__(self, script):
@@ -140,14 +140,11 @@ class HostileServer:
                 outer.release.wait(60)
                 self.ok(number)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        super().__init__(Handler)
 
     def close(self):
         self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().close()
 
 
 @pytest.fixture

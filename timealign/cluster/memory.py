@@ -349,7 +349,7 @@ def estimate(
         per_gpu["reference_gathered"] = int(max(0.0, gathered - per_gpu["activations"] - per_gpu["logits"]))
     copies = 1 if strategy.one_copy_per_node_at_load else gpus_per_node
     # Under FSDP a precomputed reference is still loaded, for the precompute pass (the policy is not sharded yet).
-    loads_reference = work.reference_model or (work.task == "dpo" and work.lora_r is None and strategy.fsdp)
+    loads_reference = work.reference_model or (strategy.fsdp and replace(work, precompute_ref=False).reference_model)
     loaded = P * b * (2 if loads_reference else 1)
     host = {
         "at_load": int(gpus_per_node * HOST_PER_PROCESS + copies * loaded),

@@ -139,11 +139,11 @@ class ReferenceFromRankZero:
     every reference forward gathers all of it on each GPU (8B bf16: 16 GB). With a precompute TRL hashes the unsharded
     reference first and drops it after one pass, before the policy reaches the GPUs, so it stays one unit there."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, **kwargs):
         import torch.distributed as dist
 
-        ref_model = kwargs.get("ref_model", args[1] if len(args) > 1 else None)  # DPOTrainer(model, ref_model, ...)
-        training_args = kwargs.get("args", args[2] if len(args) > 2 else None)
+        # DPOTrainer's arguments by name (OffsetDPOTrainer binds them to its signature first)
+        ref_model, training_args = kwargs.get("ref_model"), kwargs.get("args")
         # References, not copies: rank 0's full tensors outlive TRL's sharding only until the broadcast.
         self._reference_full_state = None
         self._reference_to_split = None
@@ -151,7 +151,7 @@ class ReferenceFromRankZero:
             self._reference_full_state = ref_model.state_dict() if dist.get_rank() == 0 else {}
             if training_args is not None and not training_args.precompute_ref_log_probs:
                 self._reference_to_split = ref_model
-        super().__init__(*args, **kwargs)
+        super().__init__(**kwargs)
         self._sync_reference()
         if self.args.precompute_ref_log_probs and self.is_fsdp_enabled:
             self.ref_model = None  # as TRL does with the reference it builds itself: the log-probs are in the data

@@ -69,17 +69,15 @@ def load_model(model_path: str, model, master_fp32: bool = False):
     from timealign.train import fsdp_loading
 
     dtype, attn, remote = torch_dtype(model.dtype), model.attn_implementation, model.trust_remote_code
-    if not fsdp_loading.efficient_loading() or not fsdp_loading.is_model_folder(model_path):
-        return AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=dtype, attn_implementation=attn, trust_remote_code=remote
-        )
-    if fsdp_loading.reads_weights():
+    once = fsdp_loading.efficient_loading() and fsdp_loading.is_model_folder(model_path)
+    if once and not fsdp_loading.reads_weights():
+        loaded = fsdp_loading.empty_model(model_path, torch.float32 if master_fp32 else dtype, attn, remote)
+    else:
         loaded = AutoModelForCausalLM.from_pretrained(
             model_path, dtype=dtype, attn_implementation=attn, trust_remote_code=remote
         )
-    else:
-        loaded = fsdp_loading.empty_model(model_path, torch.float32 if master_fp32 else dtype, attn, remote)
-    fsdp_loading.share_non_persistent_buffers(loaded)
+    if once:
+        fsdp_loading.share_non_persistent_buffers(loaded)
     return loaded
 
 

@@ -142,7 +142,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
             items = eval_dataset.items() if isinstance(eval_dataset, dict) else [("eval", eval_dataset)]
             for name, dataset in items:
                 _check_margin_column(dataset, margin_column, name)
-        super().__init__(*args, **kwargs)
+        super().__init__(**bound)  # by name: ReferenceFromRankZero reads ref_model and args
         _check_loss_config(self.args)  # covers args=None (TRL's default config)
         if shared_prompt:
             self._check_shared_prompt_trainer()
