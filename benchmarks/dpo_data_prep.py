@@ -25,8 +25,8 @@ def bench_data_prep(opts: DpoBenchOptions) -> dict:
 
     from timealign.config import DataSection
     from timealign.data.pairs import load_prepared, prepare
+    from timealign.models.tiny import ensure_tiny_model
     from timealign.render.chat import PromptRenderer
-    from timealign.tiny import ensure_tiny_model
     from timealign.train.dpo import render_split
 
     path = Path(opts.tictoc).resolve()

@@ -66,7 +66,7 @@ def bench_gpu_train(opts: DpoBenchOptions, shape: dict | None = None, device: st
     import torch
     from transformers import AutoTokenizer
 
-    from timealign.tiny import ensure_tiny_model
+    from timealign.models.tiny import ensure_tiny_model
 
     cuda = device == "cuda"
     shape = dict(shape or LLAMA_1B_SHAPE)

@@ -39,7 +39,7 @@ def bench_sweep(opts: DpoBenchOptions) -> dict:
     from benchmarks.dpo_trainers import tiny_config
     from benchmarks.dpo_variants import build_trainer
     from benchmarks.trainer_ab import timed_train
-    from timealign.tiny import ensure_tiny_model
+    from timealign.models.tiny import ensure_tiny_model
 
     model_dir = ensure_tiny_model()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -148,7 +148,7 @@ def worker(variant: str, opts: DpoBenchOptions, data_dir: str) -> dict:
 
     from benchmarks.dpo_trainers import tiny_config
     from benchmarks.trainer_ab import step_timer
-    from timealign.tiny import ensure_tiny_model
+    from timealign.models.tiny import ensure_tiny_model
 
     model_dir = ensure_tiny_model()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -202,7 +202,7 @@ def run_worker(variant: str, opts: DpoBenchOptions, data_dir: Path, json_out: Pa
 def bench_variants(opts: DpoBenchOptions) -> dict:
     from transformers import AutoTokenizer
 
-    from timealign.tiny import ensure_tiny_model
+    from timealign.models.tiny import ensure_tiny_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
     variants = [v for v in VARIANTS if v in opts.variants.split(",")]

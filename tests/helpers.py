@@ -225,7 +225,7 @@ def build_test_model(
     from tokenizers.processors import TemplateProcessing
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from timealign.tiny import TINY_CHAT_TEMPLATE
+    from timealign.models.tiny import TINY_CHAT_TEMPLATE
 
     tokenizer = AutoTokenizer.from_pretrained(base_dir)
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)

@@ -185,7 +185,7 @@ def test_accelerate_launch_trains_logs_and_saves(cli_env, prepared, tmp_path):
     )
     from transformers import AutoModelForCausalLM
 
-    from timealign.tiny import ensure_tiny_model
+    from timealign.models.tiny import ensure_tiny_model
 
     trained, base = (
         AutoModelForCausalLM.from_pretrained(out),

@@ -93,7 +93,7 @@ def _expected(backend, recipe, rows: list[dict]) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def tiny_agent():
-    from timealign.tiny import resolve_model_path
+    from timealign.models import resolve_model_path
 
     return resolve_model_path("tiny-agent")
 

@@ -12,21 +12,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "timealign"
 
 # What each package may import (besides itself). Lower layers never import upper ones:
-# config -> render -> data -> tiny -> backends -> suites -> train (evaluation while training scores with the
+# config -> render -> data -> models -> backends -> suites -> train (evaluation while training scores with the
 # evaluator's backends and suites) and -> eval; experiment on top. Nothing below imports train or eval.
 ALLOWED = {
     "config": set(),
     "render": {"config"},
     "data": {"config", "render"},
-    "tiny": {"config", "render", "data"},
-    "train": {"config", "render", "data", "tiny", "backends", "suites"},
-    "backends": {"config", "render", "tiny"},
-    "suites": {"config", "render", "data", "tiny", "backends"},
-    "eval": {"config", "render", "data", "tiny", "backends", "suites"},
+    "models": {"config", "render", "data"},
+    "train": {"config", "render", "data", "models", "backends", "suites"},
+    "backends": {"config", "render", "models"},
+    "suites": {"config", "render", "data", "models", "backends"},
+    "eval": {"config", "render", "data", "models", "backends", "suites"},
     "cluster": {"config"},
     # the gateway renders with the evaluator's renderer and detector and reads a checkpoint's recipe as eval does
     "serve": {"config", "render", "backends", "suites", "eval"},
-    "experiment": {"config", "render", "data", "tiny", "train", "backends", "suites", "eval"},
+    "experiment": {"config", "render", "data", "models", "train", "backends", "suites", "eval"},
     # The `timealign` console command (and `python -m timealign`): it names the entry points as text and imports
     # the chosen one by name, so it sits on top without importing any layer but config.
     "cli": {"config"},

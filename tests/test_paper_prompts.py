@@ -391,8 +391,8 @@ DISTILL_TEMPLATE = (
 
 
 def _distill_tokenizer(folder: Path, model_type: str | None):
-    """An offline tokenizer with the real distills' special tokens (built like timealign/tiny.py's), saved in `folder`
-    with a config.json naming the base model's type (none: no config.json)."""
+    """An offline tokenizer with the real distills' special tokens (built like timealign/models/tiny.py's), saved in
+    `folder` with a config.json naming the base model's type (none: no config.json)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 

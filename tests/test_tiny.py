@@ -4,7 +4,7 @@ import json
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from timealign.tiny import build_tiny_agent, ensure_tiny_model
+from timealign.models.tiny import build_tiny_agent, ensure_tiny_model
 
 
 def test_tiny_model_is_a_real_llama_with_vllm_compatible_heads(tiny_model_dir):

@@ -7,6 +7,7 @@ Outputs are written as timealign decodes them: special tokens kept (end-of-turn 
 
 import pytest
 
+from timealign.models.tiny import TINY_CHAT_TEMPLATE
 from timealign.render.families import detect_family
 from timealign.render.tool_calls import (
     PROTOCOLS,
@@ -16,7 +17,6 @@ from timealign.render.tool_calls import (
     known_families,
     paper_visible_text,
 )
-from timealign.tiny import TINY_CHAT_TEMPLATE
 
 QWEN_CALL = '<tool_call>\n{"name": "get_stock_price", "arguments": {"symbol": "ACME"}}\n</tool_call><|im_end|>'
 QWEN3_THINK_CALL = "<think>\nThe last check was 3 hours ago, prices move.\n</think>\n\n" + QWEN_CALL

@@ -10,12 +10,12 @@ from timealign.backends.base import BACKENDS, sampling_settings, set_reasoning
 def make_backend(eval_cfg, checkpoint: str, *, dtype: str | None = None, trust_remote_code: bool = False):
     """Build the backend named by `eval_cfg.backend` (a recipe's `eval` section) for `checkpoint`.
 
-    `checkpoint`: a model folder, a LoRA adapter folder, a hub id, or `tiny`/`tiny-agent`. For `openai` it names the
-    tokenizer to render with (and the served model unless `eval.served_model` is set); for `chat` the API model
-    (unless `eval.served_model` is set), no tokenizer is loaded.
+    `checkpoint`: a model folder, a LoRA adapter folder, a hub id, or a name timealign builds (`tiny`, `smol`, ...:
+    timealign.models). For `openai` it names the tokenizer to render with (and the served model unless
+    `eval.served_model` is set); for `chat` the API model (unless `eval.served_model` is set), no tokenizer is loaded.
     """
     from timealign.config import RecipeError
-    from timealign.tiny import resolve_model_path
+    from timealign.models import resolve_model_path
 
     kind = getattr(eval_cfg, "backend", "hf")
     if kind not in BACKENDS:

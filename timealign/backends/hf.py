@@ -8,6 +8,7 @@ from tqdm.auto import tqdm
 
 from timealign.backends.base import BaseBackend, model_fingerprint
 from timealign.config.dtypes import torch_dtype
+from timealign.render import tokens
 
 
 class HFBackend(BaseBackend):
@@ -101,17 +102,16 @@ class HFBackend(BaseBackend):
         )
         if sampling:
             torch.manual_seed(s["seed"])
+        ids = [tokens.prompt_ids(self.tokenizer, prompt) for prompt in prompts]  # the ids training's prompts have
         order = list(range(len(prompts)))
         if self.group_by_length and len(prompts) > self.batch_size:
             # Longest first, so each batch holds prompts of similar length: less left padding (benchmarks/
             # bench_eval.py); the outputs keep the caller's order.
-            lengths = [len(ids) for ids in self.tokenizer(list(prompts), add_special_tokens=True)["input_ids"]]
-            order.sort(key=lambda i: -lengths[i])
+            order.sort(key=lambda i: -len(ids[i]))
         outputs: list[str] = [""] * len(prompts)
         for start in tqdm(range(0, len(prompts), self.batch_size), desc=desc, unit="batch", disable=desc is None):
             index = order[start : start + self.batch_size]
-            batch = [prompts[i] for i in index]
-            enc = self.tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=True).to(self.device)
+            enc = self.tokenizer.pad({"input_ids": [ids[i] for i in index]}, return_tensors="pt").to(self.device)
             with torch.no_grad():
                 out = self.model.generate(
                     **enc, max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id, **knobs

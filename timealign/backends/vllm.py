@@ -1,7 +1,8 @@
 """The offline vLLM engine (`vllm.LLM`) as a backend: GPU with tensor parallelism, or vLLM's CPU build.
 
 Prompts are the strings rendered by the shared `PromptRenderer`. They are tokenized here with the checkpoint's own
-tokenizer and `add_special_tokens=True`, exactly as the hf backend does, and handed to vLLM as token ids
+tokenizer by `timealign.render.tokens.prompt_ids` (special tokens added), exactly as the hf backend and training do,
+and handed to vLLM as token ids
 (`TokensPrompt`), so both backends feed the model the same ids and a BOS-adding tokenizer adds BOS once (the
 renderer leaves the template's BOS out). Outputs are decoded from the generated ids with the same tokenizer call as
 the hf backend (special tokens kept, ending at the first EOS, included).
@@ -32,6 +33,7 @@ import os
 from pathlib import Path
 
 from timealign.backends.base import BackendError, BaseBackend, GenerationError, adapter_config, model_fingerprint
+from timealign.render import tokens
 
 logger = logging.getLogger(__name__)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
@@ -81,7 +83,7 @@ class VLLMBackend(BaseBackend):
             ) from None
         from transformers import AutoTokenizer
 
-        from timealign.tiny import resolve_model_path
+        from timealign.models import resolve_model_path
 
         path = Path(model_path)
         adapter = adapter_config(path)
@@ -158,7 +160,7 @@ class VLLMBackend(BaseBackend):
             seed=None if greedy else s["seed"],
             detokenize=False,  # decoded below with the same tokenizer call as the hf backend
         )
-        ids = self.tokenizer(list(prompts), add_special_tokens=True)["input_ids"] if prompts else []
+        ids = [tokens.prompt_ids(self.tokenizer, prompt) for prompt in prompts]  # the ids training's prompts have
         errors: dict[int, str] = {}
         runnable = []
         for i, row in enumerate(ids):

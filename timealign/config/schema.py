@@ -39,7 +39,11 @@ SOURCES = tuple(dict.fromkeys(DPO_SOURCES + SFT_SOURCES))
 
 @dataclass
 class ModelSection:
-    name_or_path: str = opt("tiny", "hub id, local folder, or `tiny` (built locally on first use)")
+    name_or_path: str = opt(
+        "tiny",
+        "hub id, local folder, `tiny` (a random toy) or `smol` (SmolLM2-135M-Instruct, real weights); both built "
+        "locally on first use (timealign.models)",
+    )
     dtype: str = opt(
         "bfloat16", "float32 | bfloat16 | float16 | auto", choices=("float32", "bfloat16", "float16", "auto")
     )

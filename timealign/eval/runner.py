@@ -50,7 +50,9 @@ published). One evaluation per out= at a time (<out>/.eval.lock)."""
 @dataclass
 class EvalOptions:
     checkpoint: str | None = opt(
-        None, "model or adapter folder, hub id, or tiny / tiny-agent (default: the recipe's model.name_or_path)"
+        None,
+        "model or adapter folder, hub id, or a local name: tiny, tiny-agent, smol (default: the recipe's "
+        "model.name_or_path)",
     )
     suites: str | None = opt(
         None,

@@ -90,7 +90,7 @@ class Experiment:
     # -- 1. offset-DPO ----------------------------------------------------------------------------------------
     def run_dpo(self) -> dict:
         from timealign.data.pairs import load_prepared, prepare
-        from timealign.tiny import resolve_model_path
+        from timealign.models import resolve_model_path
         from timealign.train import dpo
 
         data_dir = self.out / "data" / "tictoc"

@@ -44,7 +44,7 @@ class ModelFamily:
 _CHATML_SPECIAL = r"<\|[a-z_]+\|>"
 _HERMES_SIGNATURE = ("<tool_call>", "</tool_call>")
 
-# Checked in this order by `detect_family` (tiny before qwen: both speak ChatML with <tool_call>).
+# Checked in this order by `detect_family` (tiny and smollm2 before qwen: all speak ChatML with <tool_call>).
 FAMILIES: dict[str, ModelFamily] = {
     f.name: f
     for f in (
@@ -81,7 +81,7 @@ FAMILIES: dict[str, ModelFamily] = {
             "llama3",
             ("llama",),
         ),
-        # timealign's own test models (timealign/tiny.py): ChatML with <tool_call>, a "# Tools" section, no <tools>
+        # timealign's own test models (timealign/models/tiny.py): ChatML, <tool_call>, a "# Tools" section, no <tools>
         ModelFamily(
             "tiny",
             (("<tool_call>", "<|im_start|>", "# Tools"),),
@@ -92,6 +92,18 @@ FAMILIES: dict[str, ModelFamily] = {
             "qwen",
             ("llama",),
             template_absent=("<tools>",),
+        ),
+        # SmolLM2 as `smol` builds it (timealign/models/smol.py): ChatML, tools in <tools>, Hermes <tool_call>s; a
+        # Llama architecture, so checked before qwen (whose markers its template also holds)
+        ModelFamily(
+            "smollm2",
+            (("<tool_call>", "<|im_start|>", "SmolLM"),),
+            r"<tool_call>",
+            "tags",
+            _HERMES_SIGNATURE,
+            _CHATML_SPECIAL,
+            "qwen",
+            ("llama",),
         ),
         # Qwen 2.5 / Qwen 3 (Hermes-style <tool_call>{...}</tool_call>; Qwen3 thinks in <think> blocks)
         ModelFamily(

@@ -230,7 +230,7 @@ def merge_adapter(checkpoint: Path, tmp: Path, dtype: str, trust_remote_code: bo
     from peft import PeftModel
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from timealign.tiny import resolve_model_path
+    from timealign.models import resolve_model_path
 
     adapter = _read_json(checkpoint / ADAPTER_CONFIG)
     base = adapter.get("base_model_name_or_path")

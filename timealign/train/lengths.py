@@ -5,8 +5,9 @@ drops every pair whose prompt alone fills `max_length`, and its collator cuts ev
 `max_length`, so the completion loses its end (a tool call its closing tag, every completion its EOS). On TicToc v1
 with the tiny recipe (1024 tokens) that was 110 of 694 train pairs dropped and 45 completions cut.
 
-`PairFitter` renders each pair as training will (the shared renderer), tokenizes it exactly as TRL does (the
-rendered prompt, prompt + completion, EOS appended when missing) and applies `data.overlength`:
+`PairFitter` renders each pair as training will (the shared renderer), tokenizes it exactly as OffsetDPOTrainer does
+(the prompt and each completion apart, EOS appended when missing: `timealign.render.tokens`) and applies
+`data.overlength`:
 
 - `truncate_prompt` (default): the prompt loses whole turns, oldest first, until the prompt and the longer
   completion fit. A turn is a user message and the assistant/tool messages after it; no message is cut. Always
@@ -21,7 +22,7 @@ rendered prompt, prompt + completion, EOS appended when missing) and applies `da
 The counts (pairs dropped, prompt-truncated, completion-truncated, turns dropped) and the length distribution
 (p50/p95/max of prompt + longer completion, in tokens) go to one log line per split, `<output_dir>/lengths.json`
 and the W&B run summary (`lengths/<split>/<count>`). `check_against_trainer` then compares them with the dataset
-TRL really built, so a tokenization that differs from ours cannot pass silently.
+the trainer really built, so a tokenization that differs from ours cannot pass silently.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from timealign.config import RecipeError
+from timealign.render import tokens
 
 logger = logging.getLogger("timealign.train.lengths")
 
@@ -58,15 +60,6 @@ COLUMNS = {
 def check_mode(mode: str) -> None:
     if mode not in OVERLENGTH_MODES:
         raise RecipeError(f"data.overlength={mode!r} is not one of: {', '.join(OVERLENGTH_MODES)}")
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def turns(messages: list[dict]) -> list[list[int]]:
@@ -130,7 +123,6 @@ class PairFitter:
 
     def __post_init__(self):
         check_mode(self.mode)
-        self.eos = getattr(self.tokenizer, "eos_token", None)
 
     @property
     def columns(self) -> dict:
@@ -138,21 +130,13 @@ class PairFitter:
         `finish`)."""
         return dict(COLUMNS)
 
-    # -- measuring, exactly as TRL's DPOTrainer tokenizes a standard (string) pair -------------------------
-    def _ids(self, text: str) -> list[int]:
-        return self.tokenizer(text=text)["input_ids"]
-
+    # -- measuring, exactly as OffsetDPOTrainer tokenizes a standard (string) pair ------------------------
     def measure(self, rendered: dict) -> tuple[int, int, int]:
-        """(prompt tokens, prompt + chosen tokens, prompt + rejected tokens) as TRL will see them."""
-        prompt = self._ids(rendered["prompt"])
-        full = []
-        for key in ("chosen", "rejected"):
-            text = rendered[key]
-            if self.eos and not text.endswith(self.eos):  # TRL's add_eos
-                text += self.eos
-            full.append(self._ids(rendered["prompt"] + text))
-        prompt_len = min(common_prefix(prompt, full[0]), common_prefix(prompt, full[1]))
-        return prompt_len, len(full[0]), len(full[1])
+        """(prompt tokens, prompt + chosen tokens, prompt + rejected tokens) as the trainer will see them: the prompt
+        and each completion tokenized apart (`timealign.render.tokens`)."""
+        ids = tokens.pair_ids(self.tokenizer, rendered["prompt"], rendered["chosen"], rendered["rejected"])
+        prompt_len = len(ids["prompt_ids"])
+        return prompt_len, prompt_len + len(ids["chosen_ids"]), prompt_len + len(ids["rejected_ids"])
 
     def fits(self, lengths: tuple[int, int, int]) -> bool:
         return self.max_length is None or max(lengths[1], lengths[2]) <= self.max_length

@@ -12,14 +12,15 @@ from timealign.config.dtypes import torch_dtype
 
 def check_model_available(name_or_path: str, key: str = "model.name_or_path") -> None:
     """With HF_HUB_OFFLINE=1, a hub id must be in the local hub cache: refused before any work (data prep, claiming
-    output_dir) instead of transformers' OSError after them. Local folders and the tiny names pass."""
+    output_dir) instead of transformers' OSError after them. Local folders and the names timealign builds (`tiny`,
+    `smol`, ...) pass."""
     from pathlib import Path
 
     from huggingface_hub import constants, try_to_load_from_cache
 
-    from timealign.tiny import TINY_AGENT_NAME, TINY_BLIND_AGENT_NAME, TINY_NAME
+    from timealign.models import is_local_model
 
-    if name_or_path in (TINY_NAME, TINY_AGENT_NAME, TINY_BLIND_AGENT_NAME) or Path(name_or_path).expanduser().exists():
+    if is_local_model(name_or_path) or Path(name_or_path).expanduser().exists():
         return
     if not constants.HF_HUB_OFFLINE:
         return  # transformers downloads it (or says why not)
@@ -36,10 +37,11 @@ def check_model_available(name_or_path: str, key: str = "model.name_or_path") ->
 
 
 def resolve_base_model(name_or_path: str) -> str:
-    """The folder or hub id to load; `tiny`/`tiny-agent` are built once, by the main process, while the others wait."""
+    """The folder or hub id to load; the local models (`tiny`, `smol`, ...: timealign.models) are built once, by the
+    main process, while the others wait."""
     from accelerate import PartialState
 
-    from timealign.tiny import resolve_model_path
+    from timealign.models import resolve_model_path
 
     with PartialState().main_process_first():
         return resolve_model_path(name_or_path)

@@ -63,8 +63,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from datasets import Dataset
 from trl import DPOConfig, DPOTrainer
+from trl.trainer.utils import global_then_local_main_first
 
+from timealign.render import tokens
 from timealign.train import shared_prompt
 from timealign.train.collators import CarriesColumn, OffsetPreferenceCollator, check_offsets
 from timealign.train.fsdp_loading import ReferenceFromRankZero
@@ -148,6 +151,37 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
             self._check_shared_prompt_trainer()
         if self.args.train_sampling_strategy == "group_by_length" and self.train_dataset is not None:
             self.train_dataset = _with_lengths(self.train_dataset, self.args.length_column_name, shared_prompt)
+
+    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        """Standard (string) pairs: the prompt and each completion tokenized apart and joined
+        (`timealign.render.tokens`), so the prompt ids trained on are the ids inference generates from; TRL tokenizes
+        prompt + completion as one string, which merges tokens across the boundary with real BPE tokenizers.
+        Conversational and already tokenized datasets go through TRL's own path."""
+        first = next(iter(dataset))
+        if not all(isinstance(first.get(key), str) for key in ("prompt", "chosen", "rejected")):
+            return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
+        tokenizer = self._tokenizer
+        with global_then_local_main_first():  # as TRL: the main process maps first, the others read its cache
+            return self._tokenize_apart(dataset, tokenizer, args, dataset_name)
+
+    @staticmethod
+    def _tokenize_apart(dataset, tokenizer, args, dataset_name):
+        def options(desc: str) -> dict:  # IterableDataset.map takes neither num_proc nor desc
+            return {"num_proc": args.dataset_num_proc, "desc": desc} if isinstance(dataset, Dataset) else {}
+
+        dataset = dataset.map(
+            lambda prompt, chosen, rejected: tokens.pair_ids(tokenizer, prompt, chosen, rejected),
+            input_columns=["prompt", "chosen", "rejected"],
+            **options(f"Tokenizing {dataset_name} dataset (prompt and completions apart)"),
+        )
+        # TRL's own rule: a prompt that fills max_length leaves no completion token to learn from under keep_start.
+        if args.max_length is not None and args.truncation_mode == "keep_start":
+            dataset = dataset.filter(
+                lambda ids: len(ids) < args.max_length,
+                input_columns=["prompt_ids"],
+                **options(f"Dropping fully truncated examples from {dataset_name} dataset"),
+            )
+        return dataset
 
     def _set_signature_columns_if_needed(self):
         # transformers' LengthGroupedSampler reads the length column after remove_unused_columns: keep it.

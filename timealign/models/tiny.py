@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
+
+from timealign.models.cache import build_once, default_cache_dir
 
 TINY_NAME = "tiny"  # `model.name_or_path: tiny` in a recipe selects this model (random weights)
 TINY_AGENT_NAME = "tiny-agent"  # the same model after a short format warm-up on synthetic agent turns
@@ -151,31 +152,10 @@ def build_tiny_model(
     return out
 
 
-def default_cache_dir() -> Path:
-    """Where `tiny` is built on first use: $TIMEALIGN_CACHE or ~/.cache/timealign."""
-    return Path(os.environ.get("TIMEALIGN_CACHE", Path.home() / ".cache" / "timealign"))
-
-
-def build_once(target: Path, build: Callable[[Path], object]) -> Path:
-    """`target`, built by `build(staging_folder)` unless already complete. The build goes to a folder of this process
-    and is renamed into place (atomic), so several processes may race: the first rename wins and the others' copies,
-    identical (fixed seeds), are dropped."""
-    if (target / TINY_META).exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f".{target.name}-build-{os.getpid()}"
-    build(staging)
-    try:
-        staging.rename(target)
-    except OSError:  # another process finished first
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
 def ensure_tiny_model(cache_dir: str | os.PathLike | None = None) -> Path:
     """Return the folder of the tiny model, building it once (atomic rename, safe under several processes)."""
     base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return build_once(base / f"tiny-llama-v{TINY_FORMAT_VERSION}", build_tiny_model)
+    return build_once(base / f"tiny-llama-v{TINY_FORMAT_VERSION}", build_tiny_model, TINY_META)
 
 
 def build_tiny_agent(
@@ -310,16 +290,4 @@ def ensure_tiny_agent(cache_dir: str | os.PathLike | None = None, *, blind: bool
         )
         build_tiny_agent(staging, ensure_tiny_model(base), **(BLIND_AGENT_SETTINGS if blind else {}))
 
-    return build_once(target, build)
-
-
-def resolve_model_path(name_or_path: str) -> str:
-    """Map `tiny` / `tiny-agent` / `tiny-agent-blind` to their locally built folders; anything else (hub id, path)
-    is unchanged."""
-    if name_or_path == TINY_NAME:
-        return str(ensure_tiny_model())
-    if name_or_path == TINY_AGENT_NAME:
-        return str(ensure_tiny_agent())
-    if name_or_path == TINY_BLIND_AGENT_NAME:
-        return str(ensure_tiny_agent(blind=True))
-    return name_or_path
+    return build_once(target, build, TINY_META)
