@@ -173,10 +173,9 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
     )
     if loaded.left_out:
         logger.info(
-            "%d release rows left out by its retention rule (%s), listed in %s",
+            "%d release rows left out by its retention rule (%s), listed in the prepared folder's left_out.jsonl",
             len(loaded.left_out),
             "; ".join(f"{k}: {v}" for k, v in info["left_out"]["by_split"].items()),
-            out / "left_out.jsonl",
         )
     if rejects:  # data.on_error=skip: what was left out is worth a look
         logger.warning(
