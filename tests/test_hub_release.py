@@ -273,7 +273,11 @@ def test_unknown_scenarios_error_or_keep_their_given_name(tmp_path):
         ({"preference": "tool or direct"}, "`preference` 'tool or direct' names both of tool and direct (or any)"),
         ({"id": "weather_forecast_1"}, "record 'weather_forecast_1': `id` must end in _tv1, _tv2 or _tv3"),
         ({"history": "[{'role': 'user'"}, "`history` is a string that is not JSON"),
-        ({"preference": "direct", "pref_score": 3.0}, "preference 'direct' but S=3 means prefer_tool"),
+        (
+            {"preference": "direct", "pref_score": 3.0},
+            "preference 'direct' but S=3 means prefer_tool with data.score_orientation=tool_high; the row contradicts "
+            "itself: fix its preference or its pref_score",
+        ),
     ],
 )
 def test_a_malformed_row_is_one_line_naming_file_row_and_id(tmp_path, change, message):

@@ -192,12 +192,16 @@ def _hub_sample(
         return None
     label = label_from_score(score, orientation)
     if label != (PREFER_TOOL if kind == "tool" else PREFER_NO_TOOL):
+        fix = (
+            "the release's S has 3 = Tool: set data.score_orientation=tool_high"
+            if orientation != "tool_high"
+            else "the row contradicts itself: fix its preference or its pref_score"
+        )
         raise TicTocFormatError(
             source,
             rid,
             f"preference {row['preference']!r} but S={score:g} means {label} with data.score_orientation="
-            f"{orientation}: the release's S has 3 = Tool (set data.score_orientation=tool_high), or the row "
-            "contradicts itself",
+            f"{orientation}; {fix}",
         )
     tools = _nested(row, "function", source, rid)
     history = check_history(
