@@ -113,7 +113,10 @@ class DataSection:
     offset_scale: float = opt(1.0, "ODPO's alpha: offset = offset_scale * |S - 1.5|; 0 = plain DPO on the same pairs")
     min_margin: float = opt(0.0, "drop pairs with |S - 1.5| below this (the paper's evaluation keeps > 1.0)")
     unknown_scenarios: str = opt(
-        "error", "error | bucket (kept under scenario 'unknown', split 'unknown')", choices=("error", "bucket")
+        "error",
+        "error | bucket (kept under scenario 'unknown', split 'unknown'; the hub release's layout: kept under the "
+        "name as given, in its file's split)",
+        choices=("error", "bucket"),
     )
     direct_answer: str = opt(
         "latest_tool_result",

@@ -11,6 +11,9 @@ The layout is read off the files present (.json, .jsonl, .parquet anywhere in th
 docs/hub_data.md):
 - TicToc v1 (`load_tictoc_release`): one folder of `prefer{Tool,NoTool}_elapse_{0,1,2}.json` files (`load_v1`;
   a record's annotator scores, `score` or `scores`, become its S);
+- TicToc hub (`timealign.data.tictoc_hub`): the layout `yizecheng/TicToc` is published in, `train.parquet` and
+  `test.parquet` whose rows carry `id` (ending `_tv1/2/3`), `history`, `function`, `preference` and `pref_score`;
+  every other data file beside them is an error listing them (their records would be lost);
 - TicToc annotated: files whose records carry `score` (the annotators' mean S) and `elapse_level`
   (`load_annotated`; parquet rows through `annotated_records`);
 - TimelyChat (`load_timelychat_release`): files of TimelyChat-layout (`speaker_list`, `context`, ...) or
@@ -28,13 +31,15 @@ from typing import Any
 from timealign.config import RecipeError
 from timealign.data.records import LoadResult, RecordError, read_records
 from timealign.data.tictoc import annotated_records, load_annotated, load_v1
+from timealign.data.tictoc_hub import LAYOUT as HUB_LAYOUT
+from timealign.data.tictoc_hub import is_hub_row, load_hub
 from timealign.data.tictoc_layout import V1_FILE, TicTocSample
 from timealign.data.timelychat import TimerDialog, detect_layout, dialog_records, file_split, load_files
 
 DATA_SUFFIXES = (".json", ".jsonl", ".parquet")
 TICTOC_LAYOUTS = (
     "TicToc v1: one folder of prefer{Tool,NoTool}_elapse_{0,1,2}.json files (JSON lists of id, "
-    "history, function; optional per-sample score/scores); TicToc annotated: .json/.jsonl/.parquet "
+    f"history, function; optional per-sample score/scores); {HUB_LAYOUT}; TicToc annotated: .json/.jsonl/.parquet "
     "records with score (the annotators' mean S) and elapse_level"
 )
 TIMELYCHAT_LAYOUTS = (
@@ -172,6 +177,17 @@ def load_tictoc_release(
         )
     if v1_folders:
         return load_v1(v1_folders[0], orientation=orientation, **common)
+    published = [f for f in files if f.suffix.lower() == ".parquet" and is_hub_row(_first_record(f))]
+    if published:
+        others = [f for f in files if f not in published]
+        if others:
+            listed = ", ".join(str(f.relative_to(folder)) for f in others)
+            raise RecipeError(
+                f"data.path={path} (data.source=hub): {folder} holds the hub layout's "
+                f"{', '.join(str(f.relative_to(folder)) for f in published)} and other data files ({listed}), "
+                "whose records would be lost: point data.path at a folder holding train.parquet and test.parquet only"
+            )
+        return load_hub(published, orientation=orientation, **common)
     annotated = [f for f in files if {"score", "elapse_level"} <= set(_first_record(f) or {})]
     if not annotated:
         raise _no_layout(path, folder, files, TICTOC_LAYOUTS)

@@ -10,6 +10,8 @@ manifest.
                      training prompt, how many only without the tools, and every sample that fell back to
                      latest_tool_result with its reason (`timealign.data.generated_answers`)
     rejects.jsonl    every rejected record with its file, id and reason
+    left_out.jsonl   (hub release only) every row its retention rule left out, with file, id, split and reason;
+                     manifest.json `left_out` counts them per split and reason
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from pathlib import Path
 from timealign.config import DataSection, RecipeError
 from timealign.config.disk import writing
 from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
-from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable
+from timealign.data.records import LoadResult, NoUsableData, load_saved_datasets, nothing_usable
 from timealign.data.tictoc import annotated_records, load_annotated, load_v1
+from timealign.data.tictoc_hub import RETENTION_RULE, left_out_counts
 from timealign.data.tictoc_layout import PREFER_NO_TOOL, PREFER_TOOL, TicTocSample
 from timealign.data.tictoc_pairs import build_pairs, manifest
 
@@ -55,7 +58,7 @@ def load_samples(data: DataSection) -> LoadResult[TicTocSample]:
         return load_v1(data.path, orientation=data.score_orientation, **common)
     if data.source == "annotated":
         return load_annotated(data.path, orientation=data.score_orientation, **common)
-    if data.source == "hub":  # the release as published (timealign.data.hub): v1 or annotated files
+    if data.source == "hub":  # the release as published (timealign.data.hub): hub, v1 or annotated files
         from timealign.data.hub import load_tictoc_release
 
         return load_tictoc_release(data.path, orientation=data.score_orientation, **common)
@@ -137,6 +140,11 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
             if loaded.samples
             else ""
         )
+        if loaded.left_out and not loaded.samples and not rejects:
+            raise NoUsableData(
+                f"{where}: no pairs: all {len(loaded.left_out)} rows are left out by the release's retention rule "
+                f"({RETENTION_RULE}); point data.path at the data you meant"
+            )
         raise nothing_usable("pairs", where, rejects, len(loaded.samples), why)
     splits = {}
     for split in sorted({r["split"] for r in rows}):
@@ -145,6 +153,8 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
     info = manifest(rows, rejects)
     info["data"] = {k: getattr(data, k) for k in data.__dataclass_fields__}
     info["balance_dropped"] = len(dropped)
+    if loaded.left_out:  # the hub release's retention rule (timealign.data.tictoc_hub), rows listed in left_out.jsonl
+        info["left_out"] = left_out_counts(loaded.left_out)
     if answers is not None:
         info["direct_answers"] = answers
     info["fingerprint"] = fingerprint.to_dict()
@@ -154,10 +164,19 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
         DatasetDict(splits).save_to_disk(str(out / "dataset"))
         with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:  # ASCII escapes: ids may hold bad bytes
             fh.writelines(json.dumps(reject) + "\n" for reject in rejects)
+        if loaded.left_out:
+            with open(out / "left_out.jsonl", "w", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(row) + "\n" for row in loaded.left_out)
         (out / "manifest.json").write_text(json.dumps(info, indent=2))
     logger.info(
         "wrote %d pairs (%s) to %s", len(rows), ", ".join(f"{k}={v['pairs']}" for k, v in info["splits"].items()), out
     )
+    if loaded.left_out:
+        logger.info(
+            "%d release rows left out by its retention rule (%s), listed in the prepared folder's left_out.jsonl",
+            len(loaded.left_out),
+            "; ".join(f"{k}: {v}" for k, v in info["left_out"]["by_split"].items()),
+        )
     if rejects:  # data.on_error=skip: what was left out is worth a look
         logger.warning(
             "%d records rejected (data.on_error=skip), each with its reason in %s",

@@ -97,6 +97,9 @@ class LoadResult(Generic[T]):
 
     samples: list[T] = field(default_factory=list)
     rejects: list[dict] = field(default_factory=list)  # {"source", "id", "reason"}
+    # Good records that a documented rule of the layout leaves out (the hub release's uncertain preferences): not
+    # rejects, but counted in the manifest with their reason. {"source", "id", "split", "reason"}
+    left_out: list[dict] = field(default_factory=list)
     # Duplicate checks: a key of a kept item (e.g. ("id", record id, elapse level)) -> what the loader needs to name
     # that earlier record when a later one has the same key.
     seen: dict = field(default_factory=dict, repr=False, compare=False)
@@ -109,6 +112,7 @@ class LoadResult(Generic[T]):
     def extend(self, other: "LoadResult[T]") -> None:
         self.samples += other.samples
         self.rejects += other.rejects
+        self.left_out += other.left_out
         for key, first in other.seen.items():
             self.seen.setdefault(key, first)
 
@@ -119,9 +123,13 @@ class LoadResult(Generic[T]):
         """A whole file rejected (`on_error="skip"`): its reject line counts the records it holds (`records`)."""
         self.rejects.append({"source": source, "id": None, "reason": reason, "records": records_in(source)})
 
-    def add(self, on_error: str, make: Callable[[], T]) -> None:
+    def leave_out(self, source: str, record_id: str | None, split: str, reason: str) -> None:
+        """A good record that a rule of its layout leaves out (not a reject: nothing is wrong with it)."""
+        self.left_out.append({"source": source, "id": record_id, "split": split, "reason": reason})
+
+    def add(self, on_error: str, make: Callable[[], T | None]) -> None:
         """Keep the item `make()` builds from one record; its `RecordError` is raised (`on_error="raise"`) or kept
-        as a reject (`"skip"`)."""
+        as a reject (`"skip"`). `make()` returns None for a record it left out (`leave_out`)."""
         try:
             item = make()
         except RecordError as err:
@@ -129,7 +137,8 @@ class LoadResult(Generic[T]):
                 raise
             self.reject(err.source, err.record_id, err.reason)
             return
-        self.samples.append(item)
+        if item is not None:
+            self.samples.append(item)
 
 
 def check_on_error(on_error: str) -> None:

@@ -146,7 +146,24 @@ def heldout_sample(recipe) -> tuple[list[dict], dict]:
     rows, info = sample_pairs(data[recipe.data.eval_split].to_list(), recipe.eval.max_samples, recipe.data.seed)
     identity = prepared_identity(recipe.data, folder, "pairs", recipe.data.eval_split, rows, info)
     identity["from_recipe"] = True
+    left_out = not_scored(folder, recipe.data.eval_split)
+    if left_out is not None:
+        identity["left_out"] = left_out
     return rows, identity
+
+
+def not_scored(folder, split: str) -> dict | None:
+    """The release rows of `split` that data prep left out by the release's retention rule (the hub release: the
+    rows get_metric.py does not score), from the prepared folder's manifest; None when the data has no such rule."""
+    import json
+
+    from timealign.data.fingerprint import MANIFEST
+
+    left_out = json.loads((Path(folder) / MANIFEST).read_text()).get("left_out")
+    if left_out is None:
+        return None
+    reasons = left_out["by_split"].get(split, {})
+    return {"rows": sum(reasons.values()), "by_reason": reasons, "rule": left_out["rule"]}
 
 
 def heldout_rows(recipe) -> list[dict]:
@@ -261,6 +278,10 @@ def markdown_summary(report: dict) -> str:
         f"| tool calls | {o['tool_calls']} |",
         f"| empty outputs ({empty_note}) | {o.get('empty_outputs', 0)} |",
     ]
+    left_out = (report.get("data") or {}).get("left_out")
+    if left_out is not None:
+        reasons = ", ".join(f"{k}: {v}" for k, v in left_out["by_reason"].items()) or "none"
+        lines.append(f"| release rows of the split not scored (its retention rule) | {left_out['rows']} ({reasons}) |")
     failed = len(report.get("errors") or [])
     if failed:
         lines.append(f"| failed samples (not scored; see `errors`) | {failed} |")
