@@ -57,7 +57,7 @@ def _resolve(record: dict, source: str, rid: str, unknown: str) -> Scenario:
         raise TicTocFormatError(source, rid, str(err)) from None
 
 
-def _unique(result: LoadResult, sample: TicTocSample, position: str, has_id: bool) -> TicTocSample:
+def unique_sample(result: LoadResult, sample: TicTocSample, position: str, has_id: bool) -> TicTocSample:
     """The sample, unless an earlier kept one has the same (id, elapse level), or the same conversation and tools at
     the same elapse level: then a TicTocFormatError naming both."""
     content = hashlib.sha256(
@@ -161,7 +161,7 @@ def load_v1(
 
             def make(record=record, rid=rid, idx=idx):
                 sample = _v1_sample(record, rid, source, label, level, unknown, zone, orientation)
-                return _unique(result, sample, f"#{idx}", rid == record.get("id"))
+                return unique_sample(result, sample, f"#{idx}", rid == record.get("id"))
 
             result.add(on_error, make)
     return result
@@ -290,7 +290,7 @@ def annotated_records(
 
         def make(record=record, rid=rid, position=position):
             sample = _annotated_sample(record, rid, source, orientation, unknown, zone)
-            return _unique(result, sample, position, rid == record.get("id"))
+            return unique_sample(result, sample, position, rid == record.get("id"))
 
         result.add(on_error, make)
     return result

@@ -39,7 +39,7 @@ from typing import Any
 
 from timealign.data.records import LoadResult, check_on_error
 from timealign.data.scenarios import Scenario, UnknownScenarioError, get_scenario, resolve_scenario_id
-from timealign.data.tictoc import _unique
+from timealign.data.tictoc import unique_sample
 from timealign.data.tictoc_layout import (
     PREFER_NO_TOOL,
     PREFER_TOOL,
@@ -217,7 +217,7 @@ def _hub_sample(
         score=score,
         source=str(file),
     )
-    return _unique(result, sample, position, True)
+    return unique_sample(result, sample, position, True)
 
 
 def read_parquet_rows(file: Path) -> list[dict]:
