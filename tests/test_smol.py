@@ -148,3 +148,29 @@ def test_the_trainer_trains_on_the_prompt_ids_inference_uses(smol_model_dir, smo
         expected = tokens.pair_ids(smol_tokenizer, row["prompt"], row["chosen"], row["rejected"])
         assert {k: built[k] for k in expected} == expected
         assert expected["prompt_ids"] == smol_tokenizer(row["prompt"])["input_ids"]
+
+
+def test_smol_trains_on_v1_without_the_prefix_warning_and_evaluates(smol_model_dir, tictoc_v1_dir, tmp_path):
+    """The issue's acceptance, reduced: `timealign dpo recipe=smol data.source=v1` trains with no "not a prefix"
+    warning, and `timealign eval` scores the trained real model on the v1 test split."""
+    import json
+    import sys
+
+    from helpers import launcher_env, run_checked
+
+    env = launcher_env(TIMEALIGN_CACHE=str(smol_model_dir.parent), OMP_NUM_THREADS="2")
+    out = tmp_path / "run"
+    train = run_checked(
+        [sys.executable, "-m", "timealign", "dpo", "recipe=smol", f"data.path={tictoc_v1_dir}", "training.max_steps=2",
+         "training.per_device_train_batch_size=1", "training.gradient_accumulation_steps=1", f"output_dir={out}"],
+        env,
+    )  # fmt: skip
+    log = train.stdout + train.stderr
+    assert "not a prefix" not in log and "Tokenizing train dataset (prompt and completions apart)" in log
+    run_checked(
+        [sys.executable, "-m", "timealign", "eval", f"checkpoint={out}", "suites=tictoc", "eval.max_samples=4",
+         f"out={tmp_path / 'eval'}"],
+        env,
+    )  # fmt: skip
+    report = json.loads((tmp_path / "eval" / "tictoc.json").read_text())
+    assert report["overall"]["n"] == 4 and report["data"]["source"] == "v1"
