@@ -36,8 +36,9 @@ def saved_recipe_file(checkpoint: str | Path | None) -> Path | None:
 
 
 def recipe_from_checkpoint(options: dict[str, str]) -> tuple[str, str] | None:
-    """For the eval command without recipe=: (the checkpoint's saved recipe, "checkpoint DIR"), or None (no
-    checkpoint= given: recipe= is needed). A local folder without a saved recipe is refused with the way out."""
+    """For the eval command without recipe=: (the checkpoint's saved recipe, "checkpoint DIR"), the recipe of the same
+    name for a model timealign builds (`checkpoint=smol`: recipes/smol.yaml), or None (no checkpoint= given, or a hub
+    id: recipe= is needed). A local folder without a saved recipe is refused with the way out."""
     checkpoint = options.get("checkpoint")
     if not checkpoint:
         return None
@@ -50,6 +51,14 @@ def recipe_from_checkpoint(options: dict[str, str]) -> tuple[str, str] | None:
             "trained before checkpoints carried their recipe): name the recipe to evaluate it with, "
             "recipe=NAME or --config PATH"
         )
+    from timealign.config.recipes import available_recipes
+    from timealign.models import is_local_model
+
+    if is_local_model(checkpoint) and checkpoint in available_recipes():
+        # A model timealign builds (`smol`, `tiny`) is evaluated with its own recipe, as training would use it.
+        return str(
+            available_recipes()[checkpoint]
+        ), f"recipe {checkpoint} (the recipe of the local model {checkpoint})"
     return None  # a hub id: the usual "recipe= needs a name"
 
 

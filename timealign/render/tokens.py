@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from timealign.config.options import RecipeError
 
-class CompletionTokenizationError(ValueError):
-    """The tokenizer cannot tokenize a completion on its own (it changes the text, e.g. adds a leading space)."""
+
+class CompletionTokenizationError(RecipeError):
+    """The tokenizer cannot tokenize a completion on its own (it changes the text, e.g. adds a leading space): the
+    model named by the recipe cannot be trained this way, one line and exit 2."""
 
 
 def prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
