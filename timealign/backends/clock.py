@@ -102,15 +102,16 @@ def clock_request(messages: list[dict], tools: Any = None) -> str:
 
 
 def _call_to_reissue(messages: list[dict], tools: list) -> dict:
-    """The latest call in the conversation (the one whose result is stale), else the first tool with no arguments."""
+    """The latest call in the conversation (the one whose result is stale), else the first tool with no arguments,
+    else (a sample with neither) a call with no name: the decision is to call, whatever there is to call."""
     for message in reversed(messages):
         calls = message.get("tool_calls") or []
         if calls:
             return dict(calls[-1])
     if tools:
         fn = tools[0].get("function") or tools[0]
-        return {"name": fn["name"], "arguments": "{}"}
-    raise ValueError("the elapsed-time rule calls the tool, but the sample has no earlier call and no tools")
+        return {"name": fn.get("name"), "arguments": "{}"}
+    return {"name": None, "arguments": "{}"}
 
 
 def clock_reply(messages: list[dict], tools: list, seconds: float) -> ChatReply:

@@ -129,6 +129,14 @@ def evaluate(
     from timealign.eval.runs import new_run_dir, now, publish, write_run_info
     from timealign.suites.registry import EvalContext, get_suite, overall_markdown
 
+    if recipe.eval.backend == "clock" and (
+        str(checkpoint) != clock_label(recipe.eval.clock_seconds) or suites != ["tictoc"]
+    ):
+        # A caller other than `run` (an experiment) would have the rule scored in place of its model or suites.
+        raise RecipeError(
+            f"eval.backend=clock scores the elapsed-time rule on tictoc, not checkpoint={checkpoint} on "
+            f"{','.join(suites)}: use eval.backend=hf, vllm, openai or chat to evaluate a model"
+        )
     with out_lock(out):  # one evaluation per out= at a time (timealign/eval/lock.py)
         selected = [get_suite(name) for name in suites]  # fail on a bad name or option before loading any model
         options = {suite.name: suite.parse_options((suite_options or {}).get(suite.name)) for suite in selected}
