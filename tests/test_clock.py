@@ -197,6 +197,7 @@ def test_rule_nar_on_the_v1_test_split_by_hand(tictoc_v1_dir, tmp_path, capsys):
         got = report["by_elapse_level"][name]
         assert {k: got[k] for k in counts} == levels[level]
     assert report["backend"]["name"] == "clock" and report["settings"]["clock_seconds"] == 1800
+    assert report["generation"]["cache_file"] is None and report["generation"]["generated"] == len(samples)
     assert (
         "decided by (no model) | the elapsed-time rule"
         in (tmp_path / "run" / "eval-clock-1800s" / "report.md").read_text()

@@ -134,8 +134,8 @@ class ClockBackend:
     """`eval.backend=clock`: the rule as a backend of the evaluator (`timealign.backends.base` interface).
 
     `generate` takes `clock_request` strings and returns canonical chat replies; there is no tokenizer and no
-    sampling. `fingerprint` (part of the resume-cache key) carries the threshold, so a cached decision of another
-    threshold is never reused.
+    sampling. The TicToc suite does not cache its replies (they are recomputed, so a changed rule never reads old
+    ones); `fingerprint` still carries the threshold for any caller that does.
     """
 
     name = "clock"

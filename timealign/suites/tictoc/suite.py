@@ -232,7 +232,7 @@ def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
         renderer,
         family=family,
         max_new_tokens=recipe.eval.max_new_tokens,
-        cache_dir=suite_cache_dir(ctx),
+        cache_dir=None if clock else suite_cache_dir(ctx),  # the rule is recomputed: a changed rule never reads old
         protocol=detection,
     )
     report["data"] = identity
