@@ -73,7 +73,7 @@ def test_reasoning_switch_goes_through_the_one_renderer(tiny_tokenizer):
 
 
 def test_factory_errors_name_the_fix(tiny_model_dir):
-    with pytest.raises(RecipeError, match="eval.backend='tgi' is not one of: hf, vllm, openai, chat"):
+    with pytest.raises(RecipeError, match="eval.backend='tgi' is not one of: hf, vllm, openai, chat, clock"):
         load_recipe("tiny", {"eval.backend": "tgi"})  # refused when the recipe loads, before the factory
     with pytest.raises(RecipeError, match="eval.base_url"):
         make_backend(load_recipe("tiny", {"eval.backend": "openai"}).eval, str(tiny_model_dir))

@@ -322,7 +322,7 @@ def test_enumerated_fields_refuse_other_values_when_the_recipe_loads(key):
 def test_did_you_mean_and_help_list_the_choices():
     with pytest.raises(
         RecipeError,
-        match=r"eval.backend='VLLM' is not one of: hf, vllm, openai, chat \(did you "
+        match=r"eval.backend='VLLM' is not one of: hf, vllm, openai, chat, clock \(did you "
         r"mean: vllm\?\)",
     ):
         load_recipe("tiny", {"eval.backend": "VLLM"})
@@ -335,7 +335,7 @@ def test_did_you_mean_and_help_list_the_choices():
     from timealign.config.recipes import describe_fields
 
     text = " ".join(describe_fields().split())
-    assert "[choices: raise | skip]" in text and "[choices: hf | vllm | openai | chat]" in text
+    assert "[choices: raise | skip]" in text and "[choices: hf | vllm | openai | chat | clock]" in text
 
 
 def test_the_choices_are_the_ones_the_code_knows():

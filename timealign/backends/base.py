@@ -11,6 +11,9 @@ the model's chat template, so the template is applied in exactly one place for e
 - `chat`   API models through a *chat-completions* endpoint: the one backend that does not continue rendered strings;
            it takes canonical JSON chat requests and returns the reply message, structured tool calls included, as
            canonical JSON (`chat.ChatBackend`)
+- `clock`  no model: the elapsed-time rule (a tool call when the last tool result is older than
+           `eval.clock_seconds`), the baseline of TicToc NAR; like `chat` it takes canonical JSON requests (the
+           samples' messages with their times) and returns canonical chat replies (`clock.ClockBackend`)
 
 BOS: the renderer leaves the template's BOS out; every backend tokenizes the rendered string with
 `add_special_tokens=True` (hf and vllm tokenize locally with the checkpoint's tokenizer and hand vLLM the token ids;
@@ -18,7 +21,7 @@ a vLLM server does the same for a completions request), so a BOS-adding tokenize
 
 The interface (`Backend`):
 
-    name: str                      "hf" | "vllm" | "openai" | "chat"
+    name: str                      "hf" | "vllm" | "openai" | "chat" | "clock"
     tokenizer                      the checkpoint's tokenizer (for the renderer and tool-call family detection)
     sampling: dict                 the defaults from the recipe: temperature, top_p, top_k, min_p, seed
     fingerprint: str               engine + model identity (weights' size and mtime), part of the resume-cache key
@@ -45,7 +48,7 @@ from typing import Any, Protocol, runtime_checkable
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("hf", "vllm", "openai", "chat")
+BACKENDS = ("hf", "vllm", "openai", "chat", "clock")
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p")
 # Paper Sec. 3: "All models are evaluated with Temperature=0, where applicable. For Qwen3 models operating in
 # reasoning mode, we follow the officially recommended settings and instead use Temperature=0.6, TopP=0.95, TopK=20,

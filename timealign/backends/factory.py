@@ -1,6 +1,5 @@
-"""`make_backend`: the recipe's `eval.backend` (hf | vllm | openai | chat) for a checkpoint; engines are imported
-lazily,
-so choosing `hf` never imports vLLM and the base module never imports an engine."""
+"""`make_backend`: the recipe's `eval.backend` (hf | vllm | openai | chat | clock) for a checkpoint; engines are
+imported lazily, so choosing `hf` never imports vLLM and the base module never imports an engine."""
 
 from __future__ import annotations
 
@@ -20,6 +19,14 @@ def make_backend(eval_cfg, checkpoint: str, *, dtype: str | None = None, trust_r
     kind = getattr(eval_cfg, "backend", "hf")
     if kind not in BACKENDS:
         raise RecipeError(f"unknown eval.backend={kind!r}; known: {', '.join(BACKENDS)}")
+    if kind == "clock":  # no model, no tokenizer: the elapsed-time rule (timealign/backends/clock.py)
+        from timealign.backends.clock import DEFAULT_SECONDS, ClockBackend, check_seconds
+
+        try:
+            seconds = check_seconds(getattr(eval_cfg, "clock_seconds", DEFAULT_SECONDS))
+        except ValueError as err:
+            raise RecipeError(str(err)) from None
+        return ClockBackend(seconds)
     sampling = sampling_settings(eval_cfg)
     dtype = dtype or getattr(eval_cfg, "dtype", None) or "auto"
     reasoning = getattr(eval_cfg, "reasoning", None)

@@ -171,8 +171,15 @@ class EvalSection:
         "hf",
         "hf (transformers) | vllm (offline vllm.LLM engine) | openai (OpenAI-compatible server, completions with our "
         "rendered prompts) | chat (API models: chat completions with messages and tools, structured tool calls; "
-        "TicToc only)",
-        choices=("hf", "vllm", "openai", "chat"),
+        "TicToc only) | clock (no model: the elapsed-time rule of eval.clock_seconds, the baseline beside a model's "
+        "NAR; TicToc only, no checkpoint=)",
+        choices=("hf", "vllm", "openai", "chat", "clock"),
+    )
+    clock_seconds: float = opt(
+        1800.0,
+        "the elapsed-time rule's threshold in seconds: a tool call when the last tool result is older than this at "
+        "the reply time, or when there is none (timealign/backends/clock.py); the rule of eval.backend=clock, and "
+        "the line every TicToc report of a model carries for the same samples",
     )
     max_samples: int | None = opt(
         None,

@@ -136,6 +136,7 @@ RULES: tuple[tuple[str, tuple, str], ...] = (
     ("eval.bootstrap", NON_NEGATIVE, "0: no intervals"),
     ("eval.confidence", OPEN_UNIT, "the level of the bootstrap intervals"),
     ("eval.max_failed_share", FRACTION, "a share of a suite's generations"),
+    ("eval.clock_seconds", NON_NEGATIVE, "the elapsed-time rule's threshold in seconds"),
     ("live_eval.every_steps", NON_NEGATIVE, "0: off"),
     ("live_eval.max_samples", AT_LEAST_1, ""),
     ("timer.lambda_time", NON_NEGATIVE, "0 = the 'w/o time loss' ablation"),

@@ -39,8 +39,11 @@ and <out>/report.md; every run is also kept in
 <out>/runs/NNN/ (<out>/latest: the newest). Each metric gets a bootstrap interval (eval.bootstrap resamples,
 eval.confidence level; eval.bootstrap=0: none), in the JSON's "intervals" block and in report.md.
 
-Generation engine: eval.backend=hf|vllm|openai (default: the recipe's); vllm: eval.tensor_parallel_size,
-eval.max_model_len, eval.enforce_eager; openai: eval.base_url, eval.served_model, eval.api_key_env. Sampling:
+Generation engine: eval.backend=hf|vllm|openai|chat (default: the recipe's); vllm: eval.tensor_parallel_size,
+eval.max_model_len, eval.enforce_eager; openai: eval.base_url, eval.served_model, eval.api_key_env.
+eval.backend=clock scores no model but the elapsed-time rule (a tool call when the last tool result is older than
+eval.clock_seconds, or there is none) on the recipe's TicToc samples, written to <output_dir>/eval-clock-1800s;
+every TicToc report of a model also carries the rule's NAR on the same samples. Sampling:
 eval.temperature/top_p/top_k/min_p (default: greedy; with eval.reasoning=true, Qwen3's 0.6/0.95/20/0). Finished
 samples are cached in <out>/generations/ and a rerun with the same out= resumes (eval.cache=false: off).
 Failed generations are counted in each report; above eval.max_failed_share of a suite the run fails (exit 1, not
@@ -128,6 +131,14 @@ def evaluate(
     from timealign.eval.runs import new_run_dir, now, publish, write_run_info
     from timealign.suites.registry import EvalContext, get_suite, overall_markdown
 
+    if recipe.eval.backend == "clock" and (
+        str(checkpoint) != clock_label(recipe.eval.clock_seconds) or suites != ["tictoc"]
+    ):
+        # A caller other than `run` (an experiment) would have the rule scored in place of its model or suites.
+        raise RecipeError(
+            f"eval.backend=clock scores the elapsed-time rule on tictoc, not checkpoint={checkpoint} on "
+            f"{','.join(suites)}: use eval.backend=hf, vllm, openai or chat to evaluate a model"
+        )
     with out_lock(out):  # one evaluation per out= at a time (timealign/eval/lock.py)
         selected = [get_suite(name) for name in suites]  # fail on a bad name or option before loading any model
         options = {suite.name: suite.parse_options((suite_options or {}).get(suite.name)) for suite in selected}
@@ -217,6 +228,52 @@ def name_data(report: dict, suite: str, options, differences: list[str] | None) 
         report["data"]["differs_from_training"] = list(differences)
 
 
+def nar_line(report: dict) -> str:
+    """A TicToc report's NAR with its interval, and the elapsed-time rule's on the same samples when it has it."""
+    from timealign.eval.bootstrap import fmt_interval
+
+    def with_interval(block: dict) -> str:
+        nar = block["overall"]["nar"]
+        interval = ((block.get("intervals") or {}).get("metrics") or {}).get("nar")
+        level = (block.get("intervals") or {}).get("confidence")
+        shown = "n/a" if nar is None else f"{nar:.3f}"
+        return shown + (f" ({100 * level:g}% interval {fmt_interval(interval)})" if interval is not None else "")
+
+    line = f"NAR {with_interval(report)} on {report['overall']['n']} samples"
+    rule = report.get("clock_rule")
+    if rule:
+        line += f"; the elapsed-time rule ({rule['seconds']:g} s) on the same samples: NAR {with_interval(rule)}"
+    return line
+
+
+def clock_label(seconds: float) -> str:
+    """What an `eval.backend=clock` run is named in its reports (their `checkpoint`) and its default out= folder."""
+    return f"clock-{seconds:g}s"
+
+
+def check_clock_run(recipe, suites: list[str], opts: EvalOptions) -> None:
+    """`eval.backend=clock` scores the elapsed-time rule on TicToc samples, no model: refuse, in one line each, what
+    would have it score something else or ignore a setting (a model, another suite, a rendering option)."""
+    other = [s for s in suites if s != "tictoc"]
+    if other:
+        raise RecipeError(
+            f"eval.backend=clock (the elapsed-time rule, no model) scores TicToc tool-call decisions only; suite "
+            f"{', '.join(other)} has no such rule: run it with eval.backend=hf, vllm, openai or chat (suites=tictoc)"
+        )
+    if opts.checkpoint:
+        raise RecipeError(
+            f"eval.backend=clock evaluates no model, but checkpoint={opts.checkpoint} names one: leave checkpoint= "
+            "out and name the data with recipe= (a model's TicToc report already carries the rule on its samples)"
+        )
+    if opts.timestamps is False or opts.prompt_mode != "none":
+        raise RecipeError(
+            "eval.backend=clock renders no prompt and always reads the messages' times: leave timestamps= and "
+            "prompt_mode= out"
+        )
+    if opts.family not in (None, "api"):
+        raise RecipeError(f"eval.backend=clock replies as chat messages (family api): leave family={opts.family} out")
+
+
 def run(invocation: Invocation) -> int:
     from timealign.eval.data_identity import adopt_checkpoint_recipe, training_differences
     from timealign.eval.wandb_reports import log_reports_to_wandb
@@ -247,15 +304,22 @@ def run(invocation: Invocation) -> int:
             f"eval.backend=chat evaluates the tictoc suite only (API models through chat completions); "
             f"run {', '.join(s for s in suites if s != 'tictoc')} with eval.backend=openai, vllm or hf"
         )
-    checkpoint = opts.checkpoint or recipe.model.name_or_path
-    # A missing local folder is said so here, not by the hub client ("Repo id must be in the form ...").
-    check_model_reference(checkpoint, "checkpoint" if opts.checkpoint else "model.name_or_path")
+    clock = recipe.eval.backend == "clock"
+    if clock:
+        check_clock_run(recipe, suites, opts)
+        checkpoint = clock_label(recipe.eval.clock_seconds)
+    else:
+        checkpoint = opts.checkpoint or recipe.model.name_or_path
+        # A missing local folder is said so here, not by the hub client ("Repo id must be in the form ...").
+        check_model_reference(checkpoint, "checkpoint" if opts.checkpoint else "model.name_or_path")
     if "tictoc" in suites or (recipe.task == "sft" and "timelychat" in suites):  # they read the recipe's data
         check_data_path(recipe)
     out = Path(
         opts.out
         or (
-            Path(checkpoint) / "eval"
+            Path(recipe.resolved_output_dir()) / f"eval-{checkpoint}"
+            if clock
+            else Path(checkpoint) / "eval"
             if Path(checkpoint).is_dir()
             else Path(recipe.resolved_output_dir()) / "eval-base"
         )
@@ -287,6 +351,8 @@ def run(invocation: Invocation) -> int:
                 else ""
             )
         )
+        if name == "tictoc":
+            print(f"  {nar_line(report)}")
     print(f"wrote {out}/report.md (this run: {run_dir})")
     return 0
 

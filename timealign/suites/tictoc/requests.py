@@ -41,6 +41,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from timealign.backends.clock import clock_request, tool_result_age
 from timealign.render.chat import PROMPT_MODES, assign_call_ids, clean_message
 from timealign.render.chat_api import request_string
 from timealign.render.paper import PAPER_PROMPT_MODES, paper_messages
@@ -122,3 +123,23 @@ class ChatRequestRenderer:
     def prompt(self, messages: list[dict], tools: Any = None) -> str:
         """The canonical request string for one sample's prompt messages and tools."""
         return request_string(self.messages(messages), _decode_tools(tools))
+
+
+@dataclass
+class ClockRequestRenderer:
+    """What `eval.backend=clock` (the elapsed-time rule, `timealign.backends.clock`) reads of a sample: its messages'
+    roles and times and its calls, as the canonical request string; no prompt is rendered for any model.
+
+    `prompt` also checks that the rule can decide the sample (the reply and the last tool result have times), so a
+    sample it cannot decide stops the run here, as bad data, instead of becoming a failed generation. The attributes
+    are `PromptRenderer`'s, for the report's settings: the rule reads every time (`timestamps`), no system prompt.
+    """
+
+    protocol: str = "clock"
+    timestamps: bool = True
+    prompt_mode: str = "none"
+    elapsed: bool = False
+
+    def prompt(self, messages: list[dict], tools: Any = None) -> str:
+        tool_result_age(messages)
+        return clock_request(messages, tools)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from timealign.backends.cache import cached_generate
 from timealign.backends.chat import ChatBackend
+from timealign.backends.clock import ClockBackend
 from timealign.config import DataSection
 from timealign.config.schema import opt
 from timealign.render.chat import PromptRenderer
@@ -21,8 +22,8 @@ from timealign.render.families import detect_family
 from timealign.render.paper import PaperRenderer, UnrenderableSample
 from timealign.render.tool_calls import PROTOCOLS, is_empty_output, is_tool_call
 from timealign.suites.registry import EvalContext, Suite, suite_cache_dir
-from timealign.suites.tictoc.metrics import paper_dropped, tictoc_report
-from timealign.suites.tictoc.requests import ChatRequestRenderer
+from timealign.suites.tictoc.metrics import paper_dropped, tictoc_report, tictoc_units
+from timealign.suites.tictoc.requests import ChatRequestRenderer, ClockRequestRenderer
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,15 @@ def renderable(renderer: PromptRenderer | PaperRenderer, rows: list[dict]) -> tu
             continue
         kept.append(row)
     return kept, prompts, refused
+
+
+def detect(outputs: list[str | None], family: str, protocol: str) -> tuple[list, list]:
+    """Each output's tool-call attempt and whether it is empty (left out under `paper`); None for a failed one."""
+    attempted = [is_tool_call(text, family, protocol) if text is not None else None for text in outputs]
+    # paper: empty or [ERROR] outputs leave the denominator, as the authors' get_metric.py drops them
+    left_out = paper_dropped if protocol == "paper" else is_empty_output
+    empty = [left_out(text, family) if text is not None else None for text in outputs]
+    return attempted, empty
 
 
 def evaluate_tictoc(
@@ -88,10 +98,7 @@ def evaluate_tictoc(
         backend, prompts, suite="tictoc", cache_dir=cache_dir, max_new_tokens=max_new_tokens, desc=desc
     )
     outputs = gens.outputs
-    attempted = [is_tool_call(text, family, protocol) if text is not None else None for text in outputs]
-    # paper: empty or [ERROR] outputs leave the denominator, as the authors' get_metric.py drops them
-    left_out = paper_dropped if protocol == "paper" else is_empty_output
-    empty = [left_out(text, family) if text is not None else None for text in outputs]
+    attempted, empty = detect(outputs, family, protocol)
     scored = [i for i, text in enumerate(outputs) if text is not None]
     report = tictoc_report(
         [rows[i] for i in scored], [attempted[i] for i in scored], [empty[i] for i in scored], protocol
@@ -199,7 +206,13 @@ class TicTocOptions:
 def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
     recipe = ctx.recipe
     family = ctx.family
-    if isinstance(backend, ChatBackend):  # API models: chat requests in, reply messages out (tictoc/requests.py)
+    clock = isinstance(backend, ClockBackend)
+    if clock:  # the elapsed-time rule: the samples' times in, chat replies out (timealign/backends/clock.py)
+        if family not in (None, "api"):
+            raise ValueError(f"eval.backend=clock returns chat replies, detected as family api; got family={family}")
+        family = "api"
+        renderer = ClockRequestRenderer()
+    elif isinstance(backend, ChatBackend):  # API models: chat requests in, reply messages out (tictoc/requests.py)
         if family not in (None, "api"):
             raise ValueError(f"eval.backend=chat returns chat messages, detected as family api; got family={family}")
         family = "api"
@@ -213,8 +226,10 @@ def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
             family=family,
             reasoning=recipe.eval.reasoning,
         )
-    detection = (ctx.options.detection if ctx.options is not None else None) or renderer.protocol
-    trained = trained_prompt_protocol(ctx.checkpoint)
+    # The rule renders no prompt: its replies are read as the recipe's data.protocol says, as a model's would be.
+    default_detection = getattr(recipe.data, "protocol", "timealign") if clock else renderer.protocol
+    detection = (ctx.options.detection if ctx.options is not None else None) or default_detection
+    trained = None if clock else trained_prompt_protocol(ctx.checkpoint)
     if trained is not None and trained != renderer.protocol:
         logger.warning(
             "the checkpoint %s was trained on data.protocol=%s prompts but is evaluated with data.protocol=%s "
@@ -234,14 +249,64 @@ def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
         renderer,
         family=family,
         max_new_tokens=recipe.eval.max_new_tokens,
-        cache_dir=suite_cache_dir(ctx),
+        cache_dir=None if clock else suite_cache_dir(ctx),  # the rule is recomputed: a changed rule never reads old
         protocol=detection,
     )
     report["data"] = identity
     report["notes"] = warn_undefined(report, f"the {identity['label']} sample")
     report["settings"]["trained_prompt_protocol"] = trained
+    if clock:
+        report["settings"]["clock_seconds"] = backend.seconds
+        report["settings"]["rule"] = backend.rule
+    else:  # what the elapsed-time rule scores on the very samples this model's rates are over (it needs no model)
+        report["clock_rule"] = clock_on_same_samples(
+            report,
+            rows,
+            recipe.eval.clock_seconds,
+            resamples=recipe.eval.bootstrap,
+            confidence=recipe.eval.confidence,
+        )
     report["markdown"] = markdown_summary(report)
     return report
+
+
+def clock_on_same_samples(
+    report: dict, rows: list[dict], seconds: float, *, resamples: int = 1000, confidence: float = 0.95
+) -> dict:
+    """The elapsed-time rule (`timealign.backends.clock`) scored on exactly the samples `report`'s rates are over.
+
+    The samples the model's rates count (not failed; under `paper` not empty either) are taken from `rows` (the
+    prepared pairs the report scored), the rule's replies are detected and scored by the same code as the model's
+    (`detect`, `tictoc_report`, under the report's detection protocol), with a bootstrap interval of the same kind
+    (`resamples` 0: none). Returns the rule, its threshold, `overall` and the breakdowns (and `intervals`).
+    """
+    from timealign.eval.bootstrap import SEED, bootstrap_intervals
+
+    protocol = report["settings"]["protocol"]
+    counted = {
+        (s["id"], s["elapse_level"])
+        for s in report["samples"]
+        if "error" not in s and s["tool_call"] is not None and not (protocol == "paper" and s["empty_output"])
+    }
+    same = [r for r in rows if (r["id"], r["elapse_level"]) in counted]
+    if len(same) != len(counted):
+        raise ValueError(
+            f"the report counts {len(counted)} samples but {len(same)} rows match them by id and elapse level: "
+            "the rows are not the ones the report scored"
+        )
+    rule = ClockBackend(seconds)
+    outputs = rule.generate(tictoc_prompts(ClockRequestRenderer(), same))
+    attempted, empty = detect(outputs, "api", protocol)
+    result = {"rule": rule.rule, "seconds": rule.seconds, "detection": protocol}
+    result.update(tictoc_report(same, attempted, empty, protocol))
+    if resamples > 0:
+        samples = [
+            {"id": r["id"], "elapse_level": r["elapse_level"], "label": r["label"], "tool_call": a, "empty_output": e}
+            for r, a, e in zip(same, attempted, empty, strict=True)
+        ]
+        units = tictoc_units({"settings": {"protocol": protocol}, "samples": samples})
+        result["intervals"] = bootstrap_intervals(units, resamples=resamples, confidence=confidence, seed=SEED)
+    return result
 
 
 SUITE = Suite(
@@ -282,6 +347,19 @@ def markdown_summary(report: dict) -> str:
     if left_out is not None:
         reasons = ", ".join(f"{k}: {v}" for k, v in left_out["by_reason"].items()) or "none"
         lines.append(f"| release rows of the split not scored (its retention rule) | {left_out['rows']} ({reasons}) |")
+    if settings.get("rule"):
+        lines.insert(3, f"| decided by (no model) | the elapsed-time rule: {settings['rule']} |")
+    rule = report.get("clock_rule")
+    if rule:
+        interval = ((rule.get("intervals") or {}).get("metrics") or {}).get("nar")
+        shown = fmt(rule["overall"]["nar"])
+        if interval is not None and rule["overall"]["nar"] is not None:
+            shown += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+        lines += [
+            f"| NAR of the elapsed-time rule on these {rule['overall']['n']} samples ({rule['rule']}) | {shown} |",
+            f"| its attempt rates, prefer-Tool / prefer-noTool | {fmt(rule['overall']['attempt_rate_prefer_tool'])} / "
+            f"{fmt(rule['overall']['attempt_rate_prefer_no_tool'])} |",
+        ]
     failed = len(report.get("errors") or [])
     if failed:
         lines.append(f"| failed samples (not scored; see `errors`) | {failed} |")
