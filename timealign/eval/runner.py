@@ -44,7 +44,8 @@ eval.max_model_len, eval.enforce_eager; openai: eval.base_url, eval.served_model
 eval.temperature/top_p/top_k/min_p (default: greedy; with eval.reasoning=true, Qwen3's 0.6/0.95/20/0). Finished
 samples are cached in <out>/generations/ and a rerun with the same out= resumes (eval.cache=false: off).
 Failed generations are counted in each report; above eval.max_failed_share of a suite the run fails (exit 1, not
-published). One evaluation per out= at a time (<out>/.eval.lock)."""
+published). One evaluation per out= at a time (<out>/.eval.lock). out= must be empty, new or an evaluation's own
+folder: one holding other files (a report.md of your own) is refused, nothing in it changed."""
 
 
 @dataclass
@@ -123,9 +124,10 @@ def evaluate(
     from timealign.config.written import record_evaluation
     from timealign.eval.bootstrap import attach_intervals, intervals_markdown
     from timealign.eval.failures import check_failures, failure_markdown, failure_summary
-    from timealign.eval.runs import new_run_dir, now, publish, write_run_info
+    from timealign.eval.runs import check_out_folder, new_run_dir, now, publish, write_run_info
     from timealign.suites.registry import EvalContext, get_suite, overall_markdown
 
+    check_out_folder(out)  # before the lock file is made: a folder of the user's stays as it was
     with out_lock(out):  # one evaluation per out= at a time (timealign/eval/lock.py)
         selected = [get_suite(name) for name in suites]  # fail on a bad name or option before loading any model
         options = {suite.name: suite.parse_options((suite_options or {}).get(suite.name)) for suite in selected}
