@@ -493,6 +493,7 @@ CLASS_TESTS = {
     "removed-split": "test_a_removed_split_names_the_prepared_folder",
     "disk-full": "test_a_full_disk_while_saving_says_so",
     "skip-counts-records": "test_skip_mode_counts_the_records_of_a_rejected_file",
+    "ranks-by-hand": "test_launch_check.py::test_ranks_set_by_hand_without_a_launcher_stop_in_seconds",
     "eval-out-foreign": "test_eval_out_folder.py::test_a_users_report_is_never_replaced",
     "hub-unknown-layout": "test_hub_data.py::test_a_release_in_no_known_layout_lists_the_accepted_ones",
     "hub-not-found": "test_hub_data.py::test_a_missing_release_says_how_to_download_it",
