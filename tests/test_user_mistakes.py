@@ -483,6 +483,37 @@ def test_skip_mode_counts_the_records_of_a_rejected_file(tmp_path):
     ]
 
 
+class _RunsCode:
+    """A pickle that would run a command when unpickled (weights-only loading never does)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_evaluating_a_pickle_that_is_not_weights_is_one_line(tiny_model_dir, tmp_path, capsys):
+    """Issue 35: checkpoint= a model folder whose pytorch_model.bin is a pickle of other objects: not executed, but
+    exit 1 with an UnpicklingError traceback from the HF backend. Now resume's weights-only check, in one line."""
+    import shutil
+
+    import torch
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "model.safetensors").unlink()
+    marker = tmp_path / "ran"
+    torch.save({"model.embed_tokens.weight": _RunsCode(marker)}, folder / "pytorch_model.bin")
+    code, err = run_main(["eval/run.py", "recipe=tiny", f"checkpoint={folder}", "out={tmp}/eval"], tmp_path, capsys)
+    assert_one_line(
+        code,
+        err,
+        f"checkpoint={folder}: pytorch_model.bin is not a plain tensor file: torch's weights-only loader refuses it",
+    )
+    assert not marker.exists() and not (tmp_path / "eval").exists()
+
+
 # Every class docs/bad_input.md lists (its "User mistakes" table), and the test that checks it.
 CLASS_TESTS = {
     **{case[0]: f"test_cli_mistake[{case[0]}]" for case in CLI_CASES},
@@ -494,6 +525,7 @@ CLASS_TESTS = {
     "disk-full": "test_a_full_disk_while_saving_says_so",
     "skip-counts-records": "test_skip_mode_counts_the_records_of_a_rejected_file",
     "ranks-by-hand": "test_launch_check.py::test_ranks_set_by_hand_without_a_launcher_stop_in_seconds",
+    "checkpoint-not-weights": "test_evaluating_a_pickle_that_is_not_weights_is_one_line",
     "eval-out-foreign": "test_eval_out_folder.py::test_a_users_report_is_never_replaced",
     "hub-unknown-layout": "test_hub_data.py::test_a_release_in_no_known_layout_lists_the_accepted_ones",
     "hub-not-found": "test_hub_data.py::test_a_missing_release_says_how_to_download_it",

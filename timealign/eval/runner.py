@@ -217,6 +217,20 @@ def name_data(report: dict, suite: str, options, differences: list[str] | None) 
         report["data"]["differs_from_training"] = list(differences)
 
 
+def check_torch_files(checkpoint: str, key: str) -> None:
+    """A local checkpoint's torch files pass the weights-only check resume makes (`timealign.train.checkpoints`):
+    a pickle that is not weights is refused in one line, before anything loads it."""
+    from timealign.train.checkpoints import unsafe_torch_files
+
+    folder = Path(checkpoint).expanduser()
+    problem = unsafe_torch_files(folder) if folder.is_dir() else None
+    if problem:
+        raise RecipeError(
+            f"{key}={checkpoint}: {problem}. Give a model folder whose weights are tensors only (model.safetensors, "
+            "or a pytorch_model.bin that torch.load(weights_only=True) reads)"
+        )
+
+
 def run(invocation: Invocation) -> int:
     from timealign.eval.data_identity import adopt_checkpoint_recipe, training_differences
     from timealign.eval.wandb_reports import log_reports_to_wandb
@@ -250,6 +264,7 @@ def run(invocation: Invocation) -> int:
     checkpoint = opts.checkpoint or recipe.model.name_or_path
     # A missing local folder is said so here, not by the hub client ("Repo id must be in the form ...").
     check_model_reference(checkpoint, "checkpoint" if opts.checkpoint else "model.name_or_path")
+    check_torch_files(checkpoint, "checkpoint" if opts.checkpoint else "model.name_or_path")
     if "tictoc" in suites or (recipe.task == "sft" and "timelychat" in suites):  # they read the recipe's data
         check_data_path(recipe)
     out = Path(
