@@ -356,25 +356,15 @@ def test_the_choices_are_the_ones_the_code_knows():
     assert choices["data.direct_answer_backend"] == DIRECT_ANSWER_BACKENDS
 
 
-def test_empty_recipe_file_is_refused_or_trains_by_the_machine(tmp_path, monkeypatch, capsys):
-    """An empty recipe YAML means TRL's defaults, bf16=True among them: without a GPU that is one line naming the
-    fix (training.bf16=false, training.use_cpu=true), before data prep; with one, TRL's config builds."""
-    import torch
-    from trl import DPOConfig
-
-    from timealign.train.tracking import training_args
-
+@pytest.mark.parametrize("text", ["", "# my recipe, to be written\n", "null\n", "{}\n"])
+def test_an_empty_recipe_file_is_named(text, tmp_path, monkeypatch, capsys):
+    """Issue 35: an empty recipe YAML was read as all defaults (TRL's bf16 among them: on CPU the message spoke of
+    bf16, on a GPU it trained the built-in tiny model). Now one line naming the file as empty, before any work."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "empty.yaml").write_text("")
-    recipe = load_recipe(None, config=tmp_path / "empty.yaml")
-    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        assert training_args(recipe, DPOConfig).bf16
-        return
-    code, err = run_main(["train/dpo.py", "--config", "empty.yaml"], tmp_path, capsys)
-    assert_one_line(
-        code, err, "training: DPOConfig refuses the recipe's training settings: Your setup doesn't support bf16/gpu."
-    )
-    assert "set training.bf16=false, and on a machine without a GPU also training.use_cpu=true" in err
+    (tmp_path / "empty.yaml").write_text(text)
+    for script in ("train/dpo.py", "train/sft.py"):
+        code, err = run_main([script, "--config", "empty.yaml"], tmp_path, capsys)
+        assert_one_line(code, err, "error: empty.yaml: the recipe file is empty (no sections, so every value would")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.yaml"]  # no prepared data, no output_dir
 
 
@@ -518,7 +508,7 @@ def test_evaluating_a_pickle_that_is_not_weights_is_one_line(tiny_model_dir, tmp
 CLASS_TESTS = {
     **{case[0]: f"test_cli_mistake[{case[0]}]" for case in CLI_CASES},
     "enumerated-field": "test_enumerated_fields_refuse_other_values_when_the_recipe_loads",
-    "empty-recipe": "test_empty_recipe_file_is_refused_or_trains_by_the_machine",
+    "empty-recipe": "test_an_empty_recipe_file_is_named",
     "family-advice": "test_unknown_chat_template_names_the_family_key",
     "truncated-arrow": "test_a_truncated_arrow_file_names_the_prepared_folder",
     "removed-split": "test_a_removed_split_names_the_prepared_folder",
