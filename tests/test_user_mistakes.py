@@ -448,8 +448,9 @@ def test_a_full_disk_while_saving_says_so(tmp_path):
 
 
 def test_skip_mode_counts_the_records_of_a_rejected_file(tmp_path):
-    """A misnamed v1 file in skip mode: its reject line says how many records it held, and the manifest counts
-    them (issue 22: "1 reject" for 34 records)."""
+    """Misnamed v1 files in skip mode: each reject line says how many records its file held, and the manifest
+    counts them, in `rejects` and by reason in `reject_reasons` (issue 22: "1 reject" for 34 records; issue 35: the
+    reasons still counted lines)."""
     from timealign.config import DataSection
     from timealign.data.pairs import prepare
 
@@ -458,18 +459,27 @@ def test_skip_mode_counts_the_records_of_a_rejected_file(tmp_path):
         {
             "preferTool_elapse_1.json": [v1_record(rid(1))],
             "prefertool_elapse_2.json": [v1_record(rid(n)) for n in range(2, 36)],
+            "extra.json": [v1_record(rid(n)) for n in range(40, 43)],
         },
     )
     info = prepare(DataSection(source="v1", path=str(folder), on_error="skip"), tmp_path / "out")
-    assert info["pairs"] == 1 and info["rejects"] == 34
+    assert info["pairs"] == 1 and info["rejects"] == 37
+    assert info["reject_reasons"] == {"not a TicToc v1 file name": 37}
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["reject_reasons"] == info["reject_reasons"]
     rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
     assert rejects == [
+        {
+            "source": str(folder / "extra.json"),
+            "id": None,
+            "records": 3,
+            "reason": "not a TicToc v1 file name: matches no prefer{Tool,NoTool}_elapse_{0,1,2}.json name",
+        },
         {
             "source": str(folder / "prefertool_elapse_2.json"),
             "id": None,
             "records": 34,
             "reason": "not a TicToc v1 file name: differs only in letter case from preferTool_elapse_2.json",
-        }
+        },
     ]
 
 
