@@ -13,6 +13,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -474,7 +475,56 @@ def test_rank_without_master_addr_is_one_line():
         r"recipes/accelerate/ddp.yaml --num_processes 2 train/dpo.py recipe=tiny$",
     ):
         launch_check.check_launcher_present(load_recipe("tiny"), env)
-    launch_check.check_launcher_present(load_recipe("tiny"), {**env, "MASTER_ADDR": "127.0.0.1"})  # a launch by hand
+    # every rank started by hand, on purpose: launch.check=warn lets it wait for them
+    launch_check.check_launcher_present(load_recipe("tiny", {"launch.check": "warn"}), {**env, "MASTER_ADDR": "x"})
+
+
+HAND_SET = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"}
+
+
+def test_ranks_set_by_hand_without_a_launcher_stop_in_seconds(launch_env, tmp_path):
+    """Issue 35: the issue's environment (an salloc shell's leftovers, a copied job script), one plain python
+    process: it waited in the rendezvous until the DDP timeout, printing nothing. Now one line, exit 2, in seconds,
+    before data prep."""
+    out = tmp_path / "run"
+    started = time.monotonic()
+    proc = _launch([sys.executable, DPO, "recipe=tiny", f"output_dir={out}"], {**launch_env, **HAND_SET}, timeout=120)
+    assert time.monotonic() - started < 60
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == [
+        "error: WORLD_SIZE=2 and RANK=0, LOCAL_RANK=0 are set but no launcher started this process (no torchrun, "
+        "accelerate launch, deepspeed, mpirun or srun step): it would wait up to training.ddp_timeout for 1 other "
+        "rank(s) that nobody may start. Unset WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT to train in "
+        "one process, or start all 2: ACCELERATE_USE_CPU=true accelerate launch --config_file "
+        f"recipes/accelerate/ddp.yaml --num_processes 2 train/dpo.py recipe=tiny output_dir={out} (starting every "
+        "rank yourself: launch.check=warn)"
+    ], proc.stderr[-3000:]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "launcher, marks",
+    [
+        ("torchrun", {"TORCHELASTIC_RUN_ID": "none"}),  # torchrun's agent; accelerate's multi-process launchers too
+        ("deepspeed", {"CROSS_RANK": "0"}),
+        ("mpirun", {"OMPI_COMM_WORLD_RANK": "0"}),
+        ("srun", {"SLURM_STEP_ID": "0", "SLURM_PROCID": "0"}),
+        (None, {"SLURM_JOB_ID": "7", "SLURM_PROCID": "0"}),  # an salloc shell or batch script: no job step
+        (None, {"SLURM_STEP_ID": "0", "SLURM_PROCID": "1"}),  # a step's task 1 claiming rank 0: a copied RANK
+        (None, {"ACCELERATE_USE_CPU": "true"}),  # set in shells by hand too: no launcher's mark
+    ],
+)
+def test_which_launcher_set_the_ranks(launcher, marks):
+    recipe = load_recipe("tiny")
+    env = {**HAND_SET, **marks}
+    assert launch_check.started_by(env) == launcher
+    if launcher:
+        launch_check.check_launcher_present(recipe, env)
+    else:
+        with pytest.raises(RecipeError, match=r"^WORLD_SIZE=2 and RANK=0, LOCAL_RANK=0 are set but no launcher"):
+            launch_check.check_launcher_present(recipe, env)
+        launch_check.check_launcher_present(load_recipe("tiny", {"launch.check": "off"}), env)
 
 
 def test_launcher_mixed_precision_over_an_fp32_recipe(launch_env, tmp_path):

@@ -356,25 +356,15 @@ def test_the_choices_are_the_ones_the_code_knows():
     assert choices["data.direct_answer_backend"] == DIRECT_ANSWER_BACKENDS
 
 
-def test_empty_recipe_file_is_refused_or_trains_by_the_machine(tmp_path, monkeypatch, capsys):
-    """An empty recipe YAML means TRL's defaults, bf16=True among them: without a GPU that is one line naming the
-    fix (training.bf16=false, training.use_cpu=true), before data prep; with one, TRL's config builds."""
-    import torch
-    from trl import DPOConfig
-
-    from timealign.train.tracking import training_args
-
+@pytest.mark.parametrize("text", ["", "# my recipe, to be written\n", "null\n", "{}\n"])
+def test_an_empty_recipe_file_is_named(text, tmp_path, monkeypatch, capsys):
+    """Issue 35: an empty recipe YAML was read as all defaults (TRL's bf16 among them: on CPU the message spoke of
+    bf16, on a GPU it trained the built-in tiny model). Now one line naming the file as empty, before any work."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "empty.yaml").write_text("")
-    recipe = load_recipe(None, config=tmp_path / "empty.yaml")
-    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        assert training_args(recipe, DPOConfig).bf16
-        return
-    code, err = run_main(["train/dpo.py", "--config", "empty.yaml"], tmp_path, capsys)
-    assert_one_line(
-        code, err, "training: DPOConfig refuses the recipe's training settings: Your setup doesn't support bf16/gpu."
-    )
-    assert "set training.bf16=false, and on a machine without a GPU also training.use_cpu=true" in err
+    (tmp_path / "empty.yaml").write_text(text)
+    for script in ("train/dpo.py", "train/sft.py"):
+        code, err = run_main([script, "--config", "empty.yaml"], tmp_path, capsys)
+        assert_one_line(code, err, "error: empty.yaml: the recipe file is empty (no sections, so every value would")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.yaml"]  # no prepared data, no output_dir
 
 
@@ -458,8 +448,9 @@ def test_a_full_disk_while_saving_says_so(tmp_path):
 
 
 def test_skip_mode_counts_the_records_of_a_rejected_file(tmp_path):
-    """A misnamed v1 file in skip mode: its reject line says how many records it held, and the manifest counts
-    them (issue 22: "1 reject" for 34 records)."""
+    """Misnamed v1 files in skip mode: each reject line says how many records its file held, and the manifest
+    counts them, in `rejects` and by reason in `reject_reasons` (issue 22: "1 reject" for 34 records; issue 35: the
+    reasons still counted lines)."""
     from timealign.config import DataSection
     from timealign.data.pairs import prepare
 
@@ -468,31 +459,74 @@ def test_skip_mode_counts_the_records_of_a_rejected_file(tmp_path):
         {
             "preferTool_elapse_1.json": [v1_record(rid(1))],
             "prefertool_elapse_2.json": [v1_record(rid(n)) for n in range(2, 36)],
+            "extra.json": [v1_record(rid(n)) for n in range(40, 43)],
         },
     )
     info = prepare(DataSection(source="v1", path=str(folder), on_error="skip"), tmp_path / "out")
-    assert info["pairs"] == 1 and info["rejects"] == 34
+    assert info["pairs"] == 1 and info["rejects"] == 37
+    assert info["reject_reasons"] == {"not a TicToc v1 file name": 37}
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["reject_reasons"] == info["reject_reasons"]
     rejects = [json.loads(line) for line in (tmp_path / "out" / "rejects.jsonl").read_text().splitlines()]
     assert rejects == [
+        {
+            "source": str(folder / "extra.json"),
+            "id": None,
+            "records": 3,
+            "reason": "not a TicToc v1 file name: matches no prefer{Tool,NoTool}_elapse_{0,1,2}.json name",
+        },
         {
             "source": str(folder / "prefertool_elapse_2.json"),
             "id": None,
             "records": 34,
             "reason": "not a TicToc v1 file name: differs only in letter case from preferTool_elapse_2.json",
-        }
+        },
     ]
+
+
+class _RunsCode:
+    """A pickle that would run a command when unpickled (weights-only loading never does)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_evaluating_a_pickle_that_is_not_weights_is_one_line(tiny_model_dir, tmp_path, capsys):
+    """Issue 35: checkpoint= a model folder whose pytorch_model.bin is a pickle of other objects: not executed, but
+    exit 1 with an UnpicklingError traceback from the HF backend. Now resume's weights-only check, in one line."""
+    import shutil
+
+    import torch
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "model.safetensors").unlink()
+    marker = tmp_path / "ran"
+    torch.save({"model.embed_tokens.weight": _RunsCode(marker)}, folder / "pytorch_model.bin")
+    code, err = run_main(["eval/run.py", "recipe=tiny", f"checkpoint={folder}", "out={tmp}/eval"], tmp_path, capsys)
+    assert_one_line(
+        code,
+        err,
+        f"checkpoint={folder}: pytorch_model.bin is not a plain tensor file: torch's weights-only loader refuses it",
+    )
+    assert not marker.exists() and not (tmp_path / "eval").exists()
 
 
 # Every class docs/bad_input.md lists (its "User mistakes" table), and the test that checks it.
 CLASS_TESTS = {
     **{case[0]: f"test_cli_mistake[{case[0]}]" for case in CLI_CASES},
     "enumerated-field": "test_enumerated_fields_refuse_other_values_when_the_recipe_loads",
-    "empty-recipe": "test_empty_recipe_file_is_refused_or_trains_by_the_machine",
+    "empty-recipe": "test_an_empty_recipe_file_is_named",
     "family-advice": "test_unknown_chat_template_names_the_family_key",
     "truncated-arrow": "test_a_truncated_arrow_file_names_the_prepared_folder",
     "removed-split": "test_a_removed_split_names_the_prepared_folder",
     "disk-full": "test_a_full_disk_while_saving_says_so",
     "skip-counts-records": "test_skip_mode_counts_the_records_of_a_rejected_file",
+    "ranks-by-hand": "test_launch_check.py::test_ranks_set_by_hand_without_a_launcher_stop_in_seconds",
+    "checkpoint-not-weights": "test_evaluating_a_pickle_that_is_not_weights_is_one_line",
+    "eval-out-foreign": "test_eval_out_folder.py::test_a_users_report_is_never_replaced",
     "hub-unknown-layout": "test_hub_data.py::test_a_release_in_no_known_layout_lists_the_accepted_ones",
     "hub-not-found": "test_hub_data.py::test_a_missing_release_says_how_to_download_it",
 }

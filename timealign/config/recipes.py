@@ -119,9 +119,14 @@ def _checked_training(task: str, values: dict) -> dict:
 def read_recipe_file(path: Path) -> dict:
     with open(path) as fh:
         try:
-            raw = yaml.safe_load(fh) or {}
+            raw = yaml.safe_load(fh)
         except yaml.YAMLError as err:
             raise RecipeError(f"{path}: not valid YAML: {err}") from None
+    if raw is None or raw == {}:  # nothing, comments only, `null` or `{}`: every value would be a default
+        raise RecipeError(
+            f"{path}: the recipe file is empty (no sections, so every value would be a default): write its "
+            "sections (task, model, data, training, ...; see recipes/tiny.yaml), or use a built-in recipe: recipe=NAME"
+        )
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe must be a mapping of sections")
     return raw

@@ -171,6 +171,30 @@ def card_may_replace(path: str | Path) -> bool:
     return head.startswith("---") and bool(CARD_BLOCK.search(head.split("\n---", 1)[0]))
 
 
+SHOWN = 12  # entries named in a message
+
+
+def foreign_entries(out: str | Path, owned) -> list[str]:
+    """The names of the entries of folder `out` that show another use of it: all but timealign's temporaries and
+    the entries `owned(path)` accepts as the writer's own (training: `timealign.train.output_dir`; evaluation:
+    `timealign.eval.runs`). None when `out` is not a folder."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    return sorted(p.name for p in out.iterdir() if not TEMPORARY.match(p.name) and not owned(p))
+
+
+def unowned_message(key: str, out: str | Path, entries: list[str], writes: str, overwrite: str = "") -> str:
+    """The one line that refuses `key=out` (a folder holding `entries` that no timealign run wrote): `writes` says
+    what the command would write there, `overwrite` which of its options does not change that."""
+    shown = ", ".join(entries[:SHOWN]) + (f", ... ({len(entries)} entries)" if len(entries) > SHOWN else "")
+    return (
+        f"{key}={out} already holds files that no timealign run wrote ({shown}): {writes} among them, and timealign "
+        f"neither deletes nor overwrites files it did not write{overwrite}. Choose an empty or new folder: "
+        f"{key}=NEW_FOLDER"
+    )
+
+
 def foreign_card_message(path: str | Path) -> str:
     return (
         f"{path} was not written by timealign: the model card does not replace it. Move it elsewhere (the card "

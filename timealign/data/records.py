@@ -83,6 +83,16 @@ def reject_count(rejects: list[dict]) -> int:
     return sum(r.get("records") or 1 for r in rejects)
 
 
+def reject_reasons(rejects: list[dict]) -> dict[str, int]:
+    """Records rejected per reason (the text before its first colon), a whole file's reject counting the records
+    it holds, as `reject_count` does: the manifest's `reject_reasons` adds up to its `rejects`."""
+    counts: dict[str, int] = {}
+    for reject in rejects:
+        reason = reject["reason"].split(":")[0]
+        counts[reason] = counts.get(reason, 0) + (reject.get("records") or 1)
+    return counts
+
+
 def records_in(path: str | Path) -> int | None:
     """How many records a data file holds (None when it cannot be read as records)."""
     try:

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import Any, Iterable
 
 from timealign.config.validate import DIRECT_ANSWERS as DIRECT_ANSWER_STRATEGIES
-from timealign.data.records import LoadResult, check_on_error, reject_count
+from timealign.data.records import LoadResult, check_on_error, reject_count, reject_reasons
 from timealign.data.tictoc_layout import LEVEL_NAMES, PREFER_TOOL, TicTocFormatError, TicTocSample
 from timealign.render.chat import parse_tool_arguments
 
@@ -197,7 +197,7 @@ def manifest(rows: list[dict], rejects: list[dict]) -> dict:
         "pairs": len(rows),
         "splits": per_split,
         "rejects": reject_count(rejects),  # records: a rejected file counts the records it holds
-        "reject_reasons": dict(Counter(r["reason"].split(":")[0] for r in rejects)),
+        "reject_reasons": reject_reasons(rejects),
     }
 
 

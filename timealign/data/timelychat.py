@@ -31,7 +31,7 @@ them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -65,6 +65,10 @@ class TimerDialog:
     source: str = ""
     split: str = "train"
     narrative: str | None = None
+    # Each turn's interval as the data wrote it ("1 hour 30 minutes"; None where it was a number or not given): the
+    # TimelyChat suite's interval_reading=paper reads gold intervals from it as the authors' script does. Not part of
+    # a prepared row (`to_row`), which keeps the minutes.
+    elapsed_texts: list[str | None] | None = field(default=None, compare=False)
 
     def turns(self) -> list[TimerTurn]:
         return [TimerTurn(s, u, m) for s, u, m in zip(self.speakers, self.utterances, self.minutes)]
@@ -213,6 +217,7 @@ def timelychat_dialog(record: Any, source: str, index: int, split: str = "train"
         source=source,
         split=split,
         narrative=record.get("narrative") if isinstance(record.get("narrative"), str) else None,
+        elapsed_texts=[None] * len(utt) + [elapsed if isinstance(elapsed := record["time_elapsed"], str) else None],
     )
 
 
@@ -224,7 +229,7 @@ def dialog_from_turns(record: Any, source: str, index: int, split: str = "train"
     turns = record.get("turns")
     if not isinstance(turns, list) or len(turns) < 2:
         raise DialogFormatError(source, rid, "`turns` must be a list of at least 2 turns (context + target)")
-    spk, utt, mins = [], [], []
+    spk, utt, mins, texts = [], [], [], []
     for i, turn in enumerate(turns):
         if not isinstance(turn, dict):
             raise DialogFormatError(source, rid, f"turns[{i}] must be an object with speaker, utterance, delay")
@@ -235,6 +240,7 @@ def dialog_from_turns(record: Any, source: str, index: int, split: str = "train"
         utt.append(_text(turn["utterance"], source, rid, f"turns[{i}].utterance"))
         delay = turn.get("delay")
         mins.append(0.0 if delay is None else _minutes(delay, source, rid, f"turns[{i}].delay"))
+        texts.append(delay if isinstance(delay, str) else None)
     instant = record.get("untimely_response")
     if instant is not None:
         instant = _text(instant, source, rid, "`untimely_response`")
@@ -247,6 +253,7 @@ def dialog_from_turns(record: Any, source: str, index: int, split: str = "train"
         source=source,
         split=split,
         narrative=record.get("narrative") if isinstance(record.get("narrative"), str) else None,
+        elapsed_texts=texts,
     )
 
 

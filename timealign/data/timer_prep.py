@@ -21,7 +21,7 @@ from pathlib import Path
 from timealign.config import RecipeError
 from timealign.config.disk import writing
 from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
-from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable, reject_count
+from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable, reject_count, reject_reasons
 from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_timelychat
 from timealign.render.intervals import interval_bucket
 
@@ -79,7 +79,7 @@ def manifest(dialogs: list[TimerDialog], rejects: list[dict]) -> dict:
         "dialogs": len(dialogs),
         "splits": splits,
         "rejects": reject_count(rejects),
-        "reject_reasons": dict(Counter(r["reason"].split(":")[0] for r in rejects)),
+        "reject_reasons": reject_reasons(rejects),
     }
 
 

@@ -47,7 +47,8 @@ every TicToc report of a model also carries the rule's NAR on the same samples. 
 eval.temperature/top_p/top_k/min_p (default: greedy; with eval.reasoning=true, Qwen3's 0.6/0.95/20/0). Finished
 samples are cached in <out>/generations/ and a rerun with the same out= resumes (eval.cache=false: off).
 Failed generations are counted in each report; above eval.max_failed_share of a suite the run fails (exit 1, not
-published). One evaluation per out= at a time (<out>/.eval.lock)."""
+published). One evaluation per out= at a time (<out>/.eval.lock). out= must be empty, new or an evaluation's own
+folder: one holding other files (a report.md of your own) is refused, nothing in it changed."""
 
 
 @dataclass
@@ -128,7 +129,7 @@ def evaluate(
     from timealign.config.written import record_evaluation
     from timealign.eval.bootstrap import attach_intervals, intervals_markdown
     from timealign.eval.failures import check_failures, failure_markdown, failure_summary
-    from timealign.eval.runs import new_run_dir, now, publish, write_run_info
+    from timealign.eval.runs import check_out_folder, new_run_dir, now, publish, write_run_info
     from timealign.suites.registry import EvalContext, get_suite, overall_markdown
 
     if recipe.eval.backend == "clock" and (
@@ -139,6 +140,7 @@ def evaluate(
             f"eval.backend=clock scores the elapsed-time rule on tictoc, not checkpoint={checkpoint} on "
             f"{','.join(suites)}: use eval.backend=hf, vllm, openai or chat to evaluate a model"
         )
+    check_out_folder(out)  # before the lock file is made: a folder of the user's stays as it was
     with out_lock(out):  # one evaluation per out= at a time (timealign/eval/lock.py)
         selected = [get_suite(name) for name in suites]  # fail on a bad name or option before loading any model
         options = {suite.name: suite.parse_options((suite_options or {}).get(suite.name)) for suite in selected}
@@ -274,6 +276,20 @@ def check_clock_run(recipe, suites: list[str], opts: EvalOptions) -> None:
         raise RecipeError(f"eval.backend=clock replies as chat messages (family api): leave family={opts.family} out")
 
 
+def check_torch_files(checkpoint: str, key: str) -> None:
+    """A local checkpoint's torch files pass the weights-only check resume makes (`timealign.train.checkpoints`):
+    a pickle that is not weights is refused in one line, before anything loads it."""
+    from timealign.train.checkpoints import unsafe_torch_files
+
+    folder = Path(checkpoint).expanduser()
+    problem = unsafe_torch_files(folder) if folder.is_dir() else None
+    if problem:
+        raise RecipeError(
+            f"{key}={checkpoint}: {problem}. Give a model folder whose weights are tensors only (model.safetensors, "
+            "or a pytorch_model.bin that torch.load(weights_only=True) reads)"
+        )
+
+
 def run(invocation: Invocation) -> int:
     from timealign.eval.data_identity import adopt_checkpoint_recipe, training_differences
     from timealign.eval.wandb_reports import log_reports_to_wandb
@@ -312,6 +328,7 @@ def run(invocation: Invocation) -> int:
         checkpoint = opts.checkpoint or recipe.model.name_or_path
         # A missing local folder is said so here, not by the hub client ("Repo id must be in the form ...").
         check_model_reference(checkpoint, "checkpoint" if opts.checkpoint else "model.name_or_path")
+        check_torch_files(checkpoint, "checkpoint" if opts.checkpoint else "model.name_or_path")
     if "tictoc" in suites or (recipe.task == "sft" and "timelychat" in suites):  # they read the recipe's data
         check_data_path(recipe)
     out = Path(

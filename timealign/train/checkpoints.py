@@ -5,7 +5,8 @@ the recipe's model.
 optimizer, scheduler and RNG states: headers and sizes, not the tensors), `checkpoint_model_problem` why its weights
 do not fit a built model (architecture, adapter or full model, parameter names and shapes, torch files the
 weights-only loader refuses). `checkpoints` / `checkpoint_folders` list a run's checkpoints. Resume
-(`timealign.train.resume`) and export (`timealign.train.export`) read checkpoints through these.
+(`timealign.train.resume`) and export (`timealign.train.export`) read checkpoints through these; evaluation
+(`timealign.eval.runner`) makes resume's weights-only check (`unsafe_torch_files`) before it loads a checkpoint.
 """
 
 from __future__ import annotations
@@ -217,6 +218,20 @@ def unsafe_torch_file(path: Path) -> str | None:
     return None
 
 
+def unsafe_torch_files(folder: str | Path) -> str | None:
+    """The first torch file of a checkpoint folder that torch's weights-only loader refuses (`unsafe_torch_file`),
+    or None: what resume (`checkpoint_model_problem`) and evaluation (`timealign.eval.runner`) check before a
+    checkpoint is loaded."""
+    folder = Path(folder)
+    for file in sorted([*folder.glob("*.bin"), *folder.glob("*.pt"), *folder.glob("*.pth")]):
+        if file.name == "training_args.bin":  # the Trainer pickles its arguments there and never loads them back
+            continue
+        problem = unsafe_torch_file(file)
+        if problem:
+            return problem
+    return None
+
+
 def _safetensors_shapes(path: Path) -> dict[str, tuple]:
     with open(path, "rb") as fh:
         header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
@@ -270,12 +285,9 @@ def checkpoint_model_problem(model, checkpoint: str | Path) -> str | None:
     (config.json's model_type), an adapter for a full fine-tune or the reverse, parameters the model lacks, lacks
     itself, or of other shapes; a torch file the weights-only loader refuses. None when it fits."""
     folder = Path(checkpoint)
-    for file in sorted([*folder.glob("*.bin"), *folder.glob("*.pt"), *folder.glob("*.pth")]):
-        if file.name == "training_args.bin":  # the Trainer pickles its arguments there and never loads them back
-            continue
-        problem = unsafe_torch_file(file)
-        if problem:
-            return problem
+    problem = unsafe_torch_files(folder)
+    if problem:
+        return problem
     is_adapter = hasattr(model, "peft_config")
     config = getattr(model.get_base_model() if is_adapter else model, "config", None)
     if (folder / "adapter_config.json").is_file() != is_adapter:

@@ -24,10 +24,13 @@ it asks. `launch.check=warn` logs the same and goes on; `launch.check=off` skips
 difference, and only rank 0 says it (a LaunchError: `run_command` prints it on rank 0, the other ranks exit 2
 quietly), so 8 processes print one message, not 8.
 
-Two launches are stopped before accelerate's process state is even created, so in seconds:
+Three launches are stopped before accelerate's process state is even created, so in seconds:
 - a distributed environment without a launcher (WORLD_SIZE > 1 in the shell, one plain `python` process, no RANK):
   torch would wait forever for ranks nobody starts (or, without MASTER_ADDR, fail with accelerate's traceback);
   refused whatever launch.check says, with the command to use;
+- ranks set by hand (WORLD_SIZE > 1, RANK, MASTER_ADDR; no torchrun, accelerate launch, deepspeed, mpirun or srun
+  step set them): rank 0 would wait for the others until training.ddp_timeout, silent. One line with the command
+  (`check_ranks_started`); a launch that really starts every rank by hand passes with launch.check=warn;
 - more processes on this machine than it has GPUs (or CPU cores, without a GPU): one line, per launch.check.
 """
 
@@ -478,6 +481,7 @@ def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
             f"of them: {_script_command(recipe, int(world))}"
         )
     if any(env.get(key, "").strip() for key in RANK_VARIABLES):
+        check_ranks_started(recipe, env, int(world))
         return
     left = ", ".join(k for k in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if env.get(k))
     raise RecipeError(
@@ -485,6 +489,42 @@ def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
         f"unset): it would wait for {int(world) - 1} more process(es) that nobody starts. Unset "
         f"{left} to train in one process, or start all {world}: {_script_command(recipe, int(world))}"
     )
+
+
+def started_by(env: Mapping[str, str]) -> str | None:
+    """The launcher that started this process as one of several ranks, from the variables only it sets; None when
+    the rank variables were set by hand (or are left over in the shell)."""
+    if env.get("TORCHELASTIC_RUN_ID", "").strip():
+        return "torchrun"  # accelerate's multi-process launchers run torchrun's agent too
+    if env.get("CROSS_RANK", "").strip():
+        return "deepspeed"
+    if env.get("OMPI_COMM_WORLD_RANK", "").strip() or env.get("PMI_RANK", "").strip():
+        return "mpirun"
+    procid, rank = env.get("SLURM_PROCID", "").strip(), env.get("RANK", "").strip()
+    if env.get("SLURM_STEP_ID", "").strip() and procid and procid == (rank or procid):
+        return "srun"  # a job step's task whose rank is the one srun gave it (an salloc shell has no step)
+    return None
+
+
+def check_ranks_started(recipe, env: Mapping[str, str], world: int) -> None:
+    """WORLD_SIZE > 1 and a rank, set by hand with no launcher (an salloc shell's leftovers, a copied job script):
+    rank 0 would wait training.ddp_timeout (30 minutes) for ranks that nobody may start, printing nothing. Per
+    launch.check: error stops in one line, warn says it and goes on (a launch by hand of every rank), off is
+    silent."""
+    if started_by(env) is not None or _mode(recipe) == "off":
+        return
+    ranks = ", ".join(f"{k}={env[k]}" for k in ("RANK", "LOCAL_RANK") if env.get(k, "").strip())
+    left = ", ".join(k for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT") if env.get(k))
+    message = (
+        f"WORLD_SIZE={world} and {ranks} are set but no launcher started this process (no torchrun, accelerate "
+        f"launch, deepspeed, mpirun or srun step): it would wait up to training.ddp_timeout for {world - 1} other "
+        f"rank(s) that nobody may start. Unset {left} to train in one process, or start all {world}: "
+        f"{_script_command(recipe, world)} (starting every rank yourself: launch.check=warn)"
+    )
+    if _mode(recipe) == "warn":
+        logger.warning("%s (launch.check=warn: going on)", message)
+        return
+    raise RecipeError(message)
 
 
 def usable_cores() -> int:

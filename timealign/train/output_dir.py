@@ -44,7 +44,17 @@ import yaml
 from timealign.config import RecipeError
 from timealign.config.cli import launcher_rank
 from timealign.config.secrets import is_secret_key, redact
-from timealign.config.written import KEPT, RUN_FILE, TEMPORARY, WRITTEN, note_baseline, signatures, write_record
+from timealign.config.written import (
+    KEPT,
+    RUN_FILE,
+    TEMPORARY,
+    WRITTEN,
+    note_baseline,
+    signatures,
+    write_record,
+)
+from timealign.config.written import foreign_entries as written_foreign_entries
+from timealign.config.written import unowned_message as written_unowned_message
 from timealign.data.fingerprint import Fingerprint
 from timealign.data.prepared import fingerprint_of
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
@@ -271,23 +281,24 @@ def _data_lines(claim: dict, wanted: Fingerprint, diffs: dict) -> list[str]:
     return [line.replace("(prepared)", "(saved)").replace("(this run)", "(now)") for line in lines]
 
 
+def _run_owns(path: Path) -> bool:
+    """KEPT folders and the run record itself (in a multi-process launch rank 0 writes it while the other ranks
+    still look: a rank that read no claim must not then take rank 0's fresh record for a stranger's file)."""
+    return path.name in KEPT or path.name == RUN_FILE
+
+
 def foreign_entries(out: Path) -> list[str]:
-    """The entries of `out` that show another use of the folder: all but KEPT folders, timealign temporaries and the
-    run record itself (in a multi-process launch rank 0 writes it while the other ranks still look: a rank that read
-    no claim must not then take rank 0's fresh record for a stranger's file)."""
-    if not out.is_dir():
-        return []
-    return sorted(
-        p.name for p in out.iterdir() if p.name not in KEPT and p.name != RUN_FILE and not TEMPORARY.match(p.name)
-    )
+    """The entries of `out` that show another use of the folder (`timealign.config.written.foreign_entries`)."""
+    return written_foreign_entries(out, _run_owns)
 
 
 def unowned_message(out: Path, entries: list[str]) -> str:
-    shown = ", ".join(entries[:SHOWN]) + (f", ... ({len(entries)} entries)" if len(entries) > SHOWN else "")
-    return (
-        f"output_dir={out} already holds files that no timealign run wrote ({shown}): training would write its "
-        "checkpoints, model and README.md among them, and timealign neither deletes nor overwrites files it did "
-        "not write (overwrite_output_dir=true included). Choose an empty or new folder: output_dir=NEW_FOLDER"
+    return written_unowned_message(
+        "output_dir",
+        out,
+        entries,
+        "training would write its checkpoints, model and README.md",
+        " (overwrite_output_dir=true included)",
     )
 
 

@@ -33,8 +33,12 @@ def load_eval_dialogs_with_identity(
     if data and data != SYNTHETIC:
         dialogs = load_files(data).dialogs
         rows, info = sample_dialogs([d.to_row() for d in dialogs], n, seed)
+        texts = {d.id: d.elapsed_texts for d in dialogs}  # ids are unique in one load; rows keep minutes only
+        sampled = [TimerDialog.from_row(r) for r in rows]
+        for dialog in sampled:
+            dialog.elapsed_texts = texts.get(dialog.id)
         return (
-            [TimerDialog.from_row(r) for r in rows],
+            sampled,
             files_identity("timelychat.data", data, rows, None, **info, from_recipe=False),
         )
     from timealign.data.synthetic.dialogs import generate_timelychat

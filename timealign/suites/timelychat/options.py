@@ -40,7 +40,7 @@ class TimelyChatOptions:
         "interval from prose and markdown (timealign.render.intervals."
         "extract_interval), or count it as unparsed, or read every interval as "
         "the TimelyChat authors' convert_to_minutes does (first quantity only: "
-        '"1 hour 30 minutes" is 60; 0 where it reads none)',
+        '"1 hour 30 minutes" is 60; 0 where it reads none), the gold intervals written as text too',
     )
     postprocess: bool = opt(
         False,
