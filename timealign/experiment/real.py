@@ -1,0 +1,496 @@
+"""Does timealign teach a real model time? `make experiment-real` (`python -m timealign.experiment.real`), issue 34.
+
+A real pretrained model (`smol`: SmolLM2-135M-Instruct, real weights and tokenizer) is trained with offset-DPO on the
+released TicToc v1 data and scored on the whole held-out v1 test split (the paper's scenario split), against its
+untrained self, a no-timestamp control, plain DPO, an elapsed-badge variant and the elapsed-time rule, all on the same
+samples and by the same evaluator code. Everything runs through the commands users run (`timealign.train.dpo.run`,
+`timealign.eval.runner.evaluate`) on recipe `smol`.
+
+Arms (`arms=`):
+- base: `smol` untrained, prompts with timestamps;
+- method: offset-DPO with timestamps (the v1 release has no annotator scores: every pair's offset is the recipe's
+  data.margin_prefer_* = 1.0);
+- elapsed: the same with the elapsed badge (`data.elapsed=true`: the prompt says how old the last tool result is);
+- control: offset-DPO without timestamps, trained and scored without them (what is learnt without time);
+- plain: plain DPO with timestamps (`dpo.margin_mode=plain`);
+- clock: the elapsed-time rule (`eval.backend=clock`, 1800 s), no model.
+
+The budget (90 minutes on 2 CPU cores for the default options) decides the training size: each trained arm sees the
+same `train_pairs` pairs (the label-balanced v1 train split, `data.balance_train_labels`, read in the same seeded
+order), one optimizer step per `batch_pairs` of them, full fine-tuning in fp32, the reference on the fly (a
+precomputed reference would first score all 182 balanced pairs, more than one epoch of the subsample costs). The
+held-out evaluation is the whole test split on the vLLM CPU engine (`eval_backend=vllm`, prefix caching shares the
+three gaps of one trajectory); the learning curve scores `curve_samples` stratified held-out samples every
+`curve_every` steps (the evaluator's hf code on the model in memory, the same rows in every arm).
+
+TIMER (`timer=true`): recipe `smol-timer` (LoRA and the TIMER tokens' rows) on synthetic dialogs; delay F1 and RMSLE
+before and after, on held-out synthetic dialogs and on the authors' TimelyChat sample (`timelychat_sample=`).
+
+Writes `<out>/real.json` (every number), `<out>/real.md` (the report, made from that JSON alone), `<out>/real.png`,
+every evaluator report under `<out>/eval/` and the models under `<out>/models/`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from timealign.config import RecipeError
+from timealign.config.cli import Command, Invocation, run_command
+from timealign.config.schema import opt
+
+logger = logging.getLogger("timealign.experiment.real")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_V1 = REPO_ROOT.parent / "shared" / "data" / "tictoc-v1"
+DEFAULT_TIMELYCHAT = REPO_ROOT.parent / "shared" / "data" / "timelychat-sample" / "eval.jsonl"
+RECIPE, TIMER_RECIPE = "smol", "smol-timer"
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    overrides: dict[str, str]
+    trained: bool
+    description: str
+    color: str
+
+
+ARMS = {
+    a.name: a
+    for a in (
+        Arm("base", {}, False, "smol untrained, timestamps", "#7f7f7f"),
+        Arm("method", {}, True, "offset-DPO, timestamps", "#1f77b4"),
+        Arm("elapsed", {"data.elapsed": "true"}, True, "offset-DPO, timestamps + elapsed badge", "#17becf"),
+        Arm("control", {"data.timestamps": "false"}, True, "offset-DPO, no timestamps (control)", "#ff7f0e"),
+        Arm("plain", {"dpo.margin_mode": "plain"}, True, "plain DPO, timestamps", "#2ca02c"),
+        Arm("clock", {"eval.backend": "clock"}, False, "the elapsed-time rule (1800 s), no model", "#d62728"),
+    )
+}
+# (a, b): the paired differences NAR(a) - NAR(b) the report shows (those whose arms both ran)
+COMPARISONS = (
+    ("method", "base"),
+    ("method", "control"),
+    ("method", "clock"),
+    ("method", "plain"),
+    ("elapsed", "method"),
+    ("elapsed", "clock"),
+)
+TIMELYCHAT_SYNTHETIC = {"data": "synthetic", "n": "60", "timing_turns": "all", "response_max_new_tokens": "24"}
+
+
+@dataclass
+class RealOptions:
+    out: str = opt("results/experiment-real", "output folder: real.json, real.md, real.png, eval/, models/")
+    data: str = opt(str(DEFAULT_V1), "the TicToc v1 release's data/ folder (prefer{Tool,NoTool}_elapse_*.json)")
+    arms: str = opt(
+        ",".join(ARMS), "comma list of arms: " + ", ".join(f"{a.name} ({a.description})" for a in ARMS.values())
+    )
+    seeds: str = opt("0", "comma list of seeds (training order and sampling); the held-out samples are the same")
+    train_pairs: int = opt(
+        64, "pairs each trained arm sees (the label-balanced train split, in the seed's order; steps = this / batch)"
+    )
+    batch_pairs: int = opt(8, "pairs per optimizer step (one pair per forward, accumulated)")
+    learning_rate: float = opt(1e-5, "training.learning_rate of every trained arm (full fine-tuning, fp32)")
+    beta: float = opt(0.1, "training.beta of every trained arm")
+    eval_backend: str = opt(
+        "vllm",
+        "held-out evaluation: vllm (the vLLM CPU engine, make experiment-real's venv) | hf",
+        choices=("vllm", "hf"),
+    )
+    eval_samples: int = opt(0, "held-out samples scored (a seeded label-stratified sample); 0: the whole test split")
+    curve_every: int = opt(4, "learning curve: score curve_samples held-out samples every N steps (0: no curve)")
+    curve_samples: int = opt(32, "learning curve: held-out samples per point (stratified, the same in every arm)")
+    timer: bool = opt(True, "also TIMER SFT of smol (recipe smol-timer): delay F1 and RMSLE before and after")
+    timer_steps: int = opt(-1, "TIMER: training.max_steps (-1: the recipe's epochs)")
+    timer_dialogs: int = opt(60, "TIMER: held-out synthetic dialogs scored")
+    timelychat_sample: str = opt(str(DEFAULT_TIMELYCHAT), "TIMER: the authors' TimelyChat sample (eval.jsonl)")
+    resamples: int = opt(1000, "bootstrap resamples for intervals and paired differences")
+    base: str = opt("smol", "model.name_or_path of every arm")
+
+
+COMMAND = Command(
+    prog="python -m timealign.experiment.real",
+    summary="Does timealign teach a real model time? SmolLM2-135M-Instruct trained with offset-DPO on the TicToc "
+    "v1 release, against its base, a no-timestamp control, plain DPO, the elapsed badge and the elapsed-time rule, "
+    "on the whole held-out v1 test split; and TIMER SFT of the same model. CPU. Writes real.json, real.md, real.png.",
+    options=RealOptions,
+    recipe="none",
+)
+
+
+def _list(text: str, known, what: str) -> tuple[str, ...]:
+    picked = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in picked if p not in known]
+    if unknown or not picked or len(set(picked)) != len(picked):
+        raise RecipeError(f"{what} takes a comma list of distinct names from {', '.join(known)}, got {text!r}")
+    return picked
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise RecipeError(f"seeds takes a comma list of integers, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise RecipeError(f"seeds takes distinct integers, got {text!r}")
+    return seeds
+
+
+# ----------------------------------------------------------------------------------------------------- runner
+
+
+@dataclass
+class RealExperiment:
+    out: Path
+    opts: RealOptions
+    arms: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    @property
+    def steps(self) -> int:
+        return math.ceil(self.opts.train_pairs / self.opts.batch_pairs)
+
+    def recipe(self, arm: str, seed: int):
+        from timealign.config import load_recipe
+
+        o = self.opts
+        folder = arm if ARMS[arm].trained else "untrained"  # base and clock: the method's data, no training
+        overrides = {
+            "model.name_or_path": o.base,
+            "data.path": o.data,
+            "data.balance_train_labels": "true",
+            "data.seed": str(seed),
+            "training.seed": str(seed),
+            "training.max_steps": str(self.steps),
+            "training.per_device_train_batch_size": "1",
+            "training.gradient_accumulation_steps": str(o.batch_pairs),
+            "training.learning_rate": str(o.learning_rate),
+            "training.beta": str(o.beta),
+            "training.logging_steps": "1",
+            "eval.backend": o.eval_backend,
+            "eval.max_samples": str(o.eval_samples) if o.eval_samples > 0 else "null",
+            "eval.bootstrap": str(o.resamples),
+            "live_eval.every_steps": str(o.curve_every),
+            "live_eval.max_samples": str(o.curve_samples),
+            "output_dir": str(self.out / "models" / f"{folder}-seed{seed}"),
+            **ARMS[arm].overrides,
+        }
+        return load_recipe(RECIPE, overrides, task="dpo")
+
+    def run_arm(self, arm: str, seed: int) -> tuple[dict, dict]:
+        """(the arm's TicToc report, its run facts)."""
+        from timealign.eval.runner import clock_label, evaluate
+        from timealign.experiment.analysis import live_curve, train_summary
+        from timealign.train import dpo
+
+        recipe = self.recipe(arm, seed)
+        out = self.out / "eval" / f"{arm}-seed{seed}"
+        t0 = time.perf_counter()
+        facts: dict[str, Any] = {"arm": arm, "seed": seed}
+        if ARMS[arm].trained:
+            checkpoint = str(dpo.run(recipe))
+            facts.update(train=train_summary(Path(checkpoint)), curve=live_curve(Path(checkpoint)))
+        elif arm == "clock":
+            checkpoint = clock_label(recipe.eval.clock_seconds)
+        else:
+            checkpoint = recipe.model.name_or_path
+        t1 = time.perf_counter()
+        report = evaluate(recipe, checkpoint, ["tictoc"], out)["tictoc"]
+        facts.update(train_seconds=round(t1 - t0, 1), eval_seconds=round(time.perf_counter() - t1, 1))
+        logger.info("%s seed %d: NAR %s (%.0f s)", arm, seed, report["overall"]["nar"], time.perf_counter() - t0)
+        return report, facts
+
+    def run_timer(self) -> dict:
+        from timealign.config import load_recipe
+        from timealign.eval.runner import evaluate
+        from timealign.experiment.analysis import timing_numbers, train_summary
+        from timealign.experiment.design import save_timer_base
+        from timealign.train import sft
+
+        o = self.opts
+        recipe = load_recipe(
+            TIMER_RECIPE,
+            {
+                "model.name_or_path": o.base,
+                "training.max_steps": str(o.timer_steps),
+                "eval.backend": "hf",
+                "eval.bootstrap": str(o.resamples),
+                "output_dir": str(self.out / "models" / "timer"),
+            },
+            task="sft",
+        )
+        sets = {
+            "synthetic": {**TIMELYCHAT_SYNTHETIC, "n": str(o.timer_dialogs)},
+            "timelychat_sample": {"data": o.timelychat_sample, "timing_turns": "all"},
+        }
+        t0 = time.perf_counter()
+        base = save_timer_base(recipe, self.out / "models" / "timer-base")
+        result: dict[str, Any] = {}
+        for name, options in sets.items():
+            report = evaluate(recipe, str(base), ["timelychat"], self.out / "eval" / f"timer-base-{name}",
+                              suite_options={"timelychat": options})["timelychat"]  # fmt: skip
+            result[name] = {"before": timing_numbers(report)}
+        t1 = time.perf_counter()
+        checkpoint = sft.run(recipe)
+        t2 = time.perf_counter()
+        for name, options in sets.items():
+            report = evaluate(recipe, str(checkpoint), ["timelychat"], self.out / "eval" / f"timer-{name}",
+                              suite_options={"timelychat": options})["timelychat"]  # fmt: skip
+            result[name]["after"] = timing_numbers(report)
+        result["train"] = train_summary(Path(checkpoint))
+        result["seconds"] = {
+            "before": round(t1 - t0, 1),
+            "train": round(t2 - t1, 1),
+            "after": round(time.perf_counter() - t2, 1),
+        }
+        return result
+
+    def run(self) -> dict:
+        from timealign.experiment.analysis import machine_info
+
+        start = time.perf_counter()
+        self.out.mkdir(parents=True, exist_ok=True)
+        for arm in self.arms:  # every recipe loads (and refuses bad input) before the first training starts
+            for seed in self.seeds:
+                self.recipe(arm, seed)
+        reports: dict[str, dict[int, dict]] = {arm: {} for arm in self.arms}
+        runs: dict[str, dict] = {}
+        for seed in self.seeds:
+            for arm in self.arms:
+                reports[arm][seed], runs[f"{arm}-seed{seed}"] = self.run_arm(arm, seed)
+        summary = analyse(reports, runs, self.opts, self.arms, self.seeds, self.steps)
+        if self.opts.timer:
+            summary["timer"] = self.run_timer()
+        summary["settings"]["machine"] = machine_info()
+        summary["seconds"] = round(time.perf_counter() - start, 1)
+        write_outputs(summary, self.out)
+        return summary
+
+
+# --------------------------------------------------------------------------------------------------- analysis
+
+
+def arm_numbers(report: dict) -> dict:
+    """NAR with its interval, attempt rates per label, and the breakdowns by gap level and sensitivity."""
+    intervals = (report.get("intervals") or {}).get("metrics") or {}
+
+    def cells(block: dict) -> dict:
+        keep = ("n", "nar", "attempt_rate_prefer_tool", "attempt_rate_prefer_no_tool")
+        return {name: {k: row.get(k) for k in keep} for name, row in block.items()}
+
+    return {
+        **{k: report["overall"][k] for k in ("n", "nar", "attempt_rate_prefer_tool", "attempt_rate_prefer_no_tool")},
+        "nar_interval": intervals.get("nar"),
+        "attempt_rate_prefer_tool_interval": intervals.get("attempt_rate_prefer_tool"),
+        "attempt_rate_prefer_no_tool_interval": intervals.get("attempt_rate_prefer_no_tool"),
+        "by_elapse_level": cells(report.get("by_elapse_level") or {}),
+        "by_sensitivity": cells(report.get("by_sensitivity") or {}),
+    }
+
+
+def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
+    """The summary: per arm and seed its numbers, the paired differences, the curves, the settings."""
+    from timealign.eval.bootstrap import paired_differences, suite_units
+
+    first = reports[arms[0]][seeds[0]]
+    differences = {}
+    for a, b in COMPARISONS:
+        if a in reports and b in reports:
+            for seed in seeds:
+                d = paired_differences(
+                    suite_units(reports[b][seed], "tictoc"),
+                    suite_units(reports[a][seed], "tictoc"),
+                    resamples=opts.resamples,
+                )["metrics"]["nar"]
+                differences[f"{a} - {b}, seed {seed}"] = {
+                    k: d[k] for k in ("before", "after", "difference", "interval", "outside_noise")
+                }
+    return {
+        "settings": {
+            "arms": {a: ARMS[a].description for a in arms},
+            "seeds": list(seeds),
+            "steps": steps,
+            "options": {k: getattr(opts, k) for k in opts.__dataclass_fields__},
+            "recipe": RECIPE,
+            "data": first.get("data"),
+        },
+        "test_samples": first["overall"]["n"],
+        "arms": {a: {str(s): arm_numbers(reports[a][s]) for s in seeds} for a in arms},
+        "differences": differences,
+        "curves": {
+            key: [{"step": p["step"], "nar": p.get("nar")} for p in facts.get("curve") or []]
+            for key, facts in runs.items()
+            if facts.get("curve")
+        },
+        "runs": runs,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------- output
+
+
+def _ci(interval) -> str:
+    return f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "n/a"
+
+
+def _f(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def markdown_report(summary: dict) -> str:
+    """real.md, made from real.json alone (a test checks the committed pair agrees)."""
+    s = summary["settings"]
+    o = s["options"]
+    data = s.get("data") or {}
+    lines = [
+        "# Does timealign teach a real model time? (`make experiment-real`)",
+        "",
+        f"Model `{o['base']}` (SmolLM2-135M-Instruct), recipe `{s['recipe']}`; held-out: {data.get('label', 'n/a')}, "
+        f"{summary['test_samples']} samples ({'the whole split' if not o['eval_samples'] else 'a stratified sample'}, "
+        f"evaluated with eval.backend={o['eval_backend']}). Trained arms: {o['train_pairs']} label-balanced v1 train "
+        f"pairs, {s['steps']} steps of {o['batch_pairs']}, lr {o['learning_rate']:g}, beta {o['beta']:g}, full "
+        f"fine-tuning in fp32; seeds {s['seeds']}. Total {summary['seconds']:.0f} s.",
+        "",
+        "## Held-out NAR and attempt rates per arm",
+        "",
+        "| arm | seed | NAR [95% CI] | calls, prefer-Tool [95% CI] | calls, prefer-noTool [95% CI] |",
+        "|---|---|---|---|---|",
+    ]
+    for arm, by_seed in summary["arms"].items():
+        for seed, a in by_seed.items():
+            lines.append(
+                f"| {arm}: {s['arms'][arm]} | {seed} | {_f(a['nar'])} {_ci(a['nar_interval'])} | "
+                f"{_f(a['attempt_rate_prefer_tool'])} {_ci(a['attempt_rate_prefer_tool_interval'])} | "
+                f"{_f(a['attempt_rate_prefer_no_tool'])} {_ci(a['attempt_rate_prefer_no_tool_interval'])} |"
+            )
+    lines += ["", "## Paired differences (the same held-out samples)", ""]
+    lines += ["| comparison | NAR a / b | difference [95% CI] | outside noise |", "|---|---|---|---|"]
+    for key, d in summary["differences"].items():
+        lines.append(
+            f"| {key} | {_f(d['after'])} / {_f(d['before'])} | {d['difference']:+.3f} {_ci(d['interval'])} | "
+            f"{d['outside_noise']} |"
+        )
+    for group, title in (("by_elapse_level", "gap level"), ("by_sensitivity", "sensitivity")):
+        keys = sorted({k for by_seed in summary["arms"].values() for a in by_seed.values() for k in a[group]})
+        lines += ["", f"## By {title}: NAR (calls on prefer-Tool / prefer-noTool)", ""]
+        lines += ["| arm | seed | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
+        for arm, by_seed in summary["arms"].items():
+            for seed, a in by_seed.items():
+                cells = [
+                    f"{_f(a[group][k]['nar'])} ({_f(a[group][k]['attempt_rate_prefer_tool'])} / "
+                    f"{_f(a[group][k]['attempt_rate_prefer_no_tool'])}), n={a[group][k]['n']}"
+                    if k in a[group]
+                    else "n/a"
+                    for k in keys
+                ]
+                lines.append(f"| {arm} | {seed} | " + " | ".join(cells) + " |")
+    if summary["curves"]:
+        lines += ["", f"## Learning curves: NAR on {o['curve_samples']} held-out samples while training", ""]
+        for key, points in summary["curves"].items():
+            lines.append(f"- {key}: " + ", ".join(f"step {p['step']}: {_f(p['nar'])}" for p in points))
+    train = {k: r["train"] for k, r in summary["runs"].items() if r.get("train")}
+    if train:
+        lines += ["", "## Training (last logged step)", "", "| run | loss | reward accuracy | reward margin |"]
+        lines.append("|---|---|---|---|")
+        for key, t in train.items():
+            lines.append(
+                f"| {key} | {_f(t.get('loss'))} | {_f(t.get('rewards/accuracies'))} | {_f(t.get('rewards/margins'))} |"
+            )
+    timer = summary.get("timer")
+    if timer:
+        lines += ["", "## TIMER SFT of smol (recipe smol-timer)", ""]
+        lines += ["| held-out dialogs | delay F1 before / after | RMSLE before / after |", "|---|---|---|"]
+        for name in ("synthetic", "timelychat_sample"):
+            b, a = timer[name]["before"], timer[name]["after"]
+            lines.append(f"| {name} | {_f(b['f1'])} / {_f(a['f1'])} | {_f(b['rmsle'])} / {_f(a['rmsle'])} |")
+    lines += ["", "![NAR and attempt rates per arm](real.png)", ""]
+    return "\n".join(lines)
+
+
+def write_plot(summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = list(summary["arms"])
+    fig, axes = plt.subplots(1, 2 if summary["curves"] else 1, figsize=(13 if summary["curves"] else 7, 4.4))
+    axes = axes if summary["curves"] else [axes]
+    ax = axes[0]
+    metrics = (("nar", "NAR"), ("attempt_rate_prefer_tool", "calls, prefer-Tool"),
+               ("attempt_rate_prefer_no_tool", "calls, prefer-noTool"))  # fmt: skip
+    width = 0.8 / len(metrics)
+    for i, arm in enumerate(arms):
+        a = next(iter(summary["arms"][arm].values()))  # the first seed
+        for j, (key, label) in enumerate(metrics):
+            value = a[key] if a[key] is not None else float("nan")
+            ci = a.get(f"{key}_interval")
+            err = None if not ci or a[key] is None else [[value - ci[0]], [ci[1] - value]]
+            style = {"alpha": (1.0, 0.55, 0.3)[j], "edgecolor": "black", "linewidth": 0.4}
+            label = label if i == 0 else None
+            ax.bar(i + (j - 1) * width, value, width * 0.9, yerr=err, capsize=2, color=ARMS[arm].color, label=label,
+                   **style)  # fmt: skip
+    if "clock" in summary["arms"]:
+        clock = next(iter(summary["arms"]["clock"].values()))["nar"]
+        ax.axhline(clock, color=ARMS["clock"].color, ls="--", lw=1, label=f"clock rule NAR {clock:.3f}")
+    ax.axhline(0.5, color="grey", ls=":", lw=0.8)
+    ax.set_xticks(range(len(arms)), arms)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("held-out v1 test split (95% CI)")
+    ax.set_title(f"NAR (dark) and tool-call rates per label, n={summary['test_samples']}")
+    ax.legend(fontsize=7, loc="upper left")
+    if summary["curves"]:
+        ax = axes[1]
+        for key, points in summary["curves"].items():
+            arm = key.rsplit("-seed", 1)[0]
+            ax.plot([p["step"] for p in points], [p["nar"] for p in points], marker="o", color=ARMS[arm].color,
+                    label=key)  # fmt: skip
+        ax.axhline(0.5, color="grey", ls=":", lw=0.8)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(f"NAR, {summary['settings']['options']['curve_samples']} held-out samples")
+        ax.set_ylim(0, 1.05)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(summary: dict, out: Path) -> None:
+    (out / "real.json").write_text(json.dumps(summary, indent=1))
+    (out / "real.md").write_text(markdown_report(summary))
+    write_plot(summary, out / "real.png")
+
+
+def run(invocation: Invocation) -> int:
+    o = invocation.options
+    arms = _list(o.arms, tuple(ARMS), "arms")
+    seeds = _seeds(o.seeds)
+    for name in ("train_pairs", "batch_pairs", "resamples", "curve_samples"):
+        if getattr(o, name) < 1:
+            raise RecipeError(f"{name} must be >= 1, got {getattr(o, name)}")
+    if o.eval_samples < 0 or o.curve_every < 0:
+        raise RecipeError("eval_samples and curve_every must be >= 0")
+    if not Path(o.data).is_dir():
+        raise RecipeError(f"data={o.data}: not a folder; give the TicToc v1 release's data/ folder")
+    if o.timer and not Path(o.timelychat_sample).is_file():
+        raise RecipeError(f"timelychat_sample={o.timelychat_sample}: no such file (or timer=false)")
+    summary = RealExperiment(Path(o.out), o, arms, seeds).run()
+    print(markdown_report(summary))
+    print(f"wrote {Path(o.out) / 'real.json'}, real.md and real.png ({summary['seconds']:.0f} s)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(COMMAND, argv, run)
+
+
+if __name__ == "__main__":  # the vLLM engine starts a process: the guard is needed
+    import sys
+
+    sys.exit(main())
