@@ -146,10 +146,12 @@ def test_named_events_cover_all_relations_with_true_years():
     pairs = cs.pairs_by_relation(cs.BUILTIN_EVENTS)
     assert set(pairs) == set(cs.ALLEN_RELATIONS)
     items = cs.generate(52, seed=0, tasks="allen", named=True)
-    assert {it["category"] for it in items} == set(cs.ALLEN_RELATIONS)
+    assert Counter(it["category"] for it in items) == {r: 4 for r in cs.ALLEN_RELATIONS}
+    # Two pairs per relation; Starts, Started-By and Equals have one named pair of years each: one pair is abstract.
+    abstract = Counter(it["category"] for it in items if it["abstract"])
+    assert abstract == {"Starts": 2, "Started-By": 2, "Equals": 2}
     known = {name: (s, e) for name, s, e in cs.BUILTIN_EVENTS}
-    for it in items:
-        assert not it["abstract"]
+    for it in (it for it in items if not it["abstract"]):
         a, b = it["event_a"], it["event_b"]
         assert known[a["name"]] == (a["start"], a["end"]) and known[b["name"]] == (b["start"], b["end"])
         assert f"'{a['name']}'" in it["prompt"]
@@ -306,12 +308,12 @@ def test_few_shot_prompts_never_share_the_test_pair_repeat_a_shot_or_show_the_qu
 
 def test_a_relation_with_one_named_pair_gets_abstract_shots_instead_of_its_own_pair():
     # Equals has a single named pair (World War II / its European theatre): every shot would be about it. One pair
-    # of years is one positive and one negative: a larger set would repeat them (issue 23), and says so.
-    items = cs.generate(2, seed=1, setting="3-shot", named=True, tasks="Equals")
-    with pytest.raises(ValueError, match="at most 2 distinct ChronoSense items for tasks=Equals"):
-        cs.generate(8, seed=1, setting="3-shot", named=True, tasks="Equals")
-    assert {it["event_a"]["name"] for it in items} <= {"World War II", "European theatre of World War II"}
-    for it in items:
+    # of years is one positive and one negative: the rest of the set is abstract (issue 35), never a repeat.
+    items = cs.generate(8, seed=1, setting="3-shot", named=True, tasks="Equals")
+    named = [it for it in items if not it["abstract"]]
+    assert len(named) == 2 and sum(it["abstract"] for it in items) == 6
+    assert {it["event_a"]["name"] for it in named} <= {"World War II", "European theatre of World War II"}
+    for it in named:
         assert len(it["shots"]) == 3
         assert all("World War II" not in s["question"] and "'Event A'" in s["question"] for s in it["shots"])
     # Before has hundreds of pairs: its shots stay named.
@@ -463,7 +465,98 @@ def test_answer_order_is_drawn_with_the_seed_not_the_position():
     assert [it["label"] for it in cs.generate(40, seed=1)] != [it["label"] for it in cs.generate(40, seed=2)]
 
 
-def test_a_named_set_larger_than_its_events_allow_says_how_large_it_can_be():
-    with pytest.raises(ValueError, match=r"at most 1862 distinct ChronoSense items for tasks=allen.*n<=1862"):
-        cs.generate(2000, seed=0, named=True, tasks="allen")
-    assert len(cs.generate(1862, seed=0, named=True, tasks="allen")) == 1862
+# ------------------------------------------------------------------------------------- balanced sets (issue 35)
+
+# Distinct ordered pairs of years per relation (an inverse has as many) among the built-in events; Equals: World War
+# II and its European theatre, Starts: Phoney War (1939-1940) / World War II (1939-1945).
+NAMED_YEAR_PAIRS = {"Before": 429, "Meets": 6, "Overlaps": 8, "Starts": 1, "During": 13, "Finishes": 8, "Equals": 1}
+
+
+def _named_year_pairs(relation: str) -> int:
+    return NAMED_YEAR_PAIRS.get(relation, NAMED_YEAR_PAIRS.get(cs.INVERSE[relation]))
+
+
+def test_builtin_named_pairs_per_relation():
+    years = {(s, e) for _, s, e in cs.BUILTIN_EVENTS}
+    found = Counter(holding(a, b)[0] for a, b in itertools.product(years, repeat=2) if a != b)
+    # Equals: one pair of years per interval that two events share (distinct years never are Equals).
+    found["Equals"] = sum(k > 1 for k in Counter((s, e) for _, s, e in cs.BUILTIN_EVENTS).values())
+    assert found == {r: _named_year_pairs(r) for r in cs.ALLEN_RELATIONS}
+    pairs = cs.pairs_by_relation(cs.BUILTIN_EVENTS)
+    assert all(len({(a[1:], b[1:]) for a, b in pairs[r]}) == _named_year_pairs(r) for r in cs.ALLEN_RELATIONS)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_named_sets_give_every_relation_its_share_without_repeats_or_shot_leaks(seed):
+    # Issue 35: when a relation's named pairs ran out it left the rotation: at n=400, Before and After got 52 items
+    # each, Starts, Started-By and Equals 2, and the arithmetic tasks 150 (38% instead of 3/16).
+    items = cs.generate(400, seed=seed, named=True, setting="3-shot")
+    # 400 items = 200 pairs over 16 tasks: 12 pairs each, and the 8 pairs left go to the first 8 tasks in order.
+    share = {t: 26 if i < 8 else 24 for i, t in enumerate(cs.TASKS)}
+    assert Counter(it["category"] for it in items) == share
+    # A relation's named items: two per named pair of years, up to its share; the rest are abstract.
+    named = {r: min(share[r], 2 * _named_year_pairs(r)) for r in cs.ALLEN_RELATIONS}
+    assert named["Starts"] == 2 and named["Meets"] == 12 and named["During"] == 24 and named["Before"] == 26
+    assert Counter(it["category"] for it in items if it["task"] == "allen" and not it["abstract"]) == named
+    assert cs.composition(items) == {"n": 400, "by_task": share, "named_by_task": named}
+    report = cs.score(items, [it["answer"] for it in items])
+    report["settings"] = {"named": True, "composition": cs.composition(items)}
+    filled = "Meets 14, Met-By 14, Overlaps 10, Overlapped-By 10, Starts 24, Started-By 24, Finishes 8"
+    assert filled in cs.markdown_summary(report)
+    per_task = Counter((it["category"], it["label"]) for it in items)
+    assert all(per_task[(t, True)] == per_task[(t, False)] == k // 2 for t, k in share.items())
+    # 0 duplicates: no two items ask the same question (task, hypothesis and years or parameters) ...
+    questions = Counter(
+        (it["category"], it.get("hypothesis_relation"), it.get("hypothesis_year"))
+        + ((_test_years(it),) if it["task"] == "allen" else tuple(sorted(it["params"].items())))
+        for it in items
+    )
+    assert max(questions.values()) == 1
+    # ... and 0 shot leaks: no shot states the test's facts, whatever the events are called.
+    for it in items:
+        assert not any(_shares_event_pair(it, s["question"]) for s in it["shots"]), it["id"]
+        if it["task"] == "allen":
+            assert _test_years(it) not in [_interval_pair(s["question"]) for s in it["shots"]], it["id"]
+
+
+def test_named_sets_larger_than_the_events_stay_balanced():
+    items = cs.generate(2000, seed=0, named=True, tasks="allen")
+    counts = Counter(it["category"] for it in items)
+    # 1000 pairs over 13 relations: 76 pairs each, the 12 left to the first 12 relations.
+    assert counts == {r: 154 if r != "Equals" else 152 for r in cs.ALLEN_RELATIONS}
+    # Named pairs: min(77 or 76, the relation's pairs of years): Before, After 77; Meets, Met-By 6; Overlaps,
+    # Overlapped-By 8; Starts, Started-By 1; During, Contains 13; Finishes, Finished-By 8; Equals 1.
+    assert sum(not it["abstract"] for it in items) == 2 * (2 * 77 + 2 * 6 + 2 * 8 + 2 * 1 + 2 * 13 + 2 * 8 + 1)
+
+
+def test_a_task_without_new_items_stops_with_the_size_it_allows():
+    # End Timepoint with years=(1500, 1561): start in 1500..1501 (up to years[1] - 60), duration 2..50: 2 * 49 = 98
+    # distinct contexts, 196 items; a larger set would repeat one.
+    items = cs.generate(196, seed=0, tasks="End Timepoint", years=(1500, 1561))
+    assert len({tuple(sorted(it["params"].items())) for it in items}) == 98
+    with pytest.raises(ValueError, match="End Timepoint has no new item after 196 of its items"):
+        cs.generate(198, seed=0, tasks="End Timepoint", years=(1500, 1561))
+
+
+# ------------------------------------------------------------------------------ stated year counting (issue 35)
+
+
+@pytest.mark.parametrize("template", [0, 1, 2])
+def test_no_arithmetic_gold_depends_on_an_unstated_reading(template):
+    # "started 1758, lasted 6 years": counted inclusively (1758 is the first year) it ended in 1763, else in 1764.
+    # Every End Timepoint positive, and a negative on start + duration - 1, flips between the two readings, so the
+    # prompt states the one the gold uses: the start year is not counted.
+    items = cs.generate(300, seed=template, tasks="arithmetic", template=template)
+    flips = 0
+    for it in items:
+        p, y = it["params"], it["hypothesis_year"]
+        if it["category"] == "End Timepoint":
+            exclusive = list(range(p["start"] + 1, p["start"] + 1 + p["duration"]))  # the years it lasted
+            inclusive = list(range(p["start"], p["start"] + p["duration"]))
+            assert it["label"] == (y == exclusive[-1])
+            if (y == inclusive[-1]) != it["label"]:
+                flips += 1
+                assert f"lasted {p['duration']} years, not counting its start year." in it["prompt"], it["id"]
+        elif it["category"] == "Intermediate Timepoint":  # boundary years included or not: the same answer
+            assert it["label"] == (p["start"] <= y <= p["end"]) == (p["start"] < y < p["end"]), it["id"]
+    assert flips >= 50  # all 50 End Timepoint positives at least

@@ -180,7 +180,8 @@ def test_timer_lora_export_equals_adapter(timer_lora, base, tmp_path):
     adapter, _ = timer_lora
     merged = export(adapter, tmp_path / "merged")
     files = {p.name for p in merged.iterdir()}
-    assert MODEL_FILES | TOKENIZER_FILES | {"README.md", "timealign_recipe.yaml"} == files  # no run records, no data
+    # no run records (but the export's list of what it wrote), no data
+    assert MODEL_FILES | TOKENIZER_FILES | {"README.md", "timealign_recipe.yaml", "timealign_run.json"} == files
     tokenizer = AutoTokenizer.from_pretrained(merged)
     base_tokenizer = AutoTokenizer.from_pretrained(base)
     new_ids = tokenizer.convert_tokens_to_ids(list(TIMER_TOKENS))
@@ -215,7 +216,11 @@ def test_dpo_lora_export_equals_adapter(dpo_lora, base, rows, tmp_path):
 
 def test_full_fine_tune_is_copied_unchanged(timer_full, tmp_path):
     out = export(timer_full, tmp_path / "full")
-    assert {p.name for p in out.iterdir()} == MODEL_FILES | TOKENIZER_FILES | {"README.md", "timealign_recipe.yaml"}
+    assert {p.name for p in out.iterdir()} == MODEL_FILES | TOKENIZER_FILES | {
+        "README.md",
+        "timealign_recipe.yaml",
+        "timealign_run.json",  # what the export wrote: overwrite=true replaces those files only
+    }
     for name in MODEL_FILES | TOKENIZER_FILES | {"timealign_recipe.yaml"}:
         assert sha256(out / name) == sha256(timer_full / name), name
     card = (out / "README.md").read_text()
@@ -254,7 +259,7 @@ def test_export_refuses_what_is_not_a_checkpoint(timer_full, dpo_lora, tmp_path)
         (truncated, out, 1, "the weights are incomplete or missing: model.safetensors is truncated"),
         (timer_full, timer_full / "export", 2, "is, is inside or holds the checkpoint folder"),
         (dpo_lora[0] / "checkpoint-2", dpo_lora[0], 2, "is, is inside or holds the checkpoint folder"),
-        (timer_full, taken, 2, "already holds files; pick a new folder or add overwrite=true"),
+        (timer_full, taken, 2, "already holds files that no timealign run wrote (keep.txt)"),
     ]
     for checkpoint, target, code, expected in cases:
         err = io.StringIO()
@@ -262,6 +267,61 @@ def test_export_refuses_what_is_not_a_checkpoint(timer_full, dpo_lora, tmp_path)
             got = main([f"checkpoint={checkpoint}", f"out={target}"])
         assert got == code and expected in err.getvalue(), (checkpoint, err.getvalue())
     assert not out.exists() and not (timer_full / "export").exists() and os.listdir(taken) == ["keep.txt"]
+
+
+def _state(folder: Path) -> dict:
+    """Every file under `folder`: (bytes, mtime_ns)."""
+    return {
+        p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_overwrite_replaces_only_what_an_export_wrote(tiny_model_dir, tmp_path, capsys):
+    # Audit: overwrite=true deleted the whole out folder, a user's files included. The tiny model is a full model
+    # without a timealign recipe: its model and tokenizer files are copied (no card), and the record lists them.
+    from timealign.train.export import main
+
+    out = tmp_path / "exported"
+    exported = MODEL_FILES | TOKENIZER_FILES
+    args = [f"checkpoint={tiny_model_dir}", f"out={out}"]
+    assert main(args) == 0
+    assert {p.name for p in out.iterdir()} == exported | {"timealign_run.json"}
+    record = json.loads((out / "timealign_run.json").read_text())
+    assert set(record["written"]) == exported
+    assert all(record["written"][n] == [(out / n).stat().st_size, (out / n).stat().st_mtime_ns] for n in exported)
+    assert (
+        main(args) == 2 and "already holds files; pick a new folder or add overwrite=true" in capsys.readouterr().err
+    )
+    # Only the previous export there: overwrite=true replaces it.
+    assert main([*args, "overwrite=true"]) == 0
+    assert {p.name for p in out.iterdir()} == exported | {"timealign_run.json"}
+    assert all(sha256(out / n) == sha256(tiny_model_dir / n) for n in exported)
+    capsys.readouterr()
+
+    def refused(expected: str) -> None:
+        before = _state(out)
+        assert main([*args, "overwrite=true"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and expected in err, err
+        assert "timealign neither deletes nor overwrites files it did not write (overwrite=true included)" in err
+        assert _state(out) == before and not (tmp_path / ".exported.export-tmp").exists()
+
+    (out / "notes.txt").write_text("mine")  # a user's file beside the export
+    refused("already holds files that no timealign run wrote (notes.txt)")
+    (out / "notes.txt").unlink()
+    (out / "extra").mkdir()
+    (out / "extra" / "eval.json").write_text("{}")  # in a folder of its own
+    refused("(extra)")
+    shutil.rmtree(out / "extra")
+    with open(out / "config.json", "a") as fh:  # an exported file edited since
+        fh.write("\n")
+    refused("(config.json)")
+    (out / "timealign_run.json").unlink()  # an export from before the record: nothing says what it wrote
+    refused("(chat_template.jinja, config.json, generation_config.json, model.safetensors, tokenizer.json, ")
+    assert main([f"checkpoint={tiny_model_dir}", f"out={out / 'config.json'}", "overwrite=true"]) == 2
+    assert "is not a folder" in capsys.readouterr().err and (out / "config.json").is_file()
 
 
 def test_export_of_a_checkpoint_step(dpo_lora, tmp_path):

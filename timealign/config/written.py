@@ -8,7 +8,9 @@ The record is the `written` block of `<output_dir>/timealign_run.json` (`timeali
 run's claim there first): `{relative path: [size, mtime_ns]}`. `overwrite_output_dir=true` deletes a file only
 when it is listed with the size and modification time it still has (a file edited since is the user's); a model
 card replaces a README.md only when timealign wrote it (`card_may_replace`). The prepared data (`data/`) and the
-base model's evaluation (`eval-base/`) are kept whatever happens, and are not listed.
+base model's evaluation (`eval-base/`) are kept whatever happens, and are not listed. An export
+(`timealign.train.export`) lists its files the same way in `<out>/timealign_run.json` (no claim, no recipe): its
+`overwrite=true` replaces those files only.
 """
 
 from __future__ import annotations

@@ -13,19 +13,37 @@ Both get the checkpoint's tokenizer (its added special tokens included), its `ti
 reads the TIMER render settings from it) and a model card (`timealign.train.model_card`) describing the run, with
 the trained folder's records and evaluation reports. Run records (run_info.json, wandb_run.json, logs), prepared
 data and evaluation folders are not copied. The folder is written to a temporary sibling and renamed into place.
+
+`out` is a new or empty folder, or one a previous export wrote: the export lists its files in
+`out/timealign_run.json` (`timealign.config.written`: `written`, each file with its size and modification time; a
+model card rewritten later joins the list). `overwrite=true` replaces exactly those files; a folder holding anything
+else (a user's file, a listed file edited since, an export from before the list) is refused in one line, exit 2,
+and nothing in it changes: timealign never deletes or overwrites a file it did not write.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from timealign.config import RecipeError
 from timealign.config.cli import Command, run_command
 from timealign.config.schema import opt
+from timealign.config.written import (
+    RUN_FILE,
+    TEMPORARY,
+    WRITTEN,
+    foreign_entries,
+    signatures,
+    unowned_message,
+    write_record,
+    written_files,
+)
 from timealign.render.checkpoint import CHECKPOINT_RECIPE
 from timealign.train.card_facts import CARD_FILE, recipe_dict
 from timealign.train.checkpoints import checkpoint_folders, weights_problem
@@ -54,7 +72,9 @@ class ExportOptions:
         "LoRA: dtype of the merged weights, auto | float32 | bfloat16 | float16 (auto: the base "
         "model's); the merge itself runs in float32. A full fine-tune is copied unchanged",
     )
-    overwrite: bool = opt(False, "replace `out` when it holds files")
+    overwrite: bool = opt(
+        False, "replace the files a previous export wrote in `out` (a folder holding any other file is refused)"
+    )
 
 
 COMMAND = Command(
@@ -128,13 +148,54 @@ def checkpoint_kind(folder: str | Path) -> str:
     return kind
 
 
+EXPORT_WRITES = "the export would write its model, tokenizer and README.md"
+
+
+def _export_owns(out: Path):
+    """`foreign_entries`' test for an export folder: an entry is the export's when its files are all listed, as
+    they are now, in the folder's record of what the export wrote (none are without a record)."""
+    written = written_files(out)
+
+    def owned_file(path: Path) -> bool:
+        if path.is_symlink() or not path.is_file():
+            return False
+        stat = path.stat()
+        return written.get(path.relative_to(out).as_posix()) == [stat.st_size, stat.st_mtime_ns]
+
+    def owned(path: Path) -> bool:
+        if written is None or path.is_symlink():
+            return False
+        if path.name == RUN_FILE:
+            return path.is_file()
+        if path.is_dir():
+            found = [Path(here) / name for here, dirs, names in os.walk(path) for name in dirs + names]
+            files = [p for p in found if not (p.is_dir() and not p.is_symlink())]
+            return bool(files) and all(owned_file(p) for p in files)
+        return owned_file(path)
+
+    return owned
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an `out` that is a file, holds files no export wrote, or (without overwrite) holds an export."""
+    if not out.exists() and not out.is_symlink():
+        return
+    if not out.is_dir() or out.is_symlink():
+        raise RecipeError(f"out={out} is not a folder; export to a folder of its own: out=NEW_FOLDER")
+    entries = foreign_entries(out, _export_owns(out))
+    entries += sorted(p.name for p in out.iterdir() if TEMPORARY.match(p.name) and p.is_dir() and not p.is_symlink())
+    if entries:
+        raise RecipeError(unowned_message("out", out, entries, EXPORT_WRITES, " (overwrite=true included)"))
+    if any(out.iterdir()) and not overwrite:
+        raise RecipeError(f"out={out} already holds files; pick a new folder or add overwrite=true")
+
+
 def _prepare_out(checkpoint: Path, out: Path, overwrite: bool) -> Path:
     """The temporary sibling to write into; refuses an `out` inside the checkpoint or holding files."""
     src, dst = checkpoint.resolve(), out.resolve()
     if dst == src or src in dst.parents or dst in src.parents:
         raise RecipeError(f"out={out} is, is inside or holds the checkpoint folder; export to a folder of its own")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
-        raise RecipeError(f"out={out} already holds files; pick a new folder or add overwrite=true")
+    _check_out(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.export-tmp"
     if tmp.exists():
@@ -143,9 +204,29 @@ def _prepare_out(checkpoint: Path, out: Path, overwrite: bool) -> Path:
     return tmp
 
 
-def _publish(tmp: Path, out: Path) -> None:
+def _record_export(tmp: Path, checkpoint: Path, kind: str) -> None:
+    """List what the export wrote (`overwrite=true` replaces those files only)."""
+    export = {"checkpoint": str(checkpoint), "kind": kind, "exported": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    write_record(tmp, {"export": export, WRITTEN: dict(sorted(signatures(tmp).items()))})
+
+
+def _publish(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Move `tmp` into place; a previous export in `out` (checked again: the merge takes a while) goes first, file by
+    file as its record lists them; `out.rmdir` fails, deleting nothing more, if anything else is there."""
+    _check_out(out, overwrite)
     if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
+        written = written_files(out) or {}
+        for rel in sorted(written, key=lambda r: -len(Path(r).parts)):
+            (out / rel).unlink(missing_ok=True)
+            for folder in (out / rel).parents:
+                if folder == out:
+                    break
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+        for path in out.iterdir():  # the record and timealign's torn temporaries
+            if path.name == RUN_FILE or TEMPORARY.match(path.name):
+                path.unlink()
+        out.rmdir()
     tmp.rename(out)
 
 
@@ -310,7 +391,8 @@ def export_checkpoint(
             logger.warning(
                 "%s has no %s (not trained by timealign): exported without a model card", checkpoint, CHECKPOINT_RECIPE
             )
-        _publish(tmp, out)
+        _record_export(tmp, checkpoint, kind)
+        _publish(tmp, out, overwrite)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)

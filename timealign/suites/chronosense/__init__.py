@@ -47,7 +47,7 @@ from timealign.suites.chronosense.arithmetic import (
     occurs_in,
     sample_arithmetic,
 )
-from timealign.suites.chronosense.generate import TASKS, context_key, generate, select_tasks
+from timealign.suites.chronosense.generate import TASKS, composition, context_key, generate, select_tasks
 from timealign.suites.chronosense.prompts import SETTINGS, TEMPLATES, build_prompt, normalize_setting, render_question
 from timealign.suites.chronosense.score import markdown_summary, parse_true_false, score
 from timealign.suites.chronosense.suite import (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from typing import Iterable, Sequence
 
 from timealign.suites.chronosense.allen import (
@@ -122,7 +123,7 @@ def _draw_shots(item: dict, k: int, rng: random.Random, *, named: dict | None, y
     if named is not None and item["task"] == "allen":
         named_pool = [
             pair
-            for pair in _named_pool(named[item["category"]], rng, _pair_context)
+            for pair in _named_pool(named.get(item["category"], ()), rng, _pair_context)
             if ("allen", _pair_context(pair)) not in seen
         ]
     shots: list[dict] = []
@@ -145,18 +146,34 @@ MAX_DRAWS = 1000  # fresh draws of an abstract task that may all repeat earlier 
 def _new_pair(
     category: str, rng: random.Random, pools: dict | None, used: set, years: tuple[int, int]
 ) -> list[dict] | None:
-    """A positive and its negative whose question no earlier pair of the set asked; None when none is left."""
-    for _ in range(MAX_DRAWS):
-        if pools is not None and category in ALLEN_RELATIONS:
-            if not pools[category]:
-                return None
+    """A positive and its negative whose question no earlier pair of the set asked; None when none is left.
+
+    With named pools, a relation's named pairs come first; once they are used up (or when no named pair realises
+    the relation) its pairs are abstract (Event A / Event B, `abstract` true), so the relation keeps its share."""
+    if pools is not None and category in ALLEN_RELATIONS:
+        while pools.get(category):
             pair = _make_pair(category, rng, named={category: [pools[category].pop()]}, years=years)
-        else:
-            pair = _make_pair(category, rng, named=None, years=years)
+            if item_key(pair[0]) not in used:
+                used.add(item_key(pair[0]))
+                return pair
+    for _ in range(MAX_DRAWS):
+        pair = _make_pair(category, rng, named=None, years=years)
         if item_key(pair[0]) not in used:
             used.add(item_key(pair[0]))
             return pair
     return None
+
+
+def composition(items: Sequence[dict]) -> dict:
+    """What a set is made of: items per task (`by_task`, in `TASKS` order), and per Allen task how many of them use
+    named events (`named_by_task`; the others are abstract, e.g. a relation's share past its named pairs)."""
+    by_task = Counter(it["category"] for it in items)
+    named = Counter(it["category"] for it in items if it["task"] == "allen" and not it["abstract"])
+    return {
+        "n": len(items),
+        "by_task": {t: by_task[t] for t in TASKS if t in by_task},
+        "named_by_task": {t: named[t] for t in ALLEN_RELATIONS if t in by_task},
+    }
 
 
 def generate(
@@ -171,13 +188,15 @@ def generate(
     years: tuple[int, int] = (1500, 2020),
 ) -> list[dict]:
     """`n` items, round-robin over the tasks, each positive next to its negative (n even: exactly balanced), which
-    of the two comes first drawn with the seed.
+    of the two comes first drawn with the seed. Every task gets its share: the counts of two tasks differ by at most
+    one pair (`composition` says what a set holds).
 
     No item repeats another of the set (`item_key`: same task and years or parameters, whatever the events are
     called). named=True (or `events` given) uses named events for the Allen tasks: pairs of `events` (default
-    `BUILTIN_EVENTS`) grouped by their true relation, drawn without replacement; tasks whose relation no pair has
-    are skipped, and a task whose pairs are used up leaves the rotation (the built-in events give Equals one pair);
-    when every task is used up before `n`, generation stops with an error that names the size the events allow.
+    `BUILTIN_EVENTS`) grouped by their true relation, drawn without replacement; a relation whose named pairs are
+    used up (the built-in events give Equals, Starts and Started-By one pair of years each) or that no pair realises
+    goes on with abstract pairs (Event A / Event B, `abstract` true), so every relation keeps its share and the
+    per-relation accuracies compare equal counts. A task that has no new item left stops generation with an error.
     Few-shot examples come from a separate random stream, same task (see `_draw_shots`): a shot never shares the
     test's years (its context), so it never shows the test's question or answer, and no shot repeats another.
     """
@@ -187,12 +206,11 @@ def generate(
     if template not in range(len(TEMPLATES)):
         raise ValueError(f"template must be 0..{len(TEMPLATES) - 1}")
     categories = select_tasks(tasks)
+    if not categories:
+        raise ValueError(f"no task to generate (tasks={tasks!r})")
     named_pairs = None
     if named or events is not None:
         named_pairs = pairs_by_relation(BUILTIN_EVENTS if events is None else events)
-        categories = tuple(c for c in categories if c in ARITHMETIC_TASKS or c in named_pairs)
-    if not categories:
-        raise ValueError("no task left to generate (named events realise none of the requested relations)")
     rng = random.Random(f"chronosense-{seed}")
     order_rng = random.Random(f"chronosense-order-{seed}")  # a separate stream: the items stay those of older sets
     pools = None
@@ -205,30 +223,25 @@ def generate(
         }
     items: list[dict] = []
     used: set = set()
-    exhausted: set = set()
-    pair_idx, cursor = 0, 0
+    filled: set = set()
+    pair_idx = 0
     while len(items) < n:
-        if len(exhausted) == len(categories):
-            raise ValueError(
-                f"the events allow at most {len(items)} distinct ChronoSense items for "
-                f"tasks={tasks if isinstance(tasks, str) else ','.join(tasks)} (no item repeats "
-                f"another); ask for n<={len(items)}, or give more events (events=)"
-            )
-        category = categories[cursor % len(categories)]
-        cursor += 1
-        if category in exhausted:
-            continue
+        category = categories[pair_idx % len(categories)]
         pair = _new_pair(category, rng, pools, used, years)
-        if pair is None:  # this task's distinct items are used up: the others go on
-            exhausted.add(category)
+        if pair is None:
+            raise ValueError(
+                f"ChronoSense: {category} has no new item after {sum(it['category'] == category for it in items)} "
+                f"of its items (no item repeats another, every task gets its share); ask for a smaller n"
+            )
+        if pools is not None and category in ALLEN_RELATIONS and pair[0]["abstract"] and category not in filled:
+            filled.add(category)
             logger.warning(
-                "ChronoSense: %s has no new item after %d of its items; the other tasks fill the rest "
-                "of the %d-item set (no item repeats)",
+                "ChronoSense: %s has %d named items; the rest of its share of the %d-item set is abstract "
+                "(Event A / Event B, abstract=true)",
                 category,
                 sum(it["category"] == category for it in items),
                 n,
             )
-            continue
         if order_rng.random() < 0.5:  # the answer order is the seed's, not the item's position
             pair = pair[::-1]
         for item in pair:

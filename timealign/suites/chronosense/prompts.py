@@ -63,8 +63,9 @@ ALLEN_TEXT: dict[str, tuple[str, str]] = {
     ),
 }
 ARITHMETIC_TEXT: dict[str, tuple[str, str, str]] = {  # (context, question, statement); {a} is the event
+    # The reading is stated: counted inclusively ("started 1758, lasted 6 years": 1758-1763) every gold would flip.
     "End Timepoint": (
-        "{a} started in year {start}. {a} lasted {duration} years.",
+        "{a} started in year {start}. {a} lasted {duration} years, not counting its start year.",
         "Did {a} end in the year {year}?",
         "{a} ended in the year {year}.",
     ),

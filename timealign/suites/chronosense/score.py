@@ -94,4 +94,12 @@ def markdown_summary(report: dict) -> str:
     ]
     for task, m in report["by_task"].items():
         lines.append(f"| {task} | {m['n']} | {fmt_metric(m['accuracy'])} | {m['unclear']} |")
+    named = s.get("composition", {}).get("named_by_task", {})
+    filled = {t: report["by_task"][t]["n"] - k for t, k in named.items() if t in report["by_task"]}
+    if s.get("named") and any(filled.values()):
+        lines += [
+            "",
+            "Abstract items (Event A / Event B) where a relation's named pairs ran out: "
+            + ", ".join(f"{t} {k}" for t, k in filled.items() if k),
+        ]
     return "\n".join(lines) + "\n"

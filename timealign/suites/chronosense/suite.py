@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from timealign.config.schema import opt
-from timealign.suites.chronosense.generate import generate
+from timealign.suites.chronosense.generate import composition, generate
 from timealign.suites.chronosense.prompts import SETTINGS, TEMPLATES, normalize_setting
 from timealign.suites.chronosense.score import markdown_summary, score
 from timealign.suites.questions import ask
@@ -33,8 +33,8 @@ class ChronoSenseSet:
     named: bool = opt(
         False,
         "named events (the built-in list) instead of Event A / Event B for the Allen tasks; "
-        "each pair of years is asked once, so a task whose pairs run out leaves the rotation "
-        "(built-in list: at most 1862 Allen items)",
+        "each pair of years is asked once; a relation whose named pairs run out goes on with abstract ones "
+        "(abstract=true), so every relation keeps its share",
     )
     events: str | None = opt(
         None, "JSON file with a list of [name, start_year, end_year] to draw the named pairs from (implies named)"
@@ -87,6 +87,7 @@ def evaluate_chronosense(
         {
             "id": it["id"],
             "task": it["category"],
+            "abstract": it["abstract"],
             "hypothesis": it.get("hypothesis_relation", it.get("hypothesis_year")),
             "gold": it["answer"],
             "pred": pred,
@@ -113,6 +114,7 @@ def run_suite(backend, ctx: EvalContext) -> dict:
         "tasks": options.tasks,
         "max_new_tokens": max_new_tokens,
         "backend": getattr(backend, "name", "?"),
+        "composition": composition(items),
     }
     report["markdown"] = markdown_summary(report)
     return report
