@@ -70,9 +70,11 @@ def v1_pairs(tictoc_v1_dir, tmp_path_factory):
     from timealign.data.pairs import load_prepared, prepare
 
     out = tmp_path_factory.mktemp("v1-pairs")
-    prepare(load_recipe("smol", {"data.path": str(tictoc_v1_dir)}).data, out)
+    prepare(load_recipe("smol", {"data.path": str(tictoc_v1_dir), "data.balance_train_labels": "false"}).data, out)
     data = load_prepared(out)
-    return [row for split in data for row in data[split]]
+    rows = [row for split in data for row in data[split]]
+    assert len(rows) == 1379  # every v1 sample: 694 train, 685 test
+    return rows
 
 
 SETTINGS = [

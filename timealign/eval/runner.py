@@ -279,7 +279,7 @@ def check_clock_run(recipe, suites: list[str], opts: EvalOptions) -> None:
 def check_torch_files(checkpoint: str, key: str) -> None:
     """A local checkpoint's torch files pass the weights-only check resume makes (`timealign.train.checkpoints`):
     a pickle that is not weights is refused in one line, before anything loads it."""
-    from timealign.train.checkpoints import unsafe_torch_files
+    from timealign.backends.weights import unsafe_torch_files
 
     folder = Path(checkpoint).expanduser()
     problem = unsafe_torch_files(folder) if folder.is_dir() else None

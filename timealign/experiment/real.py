@@ -93,10 +93,10 @@ class RealOptions:
     )
     seeds: str = opt("0", "comma list of seeds (training order and sampling); the held-out samples are the same")
     train_pairs: int = opt(
-        64, "pairs each trained arm sees (the label-balanced train split, in the seed's order; steps = this / batch)"
+        48, "pairs each trained arm sees (the label-balanced train split, in the seed's order; steps = this / batch)"
     )
     batch_pairs: int = opt(8, "pairs per optimizer step (one pair per forward, accumulated)")
-    learning_rate: float = opt(1e-5, "training.learning_rate of every trained arm (full fine-tuning, fp32)")
+    learning_rate: float = opt(2e-5, "training.learning_rate of every trained arm (full fine-tuning, fp32)")
     beta: float = opt(0.1, "training.beta of every trained arm")
     eval_backend: str = opt(
         "vllm",
@@ -104,11 +104,11 @@ class RealOptions:
         choices=("vllm", "hf"),
     )
     eval_samples: int = opt(0, "held-out samples scored (a seeded label-stratified sample); 0: the whole test split")
-    curve_every: int = opt(4, "learning curve: score curve_samples held-out samples every N steps (0: no curve)")
-    curve_samples: int = opt(32, "learning curve: held-out samples per point (stratified, the same in every arm)")
+    curve_every: int = opt(3, "learning curve: score curve_samples held-out samples every N steps (0: no curve)")
+    curve_samples: int = opt(16, "learning curve: held-out samples per point (stratified, the same in every arm)")
     timer: bool = opt(True, "also TIMER SFT of smol (recipe smol-timer): delay F1 and RMSLE before and after")
     timer_steps: int = opt(-1, "TIMER: training.max_steps (-1: the recipe's epochs)")
-    timer_dialogs: int = opt(60, "TIMER: held-out synthetic dialogs scored")
+    timer_dialogs: int = opt(20, "TIMER: held-out synthetic dialogs scored")
     timelychat_sample: str = opt(str(DEFAULT_TIMELYCHAT), "TIMER: the authors' TimelyChat sample (eval.jsonl)")
     resamples: int = opt(1000, "bootstrap resamples for intervals and paired differences")
     base: str = opt("smol", "model.name_or_path of every arm")

@@ -6,7 +6,7 @@ optimizer, scheduler and RNG states: headers and sizes, not the tensors), `check
 do not fit a built model (architecture, adapter or full model, parameter names and shapes, torch files the
 weights-only loader refuses). `checkpoints` / `checkpoint_folders` list a run's checkpoints. Resume
 (`timealign.train.resume`) and export (`timealign.train.export`) read checkpoints through these; evaluation
-(`timealign.eval.runner`) makes resume's weights-only check (`unsafe_torch_files`) before it loads a checkpoint.
+(`timealign.eval.runner`) makes the same weights-only check (`timealign.backends.weights`) before it loads one.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import logging
 from pathlib import Path
 
+from timealign.backends.weights import unsafe_torch_files
 from timealign.config.tracking import CHECKPOINT_DIR
 
 logger = logging.getLogger(__name__)
@@ -201,35 +202,6 @@ def checkpoints(output_dir: str | Path) -> list[Path]:
         else:
             complete.append(path)
     return complete
-
-
-def unsafe_torch_file(path: Path) -> str | None:
-    """Why torch's weights-only loader refuses `path` (a pickle that would run code or build other objects), or
-    None. transformers loads a checkpoint's torch files the same way; this says so in one line, before it."""
-    import torch
-    from transformers.trainer_pt_utils import safe_globals  # numpy's RNG state types, as the Trainer allows them
-
-    try:
-        with safe_globals():
-            torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as err:  # noqa: BLE001 (UnpicklingError, RuntimeError, ...: any refusal is the answer)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        return f"{path.name} is not a plain tensor file: torch's weights-only loader refuses it ({first[:200]})"
-    return None
-
-
-def unsafe_torch_files(folder: str | Path) -> str | None:
-    """The first torch file of a checkpoint folder that torch's weights-only loader refuses (`unsafe_torch_file`),
-    or None: what resume (`checkpoint_model_problem`) and evaluation (`timealign.eval.runner`) check before a
-    checkpoint is loaded."""
-    folder = Path(folder)
-    for file in sorted([*folder.glob("*.bin"), *folder.glob("*.pt"), *folder.glob("*.pth")]):
-        if file.name == "training_args.bin":  # the Trainer pickles its arguments there and never loads them back
-            continue
-        problem = unsafe_torch_file(file)
-        if problem:
-            return problem
-    return None
 
 
 def _safetensors_shapes(path: Path) -> dict[str, tuple]:
