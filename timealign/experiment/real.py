@@ -265,11 +265,13 @@ class RealExperiment:
             for arm in self.arms:
                 reports[arm][seed], runs[f"{arm}-seed{seed}"] = self.run_arm(arm, seed)
         summary = analyse(reports, runs, self.opts, self.arms, self.seeds, self.steps)
-        if self.opts.timer:
-            summary["timer"] = self.run_timer()
         summary["settings"]["machine"] = machine_info()
         summary["seconds"] = round(time.perf_counter() - start, 1)
-        write_outputs(summary, self.out)
+        write_outputs(summary, self.out)  # the DPO arms' result stands even if the TIMER part fails
+        if self.opts.timer:
+            summary["timer"] = self.run_timer()
+            summary["seconds"] = round(time.perf_counter() - start, 1)
+            write_outputs(summary, self.out)
         return summary
 
 
