@@ -50,7 +50,7 @@ def test_committed_result_is_the_report_it_prints():
     report (and docs/experiment/real.md, which quotes it) shows is the measured one."""
     summary = json.loads((DOCS / "real.json").read_text())
     assert (DOCS / "real-report.md").read_text() == markdown_report(summary)
-    assert summary["test_samples"] == 685 and summary["settings"]["options"]["eval_samples"] == 0
+    assert summary["test_samples"] == (summary["settings"]["options"]["eval_samples"] or 685)
     prose = (DOCS / "real.md").read_text()
     for arm, by_seed in summary["arms"].items():
         nar = by_seed["0"]["nar"]

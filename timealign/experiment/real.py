@@ -19,9 +19,10 @@ The budget (90 minutes on 2 CPU cores for the default options) decides the train
 same `train_pairs` pairs (the label-balanced v1 train split, `data.balance_train_labels`, read in the same seeded
 order), one optimizer step per `batch_pairs` of them, full fine-tuning in fp32, the reference on the fly (a
 precomputed reference would first score all 182 balanced pairs, more than one epoch of the subsample costs). The
-held-out evaluation is the whole test split on the vLLM CPU engine (`eval_backend=vllm`, prefix caching shares the
-three gaps of one trajectory); the learning curve scores `curve_samples` stratified held-out samples every
-`curve_every` steps (the evaluator's hf code on the model in memory, the same rows in every arm).
+held-out evaluation is a seeded sample of the test split, stratified by label and spread over its scenarios, the
+same in every arm (`eval_samples`; 0: the whole split, 685 samples, about 20 CPU-minutes per arm on the vLLM CPU
+engine here, which six arms cannot afford in 90 minutes); the learning curve scores `curve_samples` stratified
+held-out samples every `curve_every` steps (the evaluator's hf code on the model in memory, the same rows in all arms).
 
 TIMER (`timer=true`): recipe `smol-timer` (LoRA and the TIMER tokens' rows) on synthetic dialogs; delay F1 and RMSLE
 before and after, on held-out synthetic dialogs and on the authors' TimelyChat sample (`timelychat_sample=`).
@@ -103,7 +104,12 @@ class RealOptions:
         "held-out evaluation: vllm (the vLLM CPU engine, make experiment-real's venv) | hf",
         choices=("vllm", "hf"),
     )
-    eval_samples: int = opt(0, "held-out samples scored (a seeded label-stratified sample); 0: the whole test split")
+    eval_samples: int = opt(
+        160,
+        "held-out samples scored: a seeded sample of the test split stratified by label and spread over its "
+        "scenarios, the same in every arm; 0: the whole split (685: about 20 CPU-minutes per arm on 2 cores with the "
+        "vLLM CPU engine, over the budget for six arms)",
+    )
     curve_every: int = opt(3, "learning curve: score curve_samples held-out samples every N steps (0: no curve)")
     curve_samples: int = opt(16, "learning curve: held-out samples per point (stratified, the same in every arm)")
     timer: bool = opt(True, "also TIMER SFT of smol (recipe smol-timer): delay F1 and RMSLE before and after")
