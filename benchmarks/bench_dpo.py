@@ -36,10 +36,13 @@ PARTS = """Parts:
                  then rendering every pair into prompt strings (`render_split` + `PromptRenderer`, tiny tokenizer),
                  which happens at train time. Goal: data prep < 5 s on 2 cores.
   2. CPU train   the offset-DPO speed-ups one at a time against stock `trl.DPOTrainer` on real TicToc v1 pairs
-                 (tiny model, tiny tokenizer): offset, + shared prompt, + precomputed reference, + length-grouped
-                 batches, padding-free rows (benchmarks/dpo_variants.py); steps/s, tokens/s, padding share, peak
+                 (model=tiny: tiny model and tokenizer; model=smol: SmolLM2-135M and its 49k tokenizer, `make
+                 bench-smol`): offset, + shared prompt, + precomputed reference, + length-grouped batches,
+                 padding-free rows (benchmarks/dpo_variants.py); steps/s, s/pair, tokens/s, padding share, peak
                  RSS, each as a ratio to stock TRL (JSON: dpo.ratio_vs_trl). Goals: shared prompt >= 1.8x, with the
-                 precomputed reference >= 2.5x. Each run is a fresh process, the order rotates per round.
+                 precomputed reference >= 2.5x. Each run is a fresh process, the order rotates per round. Then
+                 (ab_steps > 0) each variant's interleaved per-step A/B against stock TRL, robust to other load
+                 (JSON: dpo.ratio_vs_trl_interleaved).
   2b. sweep      shared prompt vs stock TRL over prompt lengths x completion lengths (synthetic pairs of exact
                  token counts), drawn to sweep_png (benchmarks/dpo_sweep.py).
   3. GPU train   (only when CUDA is available) the same comparison on a random-init Llama-3.2-1B-shaped model in

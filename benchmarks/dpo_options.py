@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from benchmarks.harness import REPO_ROOT
 from timealign.config.schema import opt
 
+MODELS = ("tiny", "smol")  # timealign.models.LOCAL_MODELS names with a recipe of the same name
 DEFAULT_TICTOC = REPO_ROOT.parent / "shared" / "data" / "tictoc-v1"  # ../shared/data/tictoc-v1 beside the repo
 
 
@@ -25,10 +26,16 @@ class DpoBenchOptions:
         "rounds of one run per variant, order rotating per round (GPU part: ODPO,TRL / "
         "TRL,ODPO) to cancel drift; medians, spread and per-round ratios are reported",
     )
+    model: str = opt(
+        "tiny",
+        "part 2: the model of the CPU comparison and of its v1 pairs' rendering: tiny (random, 2k vocabulary) or "
+        "smol (SmolLM2-135M-Instruct, 49k vocabulary; `make bench-smol`), fp32, its recipe's training section",
+        choices=MODELS,
+    )
     batch_size: int = opt(8, "per_device_train_batch_size, pairs per step")
     pairs: int = opt(
         96,
-        "part 2: real TicToc v1 train pairs (seeded sample, rendered with the tiny tokenizer); "
+        "part 2: real TicToc v1 train pairs (seeded sample, rendered with the model's tokenizer); "
         "steps x batch_size of them are read once in order",
     )
     max_length: int = opt(1024, "DPOConfig.max_length of the CPU runs")

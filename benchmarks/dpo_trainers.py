@@ -95,9 +95,16 @@ def odpo_vs_trl(
 
 def tiny_config(opts: DpoBenchOptions, precompute: bool) -> dict:
     """The tiny recipe's training section (lr, beta, loss_type, optim, scheduler ...) set up for timed CPU runs."""
+    return recipe_config(opts, precompute, "tiny")
+
+
+def recipe_config(opts: DpoBenchOptions, precompute: bool, recipe: str, overrides: dict | None = None) -> dict:
+    """A recipe's training section (lr, beta, loss_type, optim, scheduler ...) set up for timed CPU runs: fp32, no
+    gradient checkpointing, `batch_size` pairs per step with no accumulation, `steps` steps, no logging or saving.
+    `overrides`: what the recipe needs to load (smol's v1 source needs a data.path)."""
     from timealign.config import load_recipe
 
-    training = dict(load_recipe("tiny").training)
+    training = dict(load_recipe(recipe, overrides or {}).training)
     for key in ("num_train_epochs", "logging_steps"):
         training.pop(key, None)
     training.update(

@@ -11,10 +11,18 @@ Variants (each adds to the one before; the last two are alternatives against pad
     padding_free                   shared_prompt_precomputed_ref + the micro-batch's pairs packed into one row
                                    (dpo.padding_free=true)
 
-Every variant gets the same model, pairs, batch, optimizer and steps. Each (variant, round) is one fresh process
-(`worker=VARIANT`), so its peak memory (ru_maxrss) is its own; the order of the variants rotates from round to
-round, so drift and other load on the machine spread over all of them. Timed: the steps after a warm-up
-(`benchmarks.trainer_ab.step_timer`); trainer construction (tokenization, reference precompute) is reported apart.
+`model=tiny` (the default, `make bench`) runs them on the random tiny model with the pairs rendered by the tiny
+tokenizer; `model=smol` (`make bench-smol`) on SmolLM2-135M-Instruct with its own 49k tokenizer and recipe, where
+the LM head is a large share of a step. Every variant gets the same model, pairs, batch, optimizer and steps. Each
+(variant, round) is one fresh process (`worker=VARIANT`), so its peak memory (ru_maxrss) is its own; the order of
+the variants rotates from round to round, so drift and other load on the machine spread over all of them. Timed:
+the steps after a warm-up (`benchmarks.trainer_ab.step_timer`); trainer construction (tokenization, reference
+precompute) is reported apart.
+
+With `ab_steps` > 0 each variant then runs an interleaved per-step A/B against stock TRL in this process
+(`benchmarks.trainer_ab.interleaved_ab`: both trainers built once, single steps alternated ABBA, forward + backward
+without the optimizer step); the median of the paired ratios is robust to other processes on the machine in a way
+whole runs are not.
 
 tokens/s counts the same tokens for every variant: the pairs' real tokens as stock DPO sees them
 (2 x prompt + chosen + rejected, no padding), so its ratio equals the steps/s ratio and says how much faster the
@@ -59,7 +67,7 @@ GOALS = {"shared_prompt": 1.8, "shared_prompt_precomputed_ref": 2.5}  # ratio to
 
 
 def v1_pairs(tokenizer, opts: DpoBenchOptions, workdir: Path):
-    """`pairs` real TicToc v1 train pairs (seeded sample), rendered with the tiny tokenizer by the shared renderer;
+    """`pairs` real TicToc v1 train pairs (seeded sample), rendered for `opts.model` by the shared renderer;
     pairs longer than max_length are left out (so no variant truncates), and how many is returned."""
     from datasets import Dataset
 
@@ -72,7 +80,7 @@ def v1_pairs(tokenizer, opts: DpoBenchOptions, workdir: Path):
         raise RecipeError(
             f"tictoc={opts.tictoc}: the TicToc v1 release is not there (the speed comparison runs on the real pairs)"
         )
-    recipe = load_recipe("tiny", {"data.source": "v1", "data.path": str(opts.tictoc)})
+    recipe = load_recipe(opts.model, {"data.source": "v1", "data.path": str(opts.tictoc)})
     with quiet():
         prepare(recipe.data, workdir / "data")
         data = load_prepared(workdir / "data")[recipe.data.train_split].shuffle(seed=opts.seed)
@@ -140,22 +148,48 @@ def computed_tokens(trainer, steps: int) -> dict:
     return {"computed_tokens_per_step": total / seen, "padding_share": 1 - real / total}
 
 
+def variant_config(opts: DpoBenchOptions) -> dict:
+    """The model's recipe's training section for timed runs; the variants add their own DPOConfig fields."""
+    from benchmarks.dpo_trainers import recipe_config
+
+    config = recipe_config(opts, False, opts.model, {"data.source": "v1", "data.path": str(opts.tictoc)})
+    config.pop("precompute_ref_log_probs")
+    config["per_device_eval_batch_size"] = opts.batch_size  # the interleaved A/B steps through the eval dataloader
+    return config
+
+
+def variant_ab(variant: str, opts: DpoBenchOptions, model_dir: str, dataset, tokenizer, workdir: Path) -> dict:
+    """Interleaved per-step A/B of `variant` against stock TRL (`trainer_ab.interleaved_ab`): both trainers built
+    once, `ab_steps` single steps each (forward + backward, no optimizer step) alternated ABBA after a warm-up step
+    each; both read the same pairs in order. ratio_paired_*: TRL's seconds over the variant's (above 1: faster)."""
+    from benchmarks.trainer_ab import interleaved_ab
+
+    config = variant_config(opts)
+
+    def build(kind: str, wd: Path, callbacks: list):
+        return build_trainer(kind, model_dir, dataset, tokenizer, config, wd, callbacks)
+
+    res = interleaved_ab(variant, (variant, "trl"), build, opts.ab_steps, workdir / variant, lambda: None)
+    # interleaved_ab compares the batches' attention-mask sums; the layouts differ (the shared rows hold each
+    # prompt once), so equal pairs cannot be read off them: both dataloaders are sequential over the same pairs.
+    res.pop("same_batches", None)
+    res["variant_step_s_median"] = res.pop(f"{variant}_step_s_median")
+    return res
+
+
 def worker(variant: str, opts: DpoBenchOptions, data_dir: str) -> dict:
     """One timed run of one variant in this (fresh) process."""
     import torch
     from datasets import load_from_disk
     from transformers import AutoTokenizer
 
-    from benchmarks.dpo_trainers import tiny_config
     from benchmarks.trainer_ab import step_timer
-    from timealign.models.tiny import ensure_tiny_model
+    from timealign.models import resolve_model_path
 
-    model_dir = ensure_tiny_model()
+    model_dir = resolve_model_path(opts.model)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     dataset = load_from_disk(data_dir)
-    config = tiny_config(opts, precompute=False)
-    config.pop("precompute_ref_log_probs")
-    config["per_device_eval_batch_size"] = opts.batch_size
+    config = variant_config(opts)
     timer = step_timer(opts.warmup, lambda: None)
     with tempfile.TemporaryDirectory(prefix=f"bench-{variant}-") as tmp:
         start = time.perf_counter()
@@ -200,13 +234,19 @@ def run_worker(variant: str, opts: DpoBenchOptions, data_dir: Path, json_out: Pa
 
 
 def bench_variants(opts: DpoBenchOptions) -> dict:
+    from datasets import load_from_disk
     from transformers import AutoTokenizer
 
-    from timealign.models.tiny import ensure_tiny_model
+    from timealign.models import resolve_model_path
 
-    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
+    model_dir = resolve_model_path(opts.model)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     variants = [v for v in VARIANTS if v in opts.variants.split(",")]
+    unknown = sorted(set(opts.variants.split(",")) - set(VARIANTS))
+    if unknown or not variants:
+        raise RecipeError(f"variants={opts.variants}: expected a comma list of {', '.join(VARIANTS)}")
     runs: dict[str, list[dict]] = {v: [] for v in variants}
+    interleaved: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-variants-") as tmp:
         dataset, too_long = v1_pairs(tokenizer, opts, Path(tmp))
         dataset.save_to_disk(Path(tmp) / "pairs")
@@ -226,6 +266,11 @@ def bench_variants(opts: DpoBenchOptions) -> dict:
                     f"peak RSS {res['peak_rss_mib']:.0f} MiB, padding {100 * res['padding_share']:.0f}%, "
                     f"CPU share {100 * res['cpu_share']:.0f}%"
                 )
+        if opts.ab_steps > 0 and "trl" in variants:
+            saved = load_from_disk(str(Path(tmp) / "pairs"))
+            for variant in variants:
+                if variant != "trl":
+                    interleaved[variant] = variant_ab(variant, opts, model_dir, saved, tokenizer, Path(tmp) / "ab")
     # the timed steps read pairs in order: steps warmup..steps-1 of the sequential dataloader
     batch = opts.batch_size
     timed_pairs = (
@@ -233,6 +278,8 @@ def bench_variants(opts: DpoBenchOptions) -> dict:
     )
     stock_tokens_per_step = statistics.mean(timed_pairs) * batch
     out = {
+        "model": opts.model,
+        "batch_size": batch,
         "pairs": len(dataset),
         "left_out_over_max_length": too_long,
         "tokens": {
@@ -251,6 +298,7 @@ def bench_variants(opts: DpoBenchOptions) -> dict:
             "description": VARIANTS[variant],
             "steps_per_s": sps,
             "tokens_per_s": sps * stock_tokens_per_step,
+            "s_per_pair": 1 / (sps * batch),
             "computed_tokens_per_step": statistics.median(r["computed_tokens_per_step"] for r in rs),
             "padding_share": statistics.median(r["padding_share"] for r in rs),
             "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in rs),
@@ -261,14 +309,17 @@ def bench_variants(opts: DpoBenchOptions) -> dict:
             "goal": GOALS.get(variant),
         }
     out["ratio_vs_trl"] = {v: s["ratio_vs_trl"] for v, s in out["variants"].items() if v != "trl"}
+    if interleaved:
+        out["interleaved"] = interleaved
+        out["ratio_vs_trl_interleaved"] = {v: ab["ratio_paired_median"] for v, ab in interleaved.items()}
     return out
 
 
 def report_variants(res: dict, opts: DpoBenchOptions) -> None:
     tok = res["tokens"]
     print(
-        f"\n## 2. Offset-DPO speed-ups vs stock trl.DPOTrainer: tiny model (float32), {res['pairs']} real TicToc "
-        f"v1 train pairs (tiny tokenizer: prompt median {tok['prompt']['median']:.0f} tokens, chosen "
+        f"\n## 2. Offset-DPO speed-ups vs stock trl.DPOTrainer: {res['model']} model (float32), {res['pairs']} real "
+        f"TicToc v1 train pairs ({res['model']} tokenizer: prompt median {tok['prompt']['median']:.0f} tokens, chosen "
         f"{tok['chosen']['median']:.0f}, rejected {tok['rejected']['median']:.0f}), batch {opts.batch_size} pairs, "
         f"{opts.steps - opts.warmup} timed steps after {opts.warmup} warm-up, {opts.repeats} rounds (order "
         "rotating), one process per run"
@@ -286,6 +337,7 @@ def report_variants(res: dict, opts: DpoBenchOptions) -> None:
                 name,
                 v["description"],
                 f"{v['steps_per_s']:.3f}",
+                f"{v['s_per_pair']:.2f}",
                 f"{v['tokens_per_s']:.0f}",
                 ratio,
                 goal,
@@ -301,6 +353,7 @@ def report_variants(res: dict, opts: DpoBenchOptions) -> None:
                 "variant",
                 "what",
                 "steps/s",
+                "s/pair",
                 "pair tokens/s",
                 "x stock TRL",
                 "goal",
@@ -318,6 +371,28 @@ def report_variants(res: dict, opts: DpoBenchOptions) -> None:
         "tokenization, the up-front reference pass of the precomputed variants) is not timed: median "
         + ", ".join(f"{k} {v['construct_s']:.1f} s" for k, v in res["variants"].items())
     )
+    if "interleaved" in res:
+        print(
+            "\nInterleaved per-step A/B against stock TRL (both trainers built once in one process, single steps "
+            "alternated ABBA, forward + backward without the optimizer step; robust to other processes):"
+        )
+        rows = [
+            [
+                name,
+                str(ab["steps"]),
+                f"{ab['variant_step_s_median']:.2f}",
+                f"{ab['trl_step_s_median']:.2f}",
+                f"{ab['ratio_paired_median']:.2f}",
+                f"{ab['ratio_paired_min']:.2f}..{ab['ratio_paired_max']:.2f}",
+            ]
+            for name, ab in res["interleaved"].items()
+        ]
+        print(
+            table(
+                ["variant", "steps each", "s/step", "stock TRL s/step", "x stock TRL (paired median)", "range"],
+                rows,
+            )
+        )
 
 
 def worker_main(opts: DpoBenchOptions) -> int:

@@ -162,3 +162,19 @@ def test_bench_dpo_options_and_json_args_keep_their_names():
         "gpu_steps",
         "gpu_batch_size",
     } <= set(record)
+
+
+def test_bench_dpo_model_option_takes_tiny_or_smol_and_the_smol_config_is_one_pair_in_fp32():
+    from benchmarks.bench_dpo import COMMAND
+    from benchmarks.dpo_trainers import recipe_config
+
+    assert parse(COMMAND, []).options.model == "tiny"
+    options = parse(COMMAND, ["model=smol", "batch_size=1", "max_length=2048", "steps=3"]).options
+    assert options.model == "smol"
+    with pytest.raises(RecipeError, match="model='llama' is not one of: tiny, smol"):
+        parse(COMMAND, ["model=llama"])
+    # the smol recipe's training section (its v1 source needs a data.path to load; nothing is read from it)
+    config = recipe_config(options, False, options.model, {"data.path": "v1-data"})
+    assert (config["per_device_train_batch_size"], config["gradient_accumulation_steps"]) == (1, 1)
+    assert (config["max_length"], config["max_steps"], config["bf16"]) == (2048, 3, False)
+    assert config["learning_rate"] == 5.0e-6 and config["loss_type"] == ["sigmoid"]
