@@ -177,4 +177,7 @@ def test_bench_dpo_model_option_takes_tiny_or_smol_and_the_smol_config_is_one_pa
     config = recipe_config(options, False, options.model, {"data.path": "v1-data"})
     assert (config["per_device_train_batch_size"], config["gradient_accumulation_steps"]) == (1, 1)
     assert (config["max_length"], config["max_steps"], config["bf16"]) == (2048, 3, False)
-    assert config["learning_rate"] == 5.0e-6 and config["loss_type"] == ["sigmoid"]
+    from timealign.config import load_recipe
+
+    smol = load_recipe("smol", {"data.path": "v1-data"}).training
+    assert config["learning_rate"] == smol["learning_rate"] and config["loss_type"] == ["sigmoid"]
