@@ -39,7 +39,7 @@ import numpy as np
 from timealign.config import RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
-from timealign.experiment.spec import DPO_RECIPE
+from timealign.experiment.spec import DPO_RECIPE, comma_choices, comma_seeds
 
 logger = logging.getLogger("timealign.experiment.margins")
 
@@ -114,26 +114,6 @@ COMMAND = Command(
     options=MarginsOptions,
     recipe="none",
 )
-
-
-def _choices(text: str, known, what: str) -> tuple[str, ...]:
-    picked = tuple(p.strip() for p in text.split(",") if p.strip())
-    unknown = [p for p in picked if p not in known]
-    if unknown or not picked:
-        raise RecipeError(f"{what} takes a comma list of {', '.join(known)}, got {text!r}")
-    if len(set(picked)) != len(picked):
-        raise RecipeError(f"{what} names an arm twice: {text!r}")
-    return picked
-
-
-def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        seeds = tuple(int(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        raise RecipeError(f"seeds takes a comma list of integers, got {text!r}") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise RecipeError(f"seeds takes distinct integers, got {text!r}")
-    return seeds
 
 
 # ------------------------------------------------------------------------------------------------------- data
@@ -564,9 +544,9 @@ def write_plot(summary: dict, path: Path) -> None:
 
 def run(invocation: Invocation) -> int:
     o = invocation.options
-    seeds = _seeds(o.seeds)
-    modes = _choices(o.modes, MODES, "modes")
-    variants = _choices(o.variants, tuple(VARIANTS), "variants")
+    seeds = comma_seeds(o.seeds)
+    modes = comma_choices(o.modes, MODES, "modes")
+    variants = comma_choices(o.variants, tuple(VARIANTS), "variants")
     for name in ("train_trajectories", "test_trajectories", "annotators", "resamples", "batch_size"):
         if getattr(o, name) < 1:
             raise RecipeError(f"{name} must be >= 1, got {getattr(o, name)}")

@@ -44,6 +44,7 @@ from typing import Any
 from timealign.config import RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
+from timealign.experiment.spec import comma_choices, comma_seeds
 
 logger = logging.getLogger("timealign.experiment.real")
 
@@ -128,24 +129,6 @@ COMMAND = Command(
     options=RealOptions,
     recipe="none",
 )
-
-
-def _list(text: str, known, what: str) -> tuple[str, ...]:
-    picked = tuple(p.strip() for p in text.split(",") if p.strip())
-    unknown = [p for p in picked if p not in known]
-    if unknown or not picked or len(set(picked)) != len(picked):
-        raise RecipeError(f"{what} takes a comma list of distinct names from {', '.join(known)}, got {text!r}")
-    return picked
-
-
-def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        seeds = tuple(int(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        raise RecipeError(f"seeds takes a comma list of integers, got {text!r}") from None
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise RecipeError(f"seeds takes distinct integers, got {text!r}")
-    return seeds
 
 
 # ----------------------------------------------------------------------------------------------------- runner
@@ -477,8 +460,8 @@ def write_outputs(summary: dict, out: Path) -> None:
 
 def run(invocation: Invocation) -> int:
     o = invocation.options
-    arms = _list(o.arms, tuple(ARMS), "arms")
-    seeds = _seeds(o.seeds)
+    arms = comma_choices(o.arms, tuple(ARMS), "arms")
+    seeds = comma_seeds(o.seeds)
     for name in ("train_pairs", "batch_pairs", "resamples", "curve_samples"):
         if getattr(o, name) < 1:
             raise RecipeError(f"{name} must be >= 1, got {getattr(o, name)}")

@@ -17,7 +17,6 @@ not bit-identical to it. What timealign measures on `smol` is measured on these 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -27,7 +26,9 @@ import zipfile
 from pathlib import Path
 
 from timealign.config.options import RecipeError
+from timealign.data.fingerprint import file_sha256
 from timealign.models.cache import build_once, default_cache_dir
+from timealign.models.tiny import CHATML_TURNS
 
 logger = logging.getLogger(__name__)
 
@@ -54,26 +55,8 @@ SMOL_CHAT_TEMPLATE = (
     "JSON>}</tool_call>. The tools:\\n<tools>' }}"
     "{%- for tool in tools %}{{ '\\n' + (tool | tojson) }}{%- endfor %}{{ '\\n</tools>' }}"
     "{%- endif %}"
-    "{{ '<|im_end|>\\n' }}"
-    "{%- for message in messages %}{%- if message.role != 'system' %}"
-    "{{ '<|im_start|>' + message.role + '\\n' }}"
-    "{%- if message.content %}{{ message.content }}{%- endif %}"
-    "{%- if message.tool_calls %}{%- for call in message.tool_calls %}"
-    "{%- set fn = call.function if call.function is defined else call %}"
-    "{{ '<tool_call>{\"name\": \"' + fn.name + '\", \"arguments\": ' + (fn.arguments | tojson) + '}</tool_call>' }}"
-    "{%- endfor %}{%- endif %}"
-    "{{ '<|im_end|>\\n' }}"
-    "{%- endif %}{%- endfor %}"
-    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}"
+    "{{ '<|im_end|>\\n' }}" + CHATML_TURNS
 )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _provide_hint() -> str:
@@ -86,7 +69,7 @@ def _provide_hint() -> str:
 def _checked(path: Path, origin: str) -> Path:
     if not path.is_file():
         raise RecipeError(f"model smol: {origin} names {path}, which is not a file; {_provide_hint()}")
-    actual = _sha256(path)
+    actual = file_sha256(path)
     if actual != SMOL_GGUF_SHA256:
         raise RecipeError(
             f"model smol: {path} ({origin}) has sha256 {actual}, not {SMOL_GGUF_SHA256} ({SMOL_GGUF} of "

@@ -27,16 +27,9 @@ TINY_META = "timealign_tiny.json"  # written last into every built folder: its p
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 
-# ChatML-style template. Tools are listed in the system turn as JSON; a tool call is rendered as
-# <tool_call>{"name": ..., "arguments": {...}}</tool_call>. Tool results come back in a "tool" turn.
-TINY_CHAT_TEMPLATE = (
-    "{%- if tools %}"
-    "{{ '<|im_start|>system\\n' }}"
-    "{%- if messages[0].role == 'system' %}{{ messages[0].content + '\\n\\n' }}{%- endif %}"
-    "{{ '# Tools' }}{%- for tool in tools %}{{ '\\n' + (tool | tojson) }}{%- endfor %}{{ '<|im_end|>\\n' }}"
-    "{%- elif messages[0].role == 'system' %}"
-    "{{ '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
-    "{%- endif %}"
+# The conversation part of timealign's ChatML tool templates (tiny's and smol's): each non-system message in a turn,
+# its tool calls as <tool_call>{"name": ..., "arguments": {...}}</tool_call>, then the generation prompt.
+CHATML_TURNS = (
     "{%- for message in messages %}{%- if message.role != 'system' %}"
     "{{ '<|im_start|>' + message.role + '\\n' }}"
     "{%- if message.content %}{{ message.content }}{%- endif %}"
@@ -47,6 +40,18 @@ TINY_CHAT_TEMPLATE = (
     "{{ '<|im_end|>\\n' }}"
     "{%- endif %}{%- endfor %}"
     "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+# ChatML-style template. Tools are listed in the system turn as JSON; a tool call is rendered as
+# <tool_call>{"name": ..., "arguments": {...}}</tool_call>. Tool results come back in a "tool" turn.
+TINY_CHAT_TEMPLATE = (
+    "{%- if tools %}"
+    "{{ '<|im_start|>system\\n' }}"
+    "{%- if messages[0].role == 'system' %}{{ messages[0].content + '\\n\\n' }}{%- endif %}"
+    "{{ '# Tools' }}{%- for tool in tools %}{{ '\\n' + (tool | tojson) }}{%- endfor %}{{ '<|im_end|>\\n' }}"
+    "{%- elif messages[0].role == 'system' %}"
+    "{{ '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
+    "{%- endif %}" + CHATML_TURNS
 )
 
 # Enough English, JSON and ISO-time text for useful merges; bytes not covered still encode (byte-level BPE).
