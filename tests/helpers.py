@@ -84,13 +84,15 @@ def launcher_env(**extra: str) -> dict[str, str]:
         if not k.startswith(("SLURM_", "ACCELERATE_", "TIMEALIGN_STOP", "WANDB_RUN_ID"))
     }
     env.update(
-        HF_HUB_OFFLINE="1",
-        HF_HUB_DISABLE_TELEMETRY="1",
-        WANDB_MODE="offline",
-        TOKENIZERS_PARALLELISM="false",
-        PYTHONUNBUFFERED="1",
-        OMP_NUM_THREADS="1",
-        **extra,
+        {
+            "HF_HUB_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "WANDB_MODE": "offline",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1",
+            "OMP_NUM_THREADS": "1",
+            **extra,  # a caller may replace any of these (a real model's test: two OpenMP threads)
+        }
     )
     return env
 
