@@ -23,7 +23,7 @@ help:
 	@echo "              cores; docs/experiment/margins.md)"
 	@echo "make experiment-real - does timealign teach a REAL model time? smol (SmolLM2-135M-Instruct) trained with"
 	@echo "              offset-DPO on the v1 release vs its base, a no-timestamp control, plain DPO, the elapsed badge and"
-	@echo "              the clock rule on the whole v1 test split; TIMER SFT of smol (vLLM venv; docs/experiment/real.md)"
+	@echo "              the clock rule on held-out v1 test samples; TIMER SFT of smol (vLLM venv; docs/experiment/real.md)"
 	@echo "make lint   - ruff check and ruff format --check (line length 119; make test runs it first)"
 	@echo "make test   - ruff, then the test suite (CPU, ~30 min on 2 cores)"
 	@echo "make test-paper-full - paper prompts of every v1 sample x every setting vs the TicToc authors' own"
