@@ -85,7 +85,7 @@ experiment-margins: env
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment.margins out=$(MARGINS_DIR) $(MARGINS_ARGS)
 
 # Issue 34: does timealign teach a real model time? smol (SmolLM2-135M-Instruct) with offset-DPO on the v1 release vs
-# its base, a no-timestamp control, plain DPO, the elapsed badge and the clock rule, on the whole v1 test split, plus
+# its base, a no-timestamp control, plain DPO, the elapsed badge and the clock rule, on held-out v1 test samples, plus
 # TIMER SFT of smol. Runs in the vLLM venv (the held-out evaluations use the vLLM CPU engine); options of
 # timealign/experiment/real.py (`--help`): make experiment-real REAL_ARGS="arms=base,method,clock"
 REAL_DIR ?= results/experiment-real

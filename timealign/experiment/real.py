@@ -1,7 +1,7 @@
 """Does timealign teach a real model time? `make experiment-real` (`python -m timealign.experiment.real`), issue 34.
 
 A real pretrained model (`smol`: SmolLM2-135M-Instruct, real weights and tokenizer) is trained with offset-DPO on the
-released TicToc v1 data and scored on the whole held-out v1 test split (the paper's scenario split), against its
+released TicToc v1 data and scored on held-out samples of the v1 test split (the paper's scenario split), against its
 untrained self, a no-timestamp control, plain DPO, an elapsed-badge variant and the elapsed-time rule, all on the same
 samples and by the same evaluator code. Everything runs through the commands users run (`timealign.train.dpo.run`,
 `timealign.eval.runner.evaluate`) on recipe `smol`.
@@ -127,7 +127,8 @@ COMMAND = Command(
     prog="python -m timealign.experiment.real",
     summary="Does timealign teach a real model time? SmolLM2-135M-Instruct trained with offset-DPO on the TicToc "
     "v1 release, against its base, a no-timestamp control, plain DPO, the elapsed badge and the elapsed-time rule, "
-    "on the whole held-out v1 test split; and TIMER SFT of the same model. CPU. Writes real.json, real.md, real.png.",
+    "on held-out v1 test samples (eval_samples=0: the whole split); and TIMER SFT of the same model. CPU. Writes "
+    "real.json, real.md, real.png.",
     options=RealOptions,
     recipe="none",
 )
