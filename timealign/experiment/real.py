@@ -44,6 +44,8 @@ from typing import Any
 from timealign.config import RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
+from timealign.eval.bootstrap import fmt_interval
+from timealign.experiment.report import fmt
 from timealign.experiment.spec import comma_choices, comma_seeds
 
 logger = logging.getLogger("timealign.experiment.real")
@@ -329,14 +331,6 @@ def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
 # ----------------------------------------------------------------------------------------------------- output
 
 
-def _ci(interval) -> str:
-    return f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "n/a"
-
-
-def _f(value) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
 def markdown_report(summary: dict) -> str:
     """real.md, made from real.json alone (a test checks the committed pair agrees)."""
     s = summary["settings"]
@@ -359,16 +353,16 @@ def markdown_report(summary: dict) -> str:
     for arm, by_seed in summary["arms"].items():
         for seed, a in by_seed.items():
             lines.append(
-                f"| {arm}: {s['arms'][arm]} | {seed} | {_f(a['nar'])} {_ci(a['nar_interval'])} | "
-                f"{_f(a['attempt_rate_prefer_tool'])} {_ci(a['attempt_rate_prefer_tool_interval'])} | "
-                f"{_f(a['attempt_rate_prefer_no_tool'])} {_ci(a['attempt_rate_prefer_no_tool_interval'])} |"
+                f"| {arm}: {s['arms'][arm]} | {seed} | {fmt(a['nar'])} {fmt_interval(a['nar_interval'])} | "
+                f"{fmt(a['attempt_rate_prefer_tool'])} {fmt_interval(a['attempt_rate_prefer_tool_interval'])} | "
+                f"{fmt(a['attempt_rate_prefer_no_tool'])} {fmt_interval(a['attempt_rate_prefer_no_tool_interval'])} |"
             )
     lines += ["", "## Paired differences (the same held-out samples)", ""]
     lines += ["| comparison | NAR a / b | difference [95% CI] | outside noise |", "|---|---|---|---|"]
     for key, d in summary["differences"].items():
         lines.append(
-            f"| {key} | {_f(d['after'])} / {_f(d['before'])} | {d['difference']:+.3f} {_ci(d['interval'])} | "
-            f"{d['outside_noise']} |"
+            f"| {key} | {fmt(d['after'])} / {fmt(d['before'])} | {d['difference']:+.3f} "
+            f"{fmt_interval(d['interval'])} | {d['outside_noise']} |"
         )
     for group, title in (("by_elapse_level", "gap level"), ("by_sensitivity", "sensitivity")):
         keys = sorted({k for by_seed in summary["arms"].values() for a in by_seed.values() for k in a[group]})
@@ -377,8 +371,8 @@ def markdown_report(summary: dict) -> str:
         for arm, by_seed in summary["arms"].items():
             for seed, a in by_seed.items():
                 cells = [
-                    f"{_f(a[group][k]['nar'])} ({_f(a[group][k]['attempt_rate_prefer_tool'])} / "
-                    f"{_f(a[group][k]['attempt_rate_prefer_no_tool'])}), n={a[group][k]['n']}"
+                    f"{fmt(a[group][k]['nar'])} ({fmt(a[group][k]['attempt_rate_prefer_tool'])} / "
+                    f"{fmt(a[group][k]['attempt_rate_prefer_no_tool'])}), n={a[group][k]['n']}"
                     if k in a[group]
                     else "n/a"
                     for k in keys
@@ -387,14 +381,15 @@ def markdown_report(summary: dict) -> str:
     if summary["curves"]:
         lines += ["", f"## Learning curves: NAR on {o['curve_samples']} held-out samples while training", ""]
         for key, points in summary["curves"].items():
-            lines.append(f"- {key}: " + ", ".join(f"step {p['step']}: {_f(p['nar'])}" for p in points))
+            lines.append(f"- {key}: " + ", ".join(f"step {p['step']}: {fmt(p['nar'])}" for p in points))
     train = {k: r["train"] for k, r in summary["runs"].items() if r.get("train")}
     if train:
         lines += ["", "## Training (last logged step)", "", "| run | loss | reward accuracy | reward margin |"]
         lines.append("|---|---|---|---|")
         for key, t in train.items():
             lines.append(
-                f"| {key} | {_f(t.get('loss'))} | {_f(t.get('rewards/accuracies'))} | {_f(t.get('rewards/margins'))} |"
+                f"| {key} | {fmt(t.get('loss'))} | {fmt(t.get('rewards/accuracies'))} | "
+                f"{fmt(t.get('rewards/margins'))} |"
             )
     timer = summary.get("timer")
     if timer:
@@ -402,7 +397,7 @@ def markdown_report(summary: dict) -> str:
         lines += ["| held-out dialogs | delay F1 before / after | RMSLE before / after |", "|---|---|---|"]
         for name in ("synthetic", "timelychat_sample"):
             b, a = timer[name]["before"], timer[name]["after"]
-            lines.append(f"| {name} | {_f(b['f1'])} / {_f(a['f1'])} | {_f(b['rmsle'])} / {_f(a['rmsle'])} |")
+            lines.append(f"| {name} | {fmt(b['f1'])} / {fmt(a['f1'])} | {fmt(b['rmsle'])} / {fmt(a['rmsle'])} |")
     lines += ["", "![NAR and attempt rates per arm](real.png)", ""]
     return "\n".join(lines)
 
