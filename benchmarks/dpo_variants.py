@@ -66,8 +66,9 @@ SETTINGS = {
 GOALS = {"shared_prompt": 1.8, "shared_prompt_precomputed_ref": 2.5}  # ratio to stock TRL (issue 14)
 
 
-def v1_pairs(tokenizer, opts: DpoBenchOptions, workdir: Path):
-    """`pairs` real TicToc v1 train pairs (seeded sample), rendered for `opts.model` by the shared renderer;
+def v1_pairs(tokenizer, opts, workdir: Path, model: str):
+    """`opts.pairs` real TicToc v1 train pairs (seeded sample), rendered with recipe `model`'s data settings and
+    `tokenizer` by the shared renderer;
     pairs longer than max_length are left out (so no variant truncates), and how many is returned."""
     from datasets import Dataset
 
@@ -80,7 +81,7 @@ def v1_pairs(tokenizer, opts: DpoBenchOptions, workdir: Path):
         raise RecipeError(
             f"tictoc={opts.tictoc}: the TicToc v1 release is not there (the speed comparison runs on the real pairs)"
         )
-    recipe = load_recipe(opts.model, {"data.source": "v1", "data.path": str(opts.tictoc)})
+    recipe = load_recipe(model, {"data.source": "v1", "data.path": str(opts.tictoc)})
     with quiet():
         prepare(recipe.data, workdir / "data")
         data = load_prepared(workdir / "data")[recipe.data.train_split].shuffle(seed=opts.seed)
@@ -248,7 +249,7 @@ def bench_variants(opts: DpoBenchOptions) -> dict:
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     interleaved: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-variants-") as tmp:
-        dataset, too_long = v1_pairs(tokenizer, opts, Path(tmp))
+        dataset, too_long = v1_pairs(tokenizer, opts, Path(tmp), opts.model)
         dataset.save_to_disk(Path(tmp) / "pairs")
         tokens = pair_tokens(tokenizer, dataset)
         per_pair = [2 * p + c + r for p, c, r in zip(tokens["prompt"], tokens["chosen"], tokens["rejected"])]

@@ -533,7 +533,7 @@ def run(opts) -> int:
             max_position_embeddings=max(4096, 2 * opts.max_length),
         )
         results["params"] = n_params
-        dataset, too_long = v1_pairs(tokenizer, opts, tmp)
+        dataset, too_long = v1_pairs(tokenizer, opts, tmp, "tiny")  # the tiny tokenizer on a Llama-1B shape
         results["pairs_left_out_too_long"] = too_long
         results["equality"] = equality(opts, model_dir, dataset, tokenizer, device, tmp)
         print(f"equality: {json.dumps(results['equality'])}", flush=True)

@@ -108,6 +108,18 @@ def test_tictoc_units_leave_out_what_the_metrics_leave_out():
     assert attach_intervals(one_class, resamples=200, confidence=0.95)["metrics"]["nar"] is None  # ... no interval
 
 
+def test_a_report_with_nothing_scored_has_no_intervals_and_says_why():
+    """Every request failed (a dead server): the report still gets written, with no interval and the reason."""
+    failed = [{**s, "tool_call": None, "empty_output": None, "error": "HTTP 500"} for s in tictoc_samples([True], [])]
+    from timealign.eval.bootstrap import bootstrap_intervals
+
+    empty_units = suite_units(tictoc_report([]))
+    block = bootstrap_intervals(empty_units, resamples=200)
+    assert block["metrics"]["nar"] is None and block["units"] == 0
+    assert any("nothing was scored" in n for n in block["notes"]), block["notes"]
+    assert attach_intervals(tictoc_report(failed), resamples=200, confidence=0.95)["metrics"]["nar"] is None
+
+
 def test_timelychat_units_reproduce_the_turn_level_metrics():
     from timealign.suites.timelychat.metrics import bleu2, rouge_l, timing_metrics
 

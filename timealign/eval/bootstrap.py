@@ -134,6 +134,8 @@ def _percentile_bootstrap(
 
 
 def _too_small(names: list[str], strata: list[np.ndarray], unit: str) -> str | None:
+    if not any(len(pos) for pos in strata):
+        return f"no intervals: no {unit}s to resample (nothing was scored)"
     small = [f"{name} ({len(pos)})" for name, pos in zip(names, strata) if len(pos) < 2]
     if small:
         where = "stratum " + ", ".join(small) if len(names) > 1 else f"{len(strata[0]) if strata else 0} {unit}s"
