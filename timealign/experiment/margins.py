@@ -39,6 +39,7 @@ import numpy as np
 from timealign.config import RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
+from timealign.eval.bootstrap import fmt_interval
 from timealign.experiment.spec import DPO_RECIPE, comma_choices, comma_seeds
 
 logger = logging.getLogger("timealign.experiment.margins")
@@ -379,10 +380,6 @@ def _labels(report: dict) -> dict:
 # ----------------------------------------------------------------------------------------------------- output
 
 
-def _ci(interval) -> str:
-    return f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "n/a"
-
-
 def markdown_report(summary: dict) -> str:
     s = summary["settings"]
     lines = [
@@ -414,7 +411,7 @@ def markdown_report(summary: dict) -> str:
             per_seed = ", ".join(f"{x:.3f}" for x in a["nar_by_seed"].values())
             sd = "n/a" if a["seed_sd"] is None else f"{a['seed_sd']:.3f}"
             lines.append(
-                f"| {v} | {m} | {per_seed} | {a['nar_mean']:.3f} {_ci(a['nar_mean_interval'])} | {sd} | "
+                f"| {v} | {m} | {per_seed} | {a['nar_mean']:.3f} {fmt_interval(a['nar_mean_interval'])} | {sd} | "
                 f"{a['attempt_rate_prefer_tool']:.3f} / {a['attempt_rate_prefer_no_tool']:.3f} |"
             )
 
@@ -428,9 +425,11 @@ def markdown_report(summary: dict) -> str:
             "|---|---|---|---|---|",
         ]
         for key, d in rows:
-            per_seed = ", ".join(f"{x['difference']:+.3f} {_ci(x['interval'])}" for x in d["by_seed"].values())
+            per_seed = ", ".join(
+                f"{x['difference']:+.3f} {fmt_interval(x['interval'])}" for x in d["by_seed"].values()
+            )
             lines.append(
-                f"| {label(key)} | {d['difference']:+.3f} {_ci(d['interval'])} | {d['outside_noise']} | "
+                f"| {label(key)} | {d['difference']:+.3f} {fmt_interval(d['interval'])} | {d['outside_noise']} | "
                 f"{per_seed} | {d['seeds_positive']}/{d['seeds_negative']} |"
             )
 
@@ -556,12 +555,12 @@ def run(invocation: Invocation) -> int:
     for v, by_mode in summary["arms"].items():
         for m, a in by_mode.items():
             print(
-                f"{v:15s} {m:11s} NAR {a['nar_mean']:.3f} {_ci(a['nar_mean_interval'])} seeds "
+                f"{v:15s} {m:11s} NAR {a['nar_mean']:.3f} {fmt_interval(a['nar_mean_interval'])} seeds "
                 + ", ".join(f"{x:.3f}" for x in a["nar_by_seed"].values())
             )
     for v, rows in summary["vs_baseline"].items():
         for m, d in rows.items():
-            print(f"{v:15s} {m} - plain: {d['difference']:+.3f} {_ci(d['interval'])}")
+            print(f"{v:15s} {m} - plain: {d['difference']:+.3f} {fmt_interval(d['interval'])}")
     print(f"wrote {Path(o.out) / 'summary.json'}, report.md and margins.png ({summary['seconds']['total']:.0f} s)")
     return 0
 
