@@ -36,6 +36,13 @@ def test_reduced_experiment_writes_every_arm(smol_model_dir, tictoc_v1_dir, tmp_
         report = json.loads((out / "eval" / f"{arm}-seed0" / "tictoc.json").read_text())
         assert report["overall"]["n"] == summary["arms"][arm]["0"]["n"] == 4
         assert report["overall"]["nar"] == summary["arms"][arm]["0"]["nar"]
+        calls = [s["output"] for s in report["samples"] if s["tool_call"]]
+        forms = summary["arms"][arm]["0"]["call_forms"]
+        if arm == "clock":  # no model, no written calls: an API-style decision
+            assert (forms["calls"], forms["tagged"]) == (len(calls), None)
+        else:
+            tagged = sum("<tool_call>" in text for text in calls)  # smol's call marker, as trained
+            assert (forms["calls"], forms["tagged"], forms["untagged"]) == (len(calls), tagged, len(calls) - tagged)
     clock = json.loads((out / "eval" / "clock-seed0" / "tictoc.json").read_text())
     assert clock["checkpoint"] == "clock-1800s"
     assert {"method - base, seed 0", "method - control, seed 0", "method - clock, seed 0"} <= set(

@@ -20,9 +20,10 @@ same `train_pairs` pairs (the label-balanced v1 train split, `data.balance_train
 order), one optimizer step per `batch_pairs` of them, full fine-tuning in fp32, the reference on the fly (a
 precomputed reference would first score all 182 balanced pairs, more than one epoch of the subsample costs). The
 held-out evaluation is a seeded sample of the test split, stratified by label and spread over its scenarios, the
-same in every arm (`eval_samples`; 0: the whole split, 685 samples, about 20 CPU-minutes per arm on the vLLM CPU
-engine here, which six arms cannot afford in 90 minutes); the learning curve scores `curve_samples` stratified
-held-out samples every `curve_every` steps (the evaluator's hf code on the model in memory, the same rows in all arms).
+same in every arm (`eval_samples`; 0: the whole split, 685 samples, 7-16 minutes per arm on the vLLM CPU engine here,
+which computes on one core: six arms then take about two hours, over the budget); the learning curve scores
+`curve_samples` stratified held-out samples every `curve_every` steps (the evaluator's hf code on the model in
+memory, the same rows in all arms). `call_forms` tells calls in the trained form from other call-shaped JSON.
 
 TIMER (`timer=true`): recipe `smol-timer` (LoRA and the TIMER tokens' rows) on synthetic dialogs; delay F1 and RMSLE
 before and after, on held-out synthetic dialogs and on the authors' TimelyChat sample (`timelychat_sample=`).
@@ -112,8 +113,8 @@ class RealOptions:
     eval_samples: int = opt(
         160,
         "held-out samples scored: a seeded sample of the test split stratified by label and spread over its "
-        "scenarios, the same in every arm; 0: the whole split (685: about 20 CPU-minutes per arm on 2 cores with the "
-        "vLLM CPU engine, over the budget for six arms)",
+        "scenarios, the same in every arm; 0: the whole split (685: 7-16 minutes per arm with the vLLM CPU engine, "
+        "which computes on one core; six arms about two hours on 2 cores, over the 90-minute budget)",
     )
     curve_every: int = opt(3, "learning curve: score curve_samples held-out samples every N steps (0: no curve)")
     curve_samples: int = opt(16, "learning curve: held-out samples per point (stratified, the same in every arm)")
@@ -287,7 +288,24 @@ def arm_numbers(report: dict) -> dict:
         "attempt_rate_prefer_no_tool_interval": intervals.get("attempt_rate_prefer_no_tool"),
         "by_elapse_level": cells(report.get("by_elapse_level") or {}),
         "by_sensitivity": cells(report.get("by_sensitivity") or {}),
+        "call_forms": call_forms(report),
     }
+
+
+def call_forms(report: dict) -> dict:
+    """How the counted calls are written: `tagged` with the family's call marker (smol: `<tool_call>`, as trained),
+    or `untagged` (call-shaped JSON without it, e.g. `{"type": "function", "function": {...}}`, the shape of the
+    system prompt's tool list). A model that only echoes its tool list is counted as calling; this tells them apart."""
+    import re
+
+    from timealign.render.families import FAMILIES
+
+    family = FAMILIES.get(report["settings"].get("family") or "")
+    calls = [s["output"] for s in report["samples"] if s.get("tool_call")]
+    if family is None:
+        return {"calls": len(calls), "tagged": None, "untagged": None}
+    tagged = sum(bool(re.search(family.call_markers, text)) for text in calls)
+    return {"calls": len(calls), "tagged": tagged, "untagged": len(calls) - tagged}
 
 
 def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
@@ -357,6 +375,15 @@ def markdown_report(summary: dict) -> str:
                 f"{fmt(a['attempt_rate_prefer_tool'])} {fmt_interval(a['attempt_rate_prefer_tool_interval'])} | "
                 f"{fmt(a['attempt_rate_prefer_no_tool'])} {fmt_interval(a['attempt_rate_prefer_no_tool_interval'])} |"
             )
+    forms = [
+        f"- {arm}, seed {seed}: {f['calls']} calls, {f['tagged']} tagged, {f['untagged']} untagged"
+        for arm, by_seed in summary["arms"].items()
+        for seed, f in ((seed, a.get("call_forms")) for seed, a in by_seed.items())
+        if f and f["calls"] and f["tagged"] is not None
+    ]
+    if forms:
+        lines += ["", "How the counted calls are written (tagged: the `<tool_call>` form trained on; untagged: "
+                  "call-shaped JSON without it, e.g. the system prompt's tool-list shape):", "", *forms]  # fmt: skip
     lines += ["", "## Paired differences (the same held-out samples)", ""]
     lines += ["| comparison | NAR a / b | difference [95% CI] | outside noise |", "|---|---|---|---|"]
     for key, d in summary["differences"].items():
