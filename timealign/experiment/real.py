@@ -20,7 +20,7 @@ same `train_pairs` pairs (the label-balanced v1 train split, `data.balance_train
 order), one optimizer step per `batch_pairs` of them, full fine-tuning in fp32, the reference on the fly (a
 precomputed reference would first score all 182 balanced pairs, more than one epoch of the subsample costs). The
 held-out evaluation is a seeded sample of the test split, stratified by label and spread over its scenarios, the
-same in every arm (`eval_samples`; 0: the whole split, 685 samples, 7-16 minutes per arm on the vLLM CPU engine here,
+same in every arm (`eval_samples`; 0: the whole split, 685 samples, 7-21 minutes per arm on the vLLM CPU engine here,
 which computes on one core: six arms then take about two hours, over the budget); the learning curve scores
 `curve_samples` stratified held-out samples every `curve_every` steps (the evaluator's hf code on the model in
 memory, the same rows in all arms). `call_forms` tells calls in the trained form from other call-shaped JSON.
@@ -113,7 +113,7 @@ class RealOptions:
     eval_samples: int = opt(
         160,
         "held-out samples scored: a seeded sample of the test split stratified by label and spread over its "
-        "scenarios, the same in every arm; 0: the whole split (685: 7-16 minutes per arm with the vLLM CPU engine, "
+        "scenarios, the same in every arm; 0: the whole split (685: 7-21 minutes per arm with the vLLM CPU engine, "
         "which computes on one core; six arms about two hours on 2 cores, over the 90-minute budget)",
     )
     curve_every: int = opt(3, "learning curve: score curve_samples held-out samples every N steps (0: no curve)")
