@@ -138,7 +138,7 @@ def _too_small(names: list[str], strata: list[np.ndarray], unit: str) -> str | N
         return f"no intervals: no {unit}s to resample (nothing was scored)"
     small = [f"{name} ({len(pos)})" for name, pos in zip(names, strata) if len(pos) < 2]
     if small:
-        where = "stratum " + ", ".join(small) if len(names) > 1 else f"{len(strata[0]) if strata else 0} {unit}s"
+        where = "stratum " + ", ".join(small) if len(names) > 1 else f"{len(strata[0])} {unit}s"
         return f"no intervals: a bootstrap needs at least 2 {unit}s per stratum ({where})"
     return None
 

@@ -375,12 +375,13 @@ def markdown_report(summary: dict) -> str:
                 f"{fmt(a['attempt_rate_prefer_tool'])} {fmt_interval(a['attempt_rate_prefer_tool_interval'])} | "
                 f"{fmt(a['attempt_rate_prefer_no_tool'])} {fmt_interval(a['attempt_rate_prefer_no_tool_interval'])} |"
             )
-    forms = [
-        f"- {arm}, seed {seed}: {f['calls']} calls, {f['tagged']} tagged, {f['untagged']} untagged"
-        for arm, by_seed in summary["arms"].items()
-        for seed, f in ((seed, a.get("call_forms")) for seed, a in by_seed.items())
-        if f and f["calls"] and f["tagged"] is not None
-    ]
+    forms = []
+    for arm, by_seed in summary["arms"].items():
+        for seed, a in by_seed.items():
+            f = a.get("call_forms")  # absent from summaries written before it was counted
+            if f and f["calls"] and f["tagged"] is not None:
+                forms.append(f"- {arm}, seed {seed}: {f['calls']} calls, {f['tagged']} tagged, "
+                             f"{f['untagged']} untagged")  # fmt: skip
     if forms:
         lines += ["", "How the counted calls are written (tagged: the `<tool_call>` form trained on; untagged: "
                   "call-shaped JSON without it, e.g. the system prompt's tool-list shape):", "", *forms]  # fmt: skip
