@@ -23,7 +23,8 @@ help:
 	@echo "              cores; docs/experiment/margins.md)"
 	@echo "make experiment-real - does timealign teach a REAL model time? smol (SmolLM2-135M-Instruct) trained with"
 	@echo "              offset-DPO on the v1 release vs its base, a no-timestamp control, plain DPO, the elapsed badge and"
-	@echo "              the clock rule on held-out v1 test samples; TIMER SFT of smol (vLLM venv; docs/experiment/real.md)"
+	@echo "              the clock rule on the whole held-out v1 test split (vLLM venv; 2 cores: 86 minutes;"
+	@echo "              REAL_ARGS=timer=true adds TIMER SFT of smol; docs/experiment/real.md)"
 	@echo "make lint   - ruff check and ruff format --check (line length 119; make test runs it first)"
 	@echo "make test   - ruff, then the test suite (CPU, ~30 min on 2 cores)"
 	@echo "make test-paper-full - paper prompts of every v1 sample x every setting vs the TicToc authors' own"
@@ -85,9 +86,10 @@ experiment-margins: env
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment.margins out=$(MARGINS_DIR) $(MARGINS_ARGS)
 
 # Issue 34: does timealign teach a real model time? smol (SmolLM2-135M-Instruct) with offset-DPO on the v1 release vs
-# its base, a no-timestamp control, plain DPO, the elapsed badge and the clock rule, on held-out v1 test samples, plus
-# TIMER SFT of smol. Runs in the vLLM venv (the held-out evaluations use the vLLM CPU engine); options of
-# timealign/experiment/real.py (`--help`): make experiment-real REAL_ARGS="arms=base,method,clock"
+# its base, a no-timestamp control, plain DPO, the elapsed badge and the clock rule, on the whole held-out v1 test
+# split (REAL_ARGS="timer=true": plus TIMER SFT of smol). Runs in the vLLM venv (the held-out evaluations use the
+# vLLM CPU engine); options of timealign/experiment/real.py (`--help`):
+#   make experiment-real REAL_ARGS="arms=base,method,clock eval_samples=160"
 REAL_DIR ?= results/experiment-real
 REAL_ARGS ?=
 experiment-real: $(VLLM_VENV)/.installed

@@ -15,6 +15,7 @@ import sys
 
 from helpers import REPO_ROOT, launcher_env, run_checked
 
+from timealign.experiment.background import split_cores
 from timealign.experiment.real import ARMS, markdown_report
 
 DOCS = REPO_ROOT / "docs" / "experiment"
@@ -49,6 +50,11 @@ def test_reduced_experiment_writes_every_arm(smol_model_dir, tictoc_v1_dir, tmp_
         summary["differences"]
     )
     assert set(summary["curves"]) == {f"{a}-seed0" for a, arm in ARMS.items() if arm.trained}
+    # overlap (the default): on 2+ cores each model arm is evaluated in its own process on half of them
+    split = split_cores()
+    for arm in ARMS:
+        expected = split[0] if split is not None and arm != "clock" else None
+        assert summary["runs"][f"{arm}-seed0"]["eval_cores"] == expected
     assert (out / "real.md").read_text() == markdown_report(summary)
     assert (out / "real.png").stat().st_size > 10_000
 

@@ -35,6 +35,7 @@ from timealign.config.schema import Recipe
 from timealign.config.validate import check_inputs
 
 HELP_FLAGS = ("-h", "--help", "help")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 DATA_HINT = "(use data.on_error=skip to write bad records to rejects.jsonl and keep the rest)"
 
 
@@ -244,7 +245,7 @@ def run_command(
         print(help_text(command))
         return 0
     level = logging.INFO if launcher_rank() == 0 else logging.WARNING  # N ranks, one INFO log
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, format=LOG_FORMAT)
     try:
         invocation = parse(command, argv)
     except RecipeError as err:

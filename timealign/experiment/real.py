@@ -19,11 +19,13 @@ The budget (90 minutes on 2 CPU cores for the default options) decides the train
 same `train_pairs` pairs (the label-balanced v1 train split, `data.balance_train_labels`, read in the same seeded
 order), one optimizer step per `batch_pairs` of them, full fine-tuning in fp32, the reference on the fly (a
 precomputed reference would first score all 182 balanced pairs, more than one epoch of the subsample costs). The
-held-out evaluation is a seeded sample of the test split, stratified by label and spread over its scenarios, the
-same in every arm (`eval_samples`; 0: the whole split, 685 samples, 7-21 minutes per arm on the vLLM CPU engine here,
-which computes on one core: six arms then take about two hours, over the budget); the learning curve scores
-`curve_samples` stratified held-out samples every `curve_every` steps (the evaluator's hf code on the model in
-memory, the same rows in all arms). `call_forms` tells calls in the trained form from other call-shaped JSON.
+held-out evaluation is the whole test split by default (`eval_samples=0`, 685 samples) or a seeded sample of it,
+stratified by label and spread over its scenarios, the same in every arm. The vLLM CPU engine computes on one core
+here, so with `overlap` (the default on a CPU with two or more cores) each arm is evaluated in its own process on half
+the cores while the next arm trains on the other half (`timealign.experiment.background`): the six arms on the
+whole split took 86 minutes on 2 cores. The learning curve scores `curve_samples` stratified held-out samples
+every `curve_every` steps (the evaluator's hf code on the model in memory, the same rows in all arms).
+`call_forms` tells calls in the trained form from other call-shaped JSON.
 
 TIMER (`timer=true`): recipe `smol-timer` (LoRA and the TIMER tokens' rows) on synthetic dialogs; delay F1 and RMSLE
 before and after, on held-out synthetic dialogs and on the authors' TimelyChat sample (`timelychat_sample=`).
@@ -111,18 +113,24 @@ class RealOptions:
         choices=("vllm", "hf"),
     )
     eval_samples: int = opt(
-        160,
-        "held-out samples scored: a seeded sample of the test split stratified by label and spread over its "
-        "scenarios, the same in every arm; 0: the whole split (685: 7-21 minutes per arm with the vLLM CPU engine, "
-        "which computes on one core; six arms about two hours on 2 cores, over the 90-minute budget)",
+        0,
+        "held-out samples scored, the same in every arm: 0, the whole test split (685; 8-18 minutes per arm with "
+        "the vLLM CPU engine here); N: a seeded sample of N, stratified by label and spread over the scenarios",
     )
     curve_every: int = opt(3, "learning curve: score curve_samples held-out samples every N steps (0: no curve)")
     curve_samples: int = opt(16, "learning curve: held-out samples per point (stratified, the same in every arm)")
-    timer: bool = opt(True, "also TIMER SFT of smol (recipe smol-timer): delay F1 and RMSLE before and after")
+    timer: bool = opt(
+        False, "also TIMER SFT of smol (recipe smol-timer): delay F1 and RMSLE before and after (not in the budget)"
+    )
     timer_steps: int = opt(-1, "TIMER: training.max_steps (-1: the recipe's epochs)")
     timer_dialogs: int = opt(20, "TIMER: held-out synthetic dialogs scored")
     timelychat_sample: str = opt(str(DEFAULT_TIMELYCHAT), "TIMER: the authors' TimelyChat sample (eval.jsonl)")
     resamples: int = opt(1000, "bootstrap resamples for intervals and paired differences")
+    overlap: bool = opt(
+        True,
+        "CPU: evaluate each arm in its own process on half the cores while the next arm trains on the other half "
+        "(the vLLM CPU engine computes on one core of this 2-core machine); false, or a GPU: one after the other",
+    )
     base: str = opt("smol", "model.name_or_path of every arm")
 
 
@@ -130,8 +138,8 @@ COMMAND = Command(
     prog="python -m timealign.experiment.real",
     summary="Does timealign teach a real model time? SmolLM2-135M-Instruct trained with offset-DPO on the TicToc "
     "v1 release, against its base, a no-timestamp control, plain DPO, the elapsed badge and the elapsed-time rule, "
-    "on held-out v1 test samples (eval_samples=0: the whole split); and TIMER SFT of the same model. CPU. Writes "
-    "real.json, real.md, real.png.",
+    "on the whole held-out v1 test split (eval_samples=N: a stratified sample); timer=true adds TIMER SFT of the "
+    "same model. CPU, 2 cores: 86 minutes. Writes real.json, real.md, real.png.",
     options=RealOptions,
     recipe="none",
 )
@@ -178,14 +186,16 @@ class RealExperiment:
         }
         return load_recipe(RECIPE, overrides, task="dpo")
 
-    def run_arm(self, arm: str, seed: int) -> tuple[dict, dict]:
-        """(the arm's TicToc report, its run facts)."""
-        from timealign.eval.runner import clock_label, evaluate
+    def eval_dir(self, arm: str, seed: int) -> Path:
+        return self.out / "eval" / f"{arm}-seed{seed}"
+
+    def train_arm(self, arm: str, seed: int) -> tuple[str, dict]:
+        """(the checkpoint the arm's evaluation scores, its run facts): trained arms train here."""
+        from timealign.eval.runner import clock_label
         from timealign.experiment.analysis import live_curve, train_summary
         from timealign.train import dpo
 
         recipe = self.recipe(arm, seed)
-        out = self.out / "eval" / f"{arm}-seed{seed}"
         t0 = time.perf_counter()
         facts: dict[str, Any] = {"arm": arm, "seed": seed}
         if ARMS[arm].trained:
@@ -195,11 +205,30 @@ class RealExperiment:
             checkpoint = clock_label(recipe.eval.clock_seconds)
         else:
             checkpoint = recipe.model.name_or_path
-        t1 = time.perf_counter()
-        report = evaluate(recipe, checkpoint, ["tictoc"], out)["tictoc"]
-        facts.update(train_seconds=round(t1 - t0, 1), eval_seconds=round(time.perf_counter() - t1, 1))
-        logger.info("%s seed %d: NAR %s (%.0f s)", arm, seed, report["overall"]["nar"], time.perf_counter() - t0)
-        return report, facts
+        facts["train_seconds"] = round(time.perf_counter() - t0, 1)
+        return checkpoint, facts
+
+    def evaluate_arm(self, arm: str, seed: int, checkpoint: str) -> dict:
+        """The arm's TicToc report on the held-out samples (published under eval/<arm>-seed<seed>/)."""
+        from timealign.eval.runner import evaluate
+
+        return evaluate(self.recipe(arm, seed), checkpoint, ["tictoc"], self.eval_dir(arm, seed))["tictoc"]
+
+    def overlap_cores(self) -> tuple[list[int], list[int]] | None:
+        """(evaluation cores, training cores) when evaluations run beside training (`overlap`), else None."""
+        from timealign.experiment.background import split_cores
+
+        if not self.opts.overlap:
+            return None
+        import torch
+
+        if torch.cuda.is_available():  # training and the engine would share the GPU's memory: one after the other
+            logger.info("overlap: a GPU is present, so arms are trained and evaluated one after the other")
+            return None
+        cores = split_cores()
+        if cores is None:
+            logger.info("overlap: one core only, so arms are trained and evaluated one after the other")
+        return cores
 
     def run_timer(self) -> dict:
         from timealign.config import load_recipe
@@ -256,9 +285,7 @@ class RealExperiment:
                 self.recipe(arm, seed)
         reports: dict[str, dict[int, dict]] = {arm: {} for arm in self.arms}
         runs: dict[str, dict] = {}
-        for seed in self.seeds:
-            for arm in self.arms:
-                reports[arm][seed], runs[f"{arm}-seed{seed}"] = self.run_arm(arm, seed)
+        self.train_and_evaluate(reports, runs)
         summary = analyse(reports, runs, self.opts, self.arms, self.seeds, self.steps)
         summary["settings"]["machine"] = machine_info()
         summary["seconds"] = round(time.perf_counter() - start, 1)
@@ -268,6 +295,60 @@ class RealExperiment:
             summary["seconds"] = round(time.perf_counter() - start, 1)
             write_outputs(summary, self.out)
         return summary
+
+    def train_and_evaluate(self, reports: dict, runs: dict) -> None:
+        """Every arm and seed, in order. With `overlap` an arm's evaluation runs in its own process on half the
+        cores while the next arm trains on the other half (at most one evaluation at a time); else one after the
+        other on all cores."""
+        import os
+        from functools import partial
+
+        from timealign.experiment.background import BackgroundEvaluation, bind, train_on
+
+        cores = self.overlap_cores()
+        everything = sorted(os.sched_getaffinity(0))
+        pending: tuple[str, int, dict, BackgroundEvaluation] | None = None
+
+        def collect() -> None:
+            arm, seed, facts, job = pending
+            found, facts["eval_seconds"] = job.wait()
+            reports[arm][seed], runs[f"{arm}-seed{seed}"] = found["tictoc"], facts
+            logger.info("%s seed %d: NAR %s (evaluated in %.0f s)", arm, seed, found["tictoc"]["overall"]["nar"],
+                        facts["eval_seconds"])  # fmt: skip
+
+        if cores is not None:
+            train_on(cores[1])
+        try:
+            for seed in self.seeds:
+                for arm in self.arms:
+                    checkpoint, facts = self.train_arm(arm, seed)
+                    if pending is not None:
+                        collect()
+                        pending = None
+                    if cores is not None and arm != "clock":  # the clock rule runs no model: in line
+                        call = partial(_evaluate_arm, str(self.out), self.opts, arm, seed, checkpoint)
+                        job = BackgroundEvaluation(call, self.eval_dir(arm, seed), ["tictoc"], cores[0],
+                                                   f"{arm}-seed{seed}")  # fmt: skip
+                        pending, facts["eval_cores"] = (arm, seed, facts, job), cores[0]
+                        continue
+                    t0 = time.perf_counter()
+                    reports[arm][seed] = self.evaluate_arm(arm, seed, checkpoint)
+                    facts.update(eval_seconds=round(time.perf_counter() - t0, 1), eval_cores=None)  # None: in line
+                    runs[f"{arm}-seed{seed}"] = facts
+                    logger.info("%s seed %d: NAR %s", arm, seed, reports[arm][seed]["overall"]["nar"])
+            if pending is not None:
+                collect()
+                pending = None
+        finally:
+            if pending is not None:  # training or collecting failed: stop the evaluation too
+                pending[3].stop()
+            if cores is not None:
+                bind(everything)
+
+
+def _evaluate_arm(out: str, opts: RealOptions, arm: str, seed: int, checkpoint: str) -> None:
+    """An arm's evaluation in a background process (`timealign.experiment.background`)."""
+    RealExperiment(Path(out), opts, (arm,), (seed,)).evaluate_arm(arm, seed, checkpoint)
 
 
 # --------------------------------------------------------------------------------------------------- analysis
