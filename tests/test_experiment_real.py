@@ -2,9 +2,9 @@
 committed result's report made from its JSON.
 
 The reduced run trains each DPO arm for one step of one v1 pair and scores four held-out samples with the hf backend:
-it checks the plumbing (every arm's evaluator report, the JSON, the report and the picture), not the numbers. Its
-TIMER part (recipe smol-timer; TimelyChat generation costs minutes even reduced) is left to
-`test_smol_timer_trains_the_timer_tokens`, which trains the same recipe. The real run is `make experiment-real`
+it checks the plumbing (every arm's evaluator report, the JSON, the report and the picture), not the numbers. The
+TIMER part runs reduced on its own (`arms=clock timer=true`, one step): recipe smol-timer's tokens join smol's real
+vocabulary, and the before/after numbers in the JSON are the evaluator's. The real run is `make experiment-real`
 (docs/experiment/real.md).
 """
 
@@ -59,21 +59,39 @@ def test_reduced_experiment_writes_every_arm(smol_model_dir, tictoc_v1_dir, tmp_
     assert (out / "real.png").stat().st_size > 10_000
 
 
-def test_smol_timer_trains_the_timer_tokens(smol_model_dir, tmp_path):
-    """Recipe smol-timer: the TIMER tokens join smol's real 49k vocabulary and TIMER SFT trains (one step)."""
+def test_reduced_timer_part(smol_model_dir, tictoc_v1_dir, tmp_path):
+    """timer=true: TIMER SFT of smol (recipe smol-timer, one step), scored before and after on held-out synthetic
+    dialogs and the TimelyChat sample; the TIMER tokens join smol's real 49k vocabulary."""
     from transformers import AutoTokenizer
 
+    out = tmp_path / "real"
     env = launcher_env(TIMEALIGN_CACHE=str(smol_model_dir.parent), OMP_NUM_THREADS="2")
-    out = tmp_path / "timer"
     run_checked(
-        [sys.executable, "-m", "timealign", "sft", "recipe=smol-timer", "training.max_steps=1",
-         "timer.synthetic_dialogs=8", "timer.synthetic_eval_dialogs=2", f"output_dir={out}"],
+        [sys.executable, "-m", "timealign.experiment.real", f"out={out}", f"data={tictoc_v1_dir}", "arms=clock",
+         "eval_samples=4", "timer=true", "timer_steps=1", "timer_dialogs=2", "resamples=50"],
         env,
+        timeout=1800,
     )  # fmt: skip
-    tokenizer = AutoTokenizer.from_pretrained(out)
+    summary = json.loads((out / "real.json").read_text())
+    timer = summary["timer"]
+    assert timer["train"]["steps"] == 1
+    log = json.loads((out / "models" / "timer" / "train_log.json").read_text())
+    assert any("loss_time" in entry for entry in log)  # the TIMER trainer's L_time, logged beside the loss
+    for name, dialogs in (("synthetic", 2), ("timelychat_sample", 6)):
+        for when, folder in (("before", f"timer-base-{name}"), ("after", f"timer-{name}")):
+            report = json.loads((out / "eval" / folder / "timelychat.json").read_text())
+            assert report["overall"]["dialogs"] == dialogs
+            numbers = timer[name][when]
+            assert (numbers["f1"], numbers["rmsle"], numbers["cases"]) == (
+                report["timing"]["f1"],
+                report["timing"]["rmsle"],
+                report["timing"]["cases"],
+            )
+            assert numbers["intervals"]["rmsle"] == report["intervals"]["metrics"]["rmsle"]
+    assert "## TIMER SFT of smol" in (out / "real.md").read_text()
+    assert (out / "real.md").read_text() == markdown_report(summary)
+    tokenizer = AutoTokenizer.from_pretrained(out / "models" / "timer")
     assert len(tokenizer) > 49152 and all(tokenizer.convert_tokens_to_ids(t) >= 49152 for t in ("<SPK>", "<TIME>"))
-    log = json.loads((out / "train_log.json").read_text())
-    assert any("loss_time" in entry for entry in log)
 
 
 def test_committed_result_is_the_report_it_prints():
@@ -86,3 +104,7 @@ def test_committed_result_is_the_report_it_prints():
     for arm, by_seed in summary["arms"].items():
         nar = by_seed["0"]["nar"]
         assert f"{nar:.3f}" in prose, f"docs/experiment/real.md does not quote arm {arm}'s NAR {nar:.3f}"
+    for name in ("synthetic", "timelychat_sample"):  # the TIMER part's before -> after, as real.md's table shows it
+        for key in ("f1", "rmsle", "rmsle_target"):
+            b, a = summary["timer"][name]["before"][key], summary["timer"][name]["after"][key]
+            assert f"{b:.3f} -> {a:.3f}" in prose, f"docs/experiment/real.md does not quote TIMER {name} {key}"

@@ -81,6 +81,7 @@ def tictoc_numbers(report: dict) -> dict:
 def timing_numbers(report: dict) -> dict:
     t, o = report["timing"], report["overall"]
     return {
+        "intervals": (report.get("intervals") or {}).get("metrics", {}),
         "f1": t["f1"],
         "fpr": t["fpr"],
         "precision": t["precision"],
@@ -89,6 +90,7 @@ def timing_numbers(report: dict) -> dict:
         "rmsle_target": t["rmsle_target"],
         "unparsed": t["unparsed"],
         "cases": t["cases"],
+        "delayed": t["delayed_gold"],
         "bleu2": o.get("bleu2"),
         "rouge_l": o.get("rouge_l"),
     }
