@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from helpers import REPO_ROOT, launcher_env, run_checked
 
 from timealign.experiment.background import split_cores
@@ -94,17 +95,24 @@ def test_reduced_timer_part(smol_model_dir, tictoc_v1_dir, tmp_path):
     assert len(tokenizer) > 49152 and all(tokenizer.convert_tokens_to_ids(t) >= 49152 for t in ("<SPK>", "<TIME>"))
 
 
-def test_committed_result_is_the_report_it_prints():
-    """docs/experiment/real-report.md is what markdown_report makes of the committed real.json: every number the
-    report (and docs/experiment/real.md, which quotes it) shows is the measured one."""
-    summary = json.loads((DOCS / "real.json").read_text())
-    assert (DOCS / "real-report.md").read_text() == markdown_report(summary)
+@pytest.mark.parametrize("name", ["real", "real-182"])
+def test_committed_result_is_the_report_it_prints(name):
+    """docs/experiment/<name>-report.md is what markdown_report makes of the committed <name>.json: every number the
+    report (and docs/experiment/real.md, which quotes it) shows is the measured one (real: 48 pairs, every arm, and
+    the TIMER part; real-182: all 182 pairs)."""
+    summary = json.loads((DOCS / f"{name}.json").read_text())
+    assert (DOCS / f"{name}-report.md").read_text() == markdown_report(summary)
     assert summary["test_samples"] == (summary["settings"]["options"]["eval_samples"] or 685)
     prose = (DOCS / "real.md").read_text()
     for arm, by_seed in summary["arms"].items():
         nar = by_seed["0"]["nar"]
-        assert f"{nar:.3f}" in prose, f"docs/experiment/real.md does not quote arm {arm}'s NAR {nar:.3f}"
-    for name in ("synthetic", "timelychat_sample"):  # the TIMER part's before -> after, as real.md's table shows it
+        assert f"{nar:.3f}" in prose, f"docs/experiment/real.md does not quote {name}'s arm {arm} NAR {nar:.3f}"
+    for key, difference in summary["differences"].items():  # the issue's three: vs base, control, clock
+        if key.split(",")[0] not in ("method - base", "method - control", "method - clock"):
+            continue
+        assert f"{difference['difference']:+.3f}" in prose, f"real.md does not quote {name}'s {key}"
+    timer = summary.get("timer", {})
+    for dialogs in ("synthetic", "timelychat_sample") if timer else ():  # the TIMER before -> after, as tabulated
         for key in ("f1", "rmsle", "rmsle_target"):
-            b, a = summary["timer"][name]["before"][key], summary["timer"][name]["after"][key]
-            assert f"{b:.3f} -> {a:.3f}" in prose, f"docs/experiment/real.md does not quote TIMER {name} {key}"
+            b, a = timer[dialogs]["before"][key], timer[dialogs]["after"][key]
+            assert f"{b:.3f} -> {a:.3f}" in prose, f"docs/experiment/real.md does not quote TIMER {dialogs} {key}"
