@@ -95,13 +95,13 @@ def test_reduced_timer_part(smol_model_dir, tictoc_v1_dir, tmp_path):
     assert len(tokenizer) > 49152 and all(tokenizer.convert_tokens_to_ids(t) >= 49152 for t in ("<SPK>", "<TIME>"))
 
 
-@pytest.mark.parametrize("name", ["real", "real-182"])
+@pytest.mark.parametrize("name", ["real", "real-182", "real-182-control"])
 def test_committed_result_is_the_report_it_prints(name):
     """docs/experiment/<name>-report.md is what markdown_report makes of the committed <name>.json: every number the
     report (and docs/experiment/real.md, which quotes it) shows is the measured one (real: 48 pairs, every arm, and
-    the TIMER part; real-182: all 182 pairs)."""
+    the TIMER part; real-182: all 182 pairs; real-182-control: the no-timestamp control on them)."""
     summary = json.loads((DOCS / f"{name}.json").read_text())
-    assert (DOCS / f"{name}-report.md").read_text() == markdown_report(summary)
+    assert (DOCS / f"{name}-report.md").read_text() == markdown_report(summary, picture=f"{name}.png")
     assert summary["test_samples"] == (summary["settings"]["options"]["eval_samples"] or 685)
     prose = (DOCS / "real.md").read_text()
     for arm, by_seed in summary["arms"].items():

@@ -432,7 +432,7 @@ def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
 # ----------------------------------------------------------------------------------------------------- output
 
 
-def markdown_report(summary: dict) -> str:
+def markdown_report(summary: dict, picture: str = "real.png") -> str:
     """real.md, made from real.json alone (a test checks the committed pair agrees)."""
     s = summary["settings"]
     o = s["options"]
@@ -532,7 +532,7 @@ def markdown_report(summary: dict) -> str:
             "scoring the base, "
             f"{sec['train']} training, {sec['after']} scoring the trained model.",
         ]
-    lines += ["", "![NAR and attempt rates per arm](real.png)", ""]
+    lines += ["", f"![NAR and attempt rates per arm]({picture})", ""]
     return "\n".join(lines)
 
 
