@@ -57,10 +57,15 @@ def nar_by_cell(rows: list[dict], samples: list[dict]) -> dict:
     return dict(sorted(cells.items()))
 
 
+def bootstrap_intervals(report: dict) -> dict:
+    """{metric: [low, high]} of a suite report's bootstrap block ({} when the report has none)."""
+    return (report.get("intervals") or {}).get("metrics", {})
+
+
 def tictoc_numbers(report: dict) -> dict:
     o = report["overall"]
     return {
-        "intervals": (report.get("intervals") or {}).get("metrics", {}),
+        "intervals": bootstrap_intervals(report),
         "nar": o["nar"],
         "attempt_rate_prefer_tool": o["attempt_rate_prefer_tool"],
         "attempt_rate_prefer_no_tool": o["attempt_rate_prefer_no_tool"],
@@ -81,7 +86,7 @@ def tictoc_numbers(report: dict) -> dict:
 def timing_numbers(report: dict) -> dict:
     t, o = report["timing"], report["overall"]
     return {
-        "intervals": (report.get("intervals") or {}).get("metrics", {}),
+        "intervals": bootstrap_intervals(report),
         "f1": t["f1"],
         "fpr": t["fpr"],
         "precision": t["precision"],

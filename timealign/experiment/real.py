@@ -432,6 +432,11 @@ def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
 # ----------------------------------------------------------------------------------------------------- output
 
 
+def before_after(before: dict, after: dict, key: str) -> str:
+    """A TIMER table cell: `before -> after [interval of after]`."""
+    return f"{fmt(before[key])} -> {fmt(after[key])} {fmt_interval(after.get('intervals', {}).get(key))}"
+
+
 def markdown_report(summary: dict, picture: str = "real.png") -> str:
     """real.md, made from real.json alone (a test checks the committed pair agrees)."""
     s = summary["settings"]
@@ -515,22 +520,14 @@ def markdown_report(summary: dict, picture: str = "real.png") -> str:
         ]
         for name in ("synthetic", "timelychat_sample"):
             b, a = timer[name]["before"], timer[name]["after"]
-            ci = a.get("intervals", {})
-
-            def cell(key: str) -> str:
-                return f"{fmt(b[key])} -> {fmt(a[key])} {fmt_interval(ci.get(key))}"
-
-            lines.append(
-                f"| {name} | {a['cases']} ({a['delayed']}) | {cell('f1')} | {cell('fpr')} | {cell('rmsle')} | "
-                f"{cell('rmsle_target')} |"
-            )
+            cells = [before_after(b, a, key) for key in ("f1", "fpr", "rmsle", "rmsle_target")]
+            lines.append(f"| {name} | {a['cases']} ({a['delayed']}) | " + " | ".join(cells) + " |")
         sec, train = timer["seconds"], timer["train"]
         lines += [
             "",
             f"Training: {train['steps']} steps, last loss {fmt(train.get('loss'))} (time "
-            f"{fmt(train.get('loss_time'))}, response {fmt(train.get('loss_response'))}). Seconds: {sec['before']} "
-            "scoring the base, "
-            f"{sec['train']} training, {sec['after']} scoring the trained model.",
+            f"{fmt(train.get('loss_time'))}, response {fmt(train.get('loss_response'))}). Seconds: "
+            f"{sec['before']} scoring the base, {sec['train']} training, {sec['after']} scoring the trained model.",
         ]
     lines += ["", f"![NAR and attempt rates per arm]({picture})", ""]
     return "\n".join(lines)
