@@ -43,6 +43,29 @@ def test_smol_is_a_real_pretrained_model(smol_model_dir, smol_tokenizer):
     assert "Paris" in smol_tokenizer.decode(out[0, ids["input_ids"].shape[1] :])
 
 
+def test_smol_has_the_special_tokens_its_gguf_records(smol_model_dir, smol_tokenizer):
+    """EOS, PAD, BOS and UNK are what the GGUF file says, in the tokenizer and in both model configs, under every
+    transformers version pyproject allows (`make test-lowest` runs this on the lowest): transformers 5.17's converter
+    gave EOS <|im_start|> and no PAD, and a GPU image with 5.17 trained replies ending <|im_end|>\n<|im_start|>
+    (docs/experiment/real.md, "One result, two numbers")."""
+    import json
+
+    from timealign.models.smol import gguf_special_token_ids
+
+    recorded = gguf_special_token_ids(smol_gguf())
+    assert recorded == {"bos_token": 1, "eos_token": 2, "pad_token": 2, "unk_token": 0}  # the file's own metadata
+    assert {attr: getattr(smol_tokenizer, f"{attr}_id") for attr in recorded} == recorded
+    assert (smol_tokenizer.eos_token, smol_tokenizer.pad_token) == ("<|im_end|>", "<|im_end|>")
+    for name in ("config.json", "generation_config.json"):
+        config = json.loads((smol_model_dir / name).read_text())
+        assert {a: config[f"{a}_id"] for a in ("bos_token", "eos_token", "pad_token")} == {
+            a: recorded[a] for a in ("bos_token", "eos_token", "pad_token")
+        }, name
+    # A reply is trained to end on <|im_end|> itself (not <|im_end|>\n<|im_start|>).
+    assert tokens.completion_ids(smol_tokenizer, "Hi.<|im_end|>")[-1] == recorded["eos_token"]
+    assert not smol_tokenizer.clean_up_tokenization_spaces  # decoding gives the generated text back unchanged
+
+
 def test_a_gguf_with_another_hash_is_refused(tmp_path, monkeypatch):
     wrong = tmp_path / "SmolLM2-135M-Instruct.Q4_1.gguf"
     wrong.write_bytes(b"GGUF not the release")

