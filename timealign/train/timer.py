@@ -204,11 +204,16 @@ class TimerSFTTrainer(HubUploadMixin, CarriesColumn, SFTTrainer):
 
         captured: list[Any] = []
         handle = model.register_forward_hook(lambda _m, _a, out: captured.append(out) if not captured else None)
+        # Under transformers < 5.19 TRL marks "this loss is already scaled for gradient accumulation" by setting
+        # compute_loss_func to a string, which transformers' training_step reads and SFTTrainer.compute_loss would
+        # call: hide it for that one call (TimerSFTTrainer takes no compute_loss_func of its own).
+        scaled_marker, self.compute_loss_func = self.compute_loss_func, None
         try:
             result = super().compute_loss(
                 model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
             )
         finally:
+            self.compute_loss_func = scaled_marker
             handle.remove()
         if packed_tokens is not None and mode == "train":
             # TRL counts position_ids.size(1) tokens when there is no attention mask: one row's width, not the batch's
