@@ -58,6 +58,48 @@ def test_reduced_experiment_writes_every_arm(smol_model_dir, tictoc_v1_dir, tmp_
         assert summary["runs"][f"{arm}-seed0"]["eval_cores"] == expected
     assert (out / "real.md").read_text() == markdown_report(summary)
     assert (out / "real.png").stat().st_size > 10_000
+    # what ran is written down: the device and evaluation that `auto` became, and the library versions
+    options, machine = summary["settings"]["options"], summary["settings"]["machine"]
+    assert (options["device"], options["eval_backend"], options["eval_batch_size"]) == ("cpu", "hf", 8)
+    import transformers
+
+    assert machine["transformers"] == transformers.__version__ and machine["gpu"] is None
+    import yaml
+
+    trained = yaml.safe_load((out / "models" / "method-seed0" / "timealign_recipe.yaml").read_text())
+    assert trained["training"]["use_cpu"] is True
+
+
+def test_the_gpu_path_resolves_before_training(monkeypatch):
+    """device/eval_backend `auto` become what this machine has; a GPU or vLLM asked for and absent is refused in one
+    line before any training; on a GPU the arms train with training.use_cpu=false and score at batch 64."""
+    import importlib.util
+
+    import torch
+
+    from timealign.config import RecipeError
+    from timealign.experiment.real import RealExperiment, RealOptions, resolve_device
+
+    vllm_here = importlib.util.find_spec("vllm") is not None
+    options = RealOptions()
+    resolve_device(options)
+    assert (options.device, options.eval_backend, options.eval_batch_size) == (
+        "cpu",
+        "vllm" if vllm_here else "hf",
+        8,
+    )
+    with pytest.raises(RecipeError, match="device=cuda: torch sees no CUDA GPU"):
+        resolve_device(RealOptions(device="cuda"))
+    if not vllm_here:
+        with pytest.raises(RecipeError, match="eval_backend=vllm: vllm is not installed"):
+            resolve_device(RealOptions(eval_backend="vllm"))
+    # The same resolution where torch sees a GPU (its training and evaluation are CUDA-only, so not run here).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    on_gpu = RealOptions(eval_backend="hf")
+    resolve_device(on_gpu)
+    assert (on_gpu.device, on_gpu.eval_batch_size) == ("cuda", 64)
+    recipe = RealExperiment(REPO_ROOT / "unused", on_gpu, ("method",), (0,)).recipe("method", 0)
+    assert recipe.training["use_cpu"] is False and recipe.eval.batch_size == 64 and recipe.eval.backend == "hf"
 
 
 def test_reduced_timer_part(smol_model_dir, tictoc_v1_dir, tmp_path):

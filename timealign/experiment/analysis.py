@@ -155,11 +155,16 @@ def machine_info() -> dict:
     import os
 
     import torch
+    import transformers
+    import trl
 
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "transformers": transformers.__version__,  # a result can depend on them (docs/experiment/real.md)
+        "trl": trl.__version__,
         "cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "platform": platform.platform(),
     }

@@ -107,10 +107,22 @@ class RealOptions:
         1e-4, "training.learning_rate of every trained arm (full fine-tuning, fp32; 2e-5 moved nothing in 6 steps)"
     )
     beta: float = opt(0.1, "training.beta of every trained arm")
+    device: str = opt(
+        "auto",
+        "where arms train and are evaluated: auto (a CUDA GPU when torch sees one, else the CPU) | cpu | cuda "
+        "(training.use_cpu=false: one GPU; `make experiment-real` on a GPU node, docs/experiment/real.md)",
+        choices=("auto", "cpu", "cuda"),
+    )
     eval_backend: str = opt(
-        "vllm",
-        "held-out evaluation: vllm (the vLLM CPU engine, make experiment-real's venv) | hf",
-        choices=("vllm", "hf"),
+        "auto",
+        "held-out evaluation: auto (vllm when this Python has it, else hf) | vllm (the vLLM engine: make "
+        "experiment-real's venv on CPU) | hf (transformers, on the training device)",
+        choices=("auto", "vllm", "hf"),
+    )
+    eval_batch_size: int = opt(
+        0,
+        "eval.batch_size of the held-out evaluation (hf: prompts per generate call); 0: the recipe's 8 on a CPU, "
+        "64 on a GPU",
     )
     eval_samples: int = opt(
         0,
@@ -179,6 +191,7 @@ class RealExperiment:
             "training.beta": str(o.beta),
             "training.logging_steps": "1",
             "eval.backend": o.eval_backend,
+            "training.use_cpu": str(o.device != "cuda").lower(),  # `auto` is resolved in run(), before this
             "eval.max_samples": str(o.eval_samples) if o.eval_samples > 0 else "null",
             "eval.bootstrap": str(o.resamples),
             "live_eval.every_steps": str(o.curve_every),
@@ -186,6 +199,8 @@ class RealExperiment:
             "output_dir": str(self.out / "models" / f"{folder}-seed{seed}"),
             **ARMS[arm].overrides,
         }
+        if o.eval_batch_size > 0:  # 0: not resolved yet (run() sets it), the recipe's
+            overrides["eval.batch_size"] = str(o.eval_batch_size)
         return load_recipe(RECIPE, overrides, task="dpo")
 
     def eval_dir(self, arm: str, seed: int) -> Path:
@@ -442,14 +457,15 @@ def markdown_report(summary: dict, picture: str = "real.png") -> str:
     s = summary["settings"]
     o = s["options"]
     data = s.get("data") or {}
+    where = f" on {o['device']}" if o.get("device") else ""  # summaries before the GPU path have no device
     lines = [
         "# Does timealign teach a real model time? (`make experiment-real`)",
         "",
         f"Model `{o['base']}` (SmolLM2-135M-Instruct), recipe `{s['recipe']}`; held-out: {data.get('label', 'n/a')}, "
         f"{summary['test_samples']} samples ({'the whole split' if not o['eval_samples'] else 'a stratified sample'}, "
-        f"evaluated with eval.backend={o['eval_backend']}). Trained arms: {o['train_pairs']} label-balanced v1 train "
-        f"pairs, {s['steps']} steps of {o['batch_pairs']}, lr {o['learning_rate']:g}, beta {o['beta']:g}, full "
-        f"fine-tuning in fp32; seeds {s['seeds']}. Total {summary['seconds']:.0f} s.",
+        f"evaluated with eval.backend={o['eval_backend']}{where}). Trained arms: {o['train_pairs']} label-balanced "
+        f"v1 train pairs, {s['steps']} steps of {o['batch_pairs']}, lr {o['learning_rate']:g}, beta {o['beta']:g}, "
+        f"full fine-tuning in fp32; seeds {s['seeds']}. Total {summary['seconds']:.0f} s.",
         "",
         "## Held-out NAR and attempt rates per arm",
         "",
@@ -587,6 +603,34 @@ def write_outputs(summary: dict, out: Path) -> None:
     write_plot(summary, out / "real.png")
 
 
+def resolve_device(o: RealOptions) -> None:
+    """Turn `auto` into what runs (the summary's settings say what did): the device, the evaluation backend and its
+    batch size. A GPU asked for and not there, or vLLM asked for and not installed, is refused before any training."""
+    import importlib.util
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if o.device == "cuda" and not cuda:
+        raise RecipeError("device=cuda: torch sees no CUDA GPU here (torch.cuda.is_available() is False); device=cpu")
+    if o.device == "auto":
+        o.device = "cuda" if cuda else "cpu"
+    vllm = importlib.util.find_spec("vllm") is not None
+    if o.eval_backend == "vllm" and not vllm:
+        raise RecipeError(
+            "eval_backend=vllm: vllm is not installed in this Python (make experiment-real uses .venv-vllm on a "
+            "CPU); eval_backend=hf scores with transformers instead"
+        )
+    if o.eval_backend == "auto":
+        o.eval_backend = "vllm" if vllm else "hf"
+    if o.eval_batch_size < 0:
+        raise RecipeError(f"eval_batch_size must be >= 0, got {o.eval_batch_size}")
+    if o.eval_batch_size == 0:
+        o.eval_batch_size = 64 if o.device == "cuda" else 8
+    logger.info("device %s; held-out evaluation: eval.backend=%s, eval.batch_size=%d", o.device, o.eval_backend,
+                o.eval_batch_size)  # fmt: skip
+
+
 def run(invocation: Invocation) -> int:
     o = invocation.options
     arms = comma_choices(o.arms, tuple(ARMS), "arms")
@@ -600,6 +644,7 @@ def run(invocation: Invocation) -> int:
         raise RecipeError(f"data={o.data}: not a folder; give the TicToc v1 release's data/ folder")
     if o.timer and not Path(o.timelychat_sample).is_file():
         raise RecipeError(f"timelychat_sample={o.timelychat_sample}: no such file (or timer=false)")
+    resolve_device(o)
     summary = RealExperiment(Path(o.out), o, arms, seeds).run()
     print(markdown_report(summary))
     print(f"wrote {Path(o.out) / 'real.json'}, real.md and real.png ({summary['seconds']:.0f} s)")
