@@ -167,7 +167,15 @@ def peak_bytes(device: str) -> int | None:
 
 
 def planner_bytes(
-    shape: dict, *, task: str, batch: int, length: int, attn: str, shared: bool, precompute: bool
+    shape: dict,
+    *,
+    task: str,
+    batch: int,
+    length: int,
+    attn: str,
+    shared: bool,
+    precompute: bool,
+    shared_row: int | None = None,
 ) -> int:
     """The planner's per-GPU estimate for this single-GPU run (its runtime reserve left out: the measured peak is
     the allocator's, which does not count the CUDA context)."""
@@ -198,6 +206,7 @@ def planner_bytes(
         precompute_ref=precompute,
         attn=attn,
         shared_prompt=shared,
+        shared_row_length=shared_row,
     )
     single = strategy_from_config({"distributed_type": "NO"})
     est = estimate(model, work, single, gpu="h100", nodes=1, gpus_per_node=1)
@@ -317,6 +326,19 @@ def equality(opts, model_dir: Path, dataset, tokenizer, device: str, workdir: Pa
     return out
 
 
+def longest_rows(counts: dict) -> tuple[int, int]:
+    """(the longest prompt + completion, the longest [prompt | chosen | rejected] row): the rows the unshared and the
+    shared-prompt layouts build for the longest pair, which the planner is given."""
+    triples = list(zip(counts["prompt"], counts["chosen"], counts["rejected"]))
+    return max(p + max(c, r) for p, c, r in triples), max(p + c + r for p, c, r in triples)
+
+
+def sft_row_lengths(rows, max_length: int) -> dict[str, int]:
+    """The longest row each TIMER layout trains on: packed rows are filled up to max_length, unpacked ones are the
+    longest dialog (truncated to max_length)."""
+    return {"packed": max_length, "unpacked": min(max_length, max(len(r["input_ids"]) for r in rows))}
+
+
 def dpo_runs(
     opts, shape: dict, n_params: int, model_dir: Path, dataset, tokenizer, device: str, peak: float, workdir: Path
 ) -> dict:
@@ -329,9 +351,15 @@ def dpo_runs(
     stock_tokens = statistics.mean(
         2 * p + c + r for p, c, r in zip(counts["prompt"], counts["chosen"], counts["rejected"])
     )
-    longest = max(p + max(c, r) for p, c, r in zip(counts["prompt"], counts["chosen"], counts["rejected"]))
+    longest, shared_row = longest_rows(counts)
     runs = [run for run in DPO_RUNS if device == "cuda" or run[0] != "shared_flex"]
-    out = {"pairs": len(dataset), "longest_pair_tokens": longest, "stock_tokens_per_pair": stock_tokens, "runs": {}}
+    out = {
+        "pairs": len(dataset),
+        "longest_pair_tokens": longest,
+        "longest_shared_row_tokens": shared_row,
+        "stock_tokens_per_pair": stock_tokens,
+        "runs": {},
+    }
     for layout, precompute in runs:
         label = f"{layout}{'+precomputed_ref' if precompute else ''}"
         config = dpo_config(opts, precompute, device)
@@ -356,6 +384,7 @@ def dpo_runs(
             attn=attn,
             shared=layout.startswith("shared"),
             precompute=precompute,
+            shared_row=shared_row,
         )
         measured = peak_bytes(device)
         out["runs"][label] = {
@@ -419,14 +448,15 @@ def sft_runs(opts, shape: dict, n_params: int, model_dir: Path, device: str, pea
             lambda_time=recipe.timer.lambda_time,
         )
 
-    out = {"rows": len(rows), "max_length": max_length, "runs": {}}
+    lengths = sft_row_lengths(rows, max_length)
+    out = {"rows": len(rows), "max_length": max_length, "longest_row_tokens": lengths, "runs": {}}
     for kind in ("packed", "unpacked"):
         reset_peak(device)
         res = timed_train(kind, build, workdir, opts.steps, opts.warmup, lambda: sync(device))
         flops = 6 * n_params * res["tokens_per_s"]
         measured = peak_bytes(device)
         estimate = planner_bytes(
-            shape, task="sft", batch=opts.batch_size, length=max_length, attn="sdpa", shared=False, precompute=True
+            shape, task="sft", batch=opts.batch_size, length=lengths[kind], attn="sdpa", shared=False, precompute=True
         )
         out["runs"][kind] = {
             "steps_per_s": res["steps_per_s"],
@@ -451,11 +481,14 @@ def generation(opts, model_dir: Path, dataset, device: str) -> dict:
     backend = HFBackend(str(model_dir), dtype="bfloat16", device=device, batch_size=min(16, len(prompts)))
     backend.generate(prompts[:2], max_new_tokens=4, desc=None)  # warm-up
     sync(device)
+    before = backend.generated_tokens
     start = time.perf_counter()
-    outputs = backend.generate(prompts, max_new_tokens=opts.gen_tokens, desc=None)
+    backend.generate(prompts, max_new_tokens=opts.gen_tokens, desc=None)
     sync(device)
     seconds = time.perf_counter() - start
-    tokens = sum(len(backend.tokenizer(o, add_special_tokens=False)["input_ids"]) for o in outputs)
+    # the generated ids themselves: a random 128k-vocabulary model's ids decode, through the 2k tiny tokenizer, to
+    # almost no text (re-tokenized text read "3 tokens/s" on an H200)
+    tokens = backend.generated_tokens - before
     backend.close()
     return {
         "prompts": len(prompts),

@@ -65,3 +65,8 @@ def test_gpu_check_code_path_on_cpu(tmp_path, tictoc_v1_dir):
     assert res["equality"]["shared_vs_unshared_logps"]["close"]
     assert "skipped" in res["equality"]["flex_vs_dense"]
     assert res["generation"]["generated_tokens"] > 0 and res["measured_bf16_peak_tflops"] > 0
+    # ids counted, at most every prompt's limit (a random model seldom ends early)
+    assert res["generation"]["generated_tokens"] <= 2 * 4
+    # what the planner was given: the longest rows of the data the check trained on
+    assert res["dpo"]["longest_shared_row_tokens"] > res["dpo"]["longest_pair_tokens"]
+    assert res["sft"]["longest_row_tokens"]["unpacked"] <= res["sft"]["longest_row_tokens"]["packed"]

@@ -70,6 +70,7 @@ class HFBackend(BaseBackend):
         self.batch_size = batch_size
         self.cache_chunk = 4 * batch_size  # prompts per call from cached_generate: whole batches only
         self.model_id = model_id
+        self.generated_tokens = 0  # ids generated so far (up to and with each row's EOS): speed counts ids, not text
         eos = self.model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self.eos_ids = set(eos) | ({self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set())
@@ -119,6 +120,7 @@ class HFBackend(BaseBackend):
             for i, row in zip(index, out[:, enc["input_ids"].shape[1] :].tolist()):
                 # End at the first EOS (kept): later positions are padding of rows that finished early.
                 end = next((j + 1 for j, t in enumerate(row) if t in self.eos_ids), len(row))
+                self.generated_tokens += end
                 # Keep special tokens: tool-call markers such as <tool_call> are special in several tokenizers.
                 outputs[i] = self.tokenizer.decode(row[:end], skip_special_tokens=False)
         return outputs

@@ -18,8 +18,9 @@ Assumptions (stated once, here):
   prompt's dense mask (sdpa) is one seq x seq mask per row. Logits: none as a whole; TRL's fused LM head, which the
   trainers call, projects tiles of 4096 positions x 32768 columns and keeps fp32 gradient accumulators
   (`fused_head_bytes`).
-- DPO rows: chosen and rejected, each up to max_length (the shared prompt packs them in one row of at most
-  2 x max_length): 2 x micro-batch x max_length tokens. SFT: micro-batch x max_length.
+- DPO rows: chosen and rejected, each up to max_length: 2 x micro-batch x max_length tokens. The shared prompt packs
+  a pair in one row, the prompt once and both completions: micro-batch x the longest such row (`shared_row_length`,
+  when the data is known), at most 2 x max_length. SFT: micro-batch x max_length.
 - A runtime reserve per GPU (CUDA context, NCCL, cuBLAS workspace, allocator slack) and per process on the host
   (torch and CUDA libraries): constants below, not measured here.
 Checked on CPU against measured peaks of small models (tests/test_memory_plan.py, tolerance stated there).
@@ -168,18 +169,29 @@ class Workload:
     precompute_ref: bool = False
     attn: str = "sdpa"
     shared_prompt: bool = False
+    # DPO with shared_prompt: the longest [prompt | chosen | rejected] row of the data, when it is known (the prompt
+    # once, then both completions); None: its bound, 2 x max_length.
+    shared_row_length: int | None = None
+
+    @property
+    def shared(self) -> bool:
+        return self.task == "dpo" and self.shared_prompt
 
     @property
     def tokens(self) -> int:
+        if self.shared:
+            return self.micro_batch * self.row_length
         return (2 if self.task == "dpo" else 1) * self.micro_batch * self.max_length
 
     @property
     def row_length(self) -> int:
-        return 2 * self.max_length if self.task == "dpo" and self.shared_prompt else self.max_length
+        if self.shared:
+            return min(self.shared_row_length or 2 * self.max_length, 2 * self.max_length)
+        return self.max_length
 
     @property
     def rows(self) -> int:
-        return self.micro_batch if self.task == "dpo" and self.shared_prompt else self.tokens // self.max_length
+        return self.micro_batch if self.shared else self.tokens // self.max_length
 
     @property
     def reference_model(self) -> bool:
@@ -200,7 +212,7 @@ def activation_bytes(shape: ModelShape, work: Workload) -> dict[str, int]:
         layers = shape.num_hidden_layers * tokens * b * h + tokens * per_token_layer + per_layer_extra
     else:
         layers = shape.num_hidden_layers * (tokens * per_token_layer + per_layer_extra)
-    mask = work.rows * work.row_length**2 * b if work.shared_prompt and work.attn in ("sdpa", "eager") else 0
+    mask = work.rows * work.row_length**2 * b if work.shared and work.attn in ("sdpa", "eager") else 0
     return {"layers": layers, "mask": mask, "logits": fused_head_bytes(shape, work)}
 
 
@@ -212,8 +224,10 @@ HEAD_TOKEN_CHUNK, HEAD_VOCAB_CHUNK = 4096, 32768
 
 def fused_head_bytes(shape: ModelShape, work: Workload) -> int:
     """Peak of the fused LM head: the tile buffer in the compute dtype, and at backward the fp32 accumulators of the
-    hidden-state gradient (positions x hidden) and, when the head trains (not under LoRA), of its weight gradient
-    (vocab x hidden), each cast to the model dtype on return. Positions: every token of the micro-batch (on CUDA only
+    hidden-state gradient (positions x hidden, cast to the model dtype on return) and, when the head trains (not
+    under LoRA), of its weight gradient (vocab x hidden), each cast to the model dtype on return (where the
+    gradients are not sharded that cast becomes the weight's .grad: `estimate` takes it off again). Positions: every
+    token of the micro-batch (on CUDA only
     the labelled ones are projected, so this bounds it from above). On CUDA, Triton folds each tile in place; the
     torch fallback on other devices adds temporaries (`CPU_HEAD_TEMPORARIES`, tests/test_memory_plan.py)."""
     b, h, positions = work.dtype_bytes, shape.hidden_size, work.tokens
@@ -332,6 +346,11 @@ def estimate(
         else:
             gpu_parts["reference"] += ref
     acts = activation_bytes(shape, work)
+    if work.lora_r is None and not strategy.shard_grads:
+        # Unsharded gradients: the head's weight gradient, cast on return, becomes the weight's .grad, counted in
+        # `grads` already (sharded, it is a full-size buffer beside the shards until reduce-scattered). Counted twice,
+        # TIMER SFT on one H200 came out 16-21% over its measured peak (tests/test_gpu_measurements.py).
+        acts["logits"] -= shape.vocab_size * shape.hidden_size * b
     per_gpu = {k: int(v) for k, v in gpu_parts.items()}
     per_gpu.update(
         {"activations": acts["layers"] + acts["mask"], "logits": acts["logits"], "runtime_reserve": GPU_RESERVE}
