@@ -9,15 +9,18 @@
 # The rendezvous port is the first free one on the first node (this batch shell runs there) from 20000 + job id %
 # 12000 (`python -m timealign.cluster port`, TIMEALIGN_MAIN_PORT): two jobs on one node never share one.
 # On the warning signal (`#SBATCH --signal=B:USR1@120`, or `submit`'s launch.signal_seconds; sent to this batch
-# shell only, or with `scancel --signal=USR1 --full` to every process) it creates $TIMEALIGN_STOP_FILE; the trainer
-# polls it every step, saves a checkpoint, writes $TIMEALIGN_STOP_FILE.requeue and exits 75; then this script runs
+# shell only, or with `scancel --signal=USR1 --full` to every process) it creates $TIMEALIGN_STOP_FILE and logs how
+# far the time limit really is; the trainer polls the file every step, saves a checkpoint, writes
+# $TIMEALIGN_STOP_FILE.requeue and exits 75; then this script runs
 # `scontrol requeue $SLURM_JOB_ID` and the requeued job resumes from the newest checkpoint
 # (training.resume_from_checkpoint=auto) after Slurm's BeginTime hold (~2 min). A stop file rather than a forwarded
 # signal: signals do not reach the trainers reliably through srun + accelerate launch. The launcher (torchrun's
 # agent) ignores USR1 and only logs SIGTERM in a job (timealign.cluster.accelerate.outlive_job_signals), so a slow
 # save is never cut short by the launcher dying. Only the USR1 warning requeues from here; SIGTERM (scancel,
 # preemption, the time limit itself) makes the trainers checkpoint within Slurm's KillWait, and the job is requeued
-# only when Slurm requeues it (preemption with Requeue=1).
+# only when Slurm requeues it (preemption with Requeue=1). USR1 to the job steps only (`scancel --signal=USR1 JOB`
+# without --batch/--full, a --signal without B:) reaches the trainers but not this shell: they checkpoint and stop
+# (exit 75), no stop file is made, and the job is not requeued; the trainer says so.
 #
 # Evaluation (ta_eval ARGS...): eval/run.py on vLLM with tensor parallelism over the node's GPUs (offline engine,
 # or `vllm serve` + the OpenAI backend with TIMEALIGN_SERVE=1); a job without GPUs uses the recipe's eval.backend. On USR1 the job requeues right away: finished
@@ -149,6 +152,19 @@ ta_job_state() {  # "JobState=... Reason=... Restarts=..." as Slurm has it now (
     paste -sd ' ' -
 }
 
+ta_time_left() {  # how far the time limit is (scontrol's EndTime): what the warning's lead really was
+  local fields end
+  fields=$(scontrol show job --oneliner "${SLURM_JOB_ID:-}" 2>/dev/null)
+  end=$(grep -o 'EndTime=[^ ]*' <<<"$fields" | cut -d= -f2)
+  if [[ $fields == *TimeLimit=UNLIMITED* || $end == Unknown ]]; then  # EndTime: a year ahead, or Unknown
+    echo "no time limit: sent by hand"
+  elif [[ -n $end ]] && end=$(date -d "$end" +%s 2>/dev/null); then
+    echo "the time limit is $((end - $(date +%s))) s away"
+  else
+    echo "time limit unknown"
+  fi
+}
+
 ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
   local task=$1
   shift
@@ -171,9 +187,12 @@ ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
   fi
   export TIMEALIGN_STOP_FILE=$TA_LOG_DIR/${SLURM_JOB_ID:-local}.stop
   rm -f "$TIMEALIGN_STOP_FILE" "$TIMEALIGN_STOP_FILE.requeue"
-  TA_WARNED=0
-  trap 'TA_WARNED=1; ta_log "USR1 (time limit near): the trainer checkpoints and stops"; touch "$TIMEALIGN_STOP_FILE"' USR1
-  trap 'ta_log "SIGTERM: Slurm is ending the job ($(ta_job_state)); the trainers checkpoint" \
+  TA_WARNED=0 TA_TERMED=0
+  # The stop file only when this batch shell got USR1 (B:USR1, --batch, --full): USR1 to the job steps only stops
+  # the trainer too, which then says the job is not requeued.
+  trap 'TA_WARNED=1; touch "$TIMEALIGN_STOP_FILE"
+    ta_log "USR1 to the batch shell ($(ta_time_left)): the trainer checkpoints and stops"' USR1
+  trap 'TA_TERMED=1; ta_log "SIGTERM: Slurm is ending the job ($(ta_job_state)); the trainers checkpoint" \
     "within KillWait; no requeue from here"' TERM
   ta_log "${step[*]} ${launcher[*]}"
   ta_wait_for "${step[@]}" "${launcher[@]}"
@@ -188,9 +207,12 @@ ta_train() {  # ta_train dpo|sft recipe=NAME [key=value ...]
     exit "$TA_EXIT_REQUEUE"
   fi
   rm -f "$TIMEALIGN_STOP_FILE" "$TIMEALIGN_STOP_FILE.requeue"
-  if [[ $rc == "$TA_EXIT_REQUEUE" ]]; then
-    ta_log "the trainer checkpointed and stopped without the USR1 warning ($(ta_job_state)):" \
-      "not requeued from here"
+  if [[ $rc == "$TA_EXIT_REQUEUE" && $TA_TERMED == 1 ]]; then
+    ta_log "the trainer checkpointed and stopped on SIGTERM ($(ta_job_state)): not requeued from here"
+  elif [[ $rc == "$TA_EXIT_REQUEUE" ]]; then
+    ta_log "the trainer checkpointed and stopped on a signal this batch shell did not get ($(ta_job_state)):" \
+      "not requeued from here; USR1 requeues only through the batch shell (scancel --signal=USR1 --batch or" \
+      "--full, --signal=B:USR1@N)"
   fi
   ta_log "finished with exit code $rc"
   exit "$rc"

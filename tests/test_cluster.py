@@ -298,6 +298,7 @@ def test_submit_builds_sbatch_from_the_recipe(capsys):
         "--mem=256G",  # 4 processes x llama8b's launch.mem_per_gpu 64G
         f"{REPO_ROOT}/slurm/dpo.sbatch recipe=llama8b launch.nodes=2",
         "TIMEALIGN_REQUEUE=1",
+        "TIMEALIGN_SUBMIT_SIGNAL=B:USR1@600",  # the job's --signal, which Slurm 22.05 shows only through sacct
     ):
         assert piece in line, piece
     rc, out, _ = _cli(["submit", "dry_run=true", "task=dpo", "recipe=tiny", "processes_per_node=2"], {}, capsys)
@@ -634,10 +635,12 @@ def test_preemption_callback_signal_and_stop_file(tmp_path):
     assert control.should_training_stop and callback.stopped_at == 2 and "stop file" in callback.reason
 
 
-def test_stop_outcome_says_what_slurm_will_do():
+def test_stop_outcome_says_what_slurm_will_do(tmp_path):
     """The trainer's last line after a preemption checkpoint, from the signal and from Slurm (scontrol show job):
     only a job that will be requeued is said to be."""
-    job = {"SLURM_JOB_ID": "77"}
+    stop_file = tmp_path / "77.stop"
+    stop_file.touch()  # the batch shell got USR1 (B:USR1, --batch, --full): it made the stop file
+    job = {"SLURM_JOB_ID": "77", preemption.STOP_FILE_ENV: str(stop_file)}
 
     def slurm(state, requeue="1", restarts="0", run="00:05:00", limit="UNLIMITED"):
         # the fields `scontrol show job` gives while Slurm ends a job (Slurm 22.05, tests/test_slurm_real.py)
@@ -678,6 +681,13 @@ def test_stop_outcome_says_what_slurm_will_do():
     requeued, line = preemption.stop_outcome("SIGTERM", job, slurm("RUNNING"))  # a SIGTERM Slurm did not send
     assert not requeued and "requeued only if Slurm requeues it" in line
     assert preemption.stop_outcome("SIGUSR1", {}, slurm("RUNNING"))[1].startswith("not in a Slurm job")
+    # USR1 to the job steps only (scancel --signal=USR1 JOB, no --batch/--full): no stop file, nothing requeues
+    steps_only = {**job, preemption.STOP_FILE_ENV: str(tmp_path / "78.stop")}
+    for reason in ("SIGUSR1", "another rank"):
+        requeued, line = preemption.stop_outcome(reason, steps_only, slurm("RUNNING"))
+        assert not requeued and "job 77 is not requeued: signal the batch shell (--batch or --full)" in line, line
+        assert "requeues job" not in line
+    assert not preemption.stop_outcome("SIGUSR1", {"SLURM_JOB_ID": "77"}, slurm("RUNNING"))[0]  # not our script
 
 
 OUTLIVE = """
@@ -713,7 +723,7 @@ def test_save_timing_warns_when_a_step_and_a_save_outgrow_the_signal_lead(monkey
     class Args:
         device = "cpu"
 
-    timing = preemption.SaveTimingCallback(signal_seconds=1)
+    timing = preemption.SaveTimingCallback(signal_seconds=1, env={})  # not in a Slurm job: the recipe's lead
     state = TrainerState(global_step=4, max_steps=8)
     monkeypatch.setenv(preemption.SLOW_SAVE_ENV, "1.2")  # the test-only slow save: sleeps in on_save
     with caplog.at_level("INFO", logger="timealign.train.preemption"):
@@ -723,16 +733,153 @@ def test_save_timing_warns_when_a_step_and_a_save_outgrow_the_signal_lead(monkey
     assert 1.2 <= timing.save_seconds < 5
     text = caplog.text
     assert re.search(r"checkpoint-4 saved in 1\.\d s", text), text
-    assert "more than launch.signal_seconds=1" in text and "raise launch.signal_seconds to at least" in text
+    assert "more than the warning's lead of 1 s (launch.signal_seconds, the recipe's: not in a Slurm job)" in text
+    assert "resubmit with a lead of at least" in text and "--signal=B:USR1@" in text
     caplog.clear()
     monkeypatch.delenv(preemption.SLOW_SAVE_ENV)
-    preemption.SaveTimingCallback(signal_seconds=600).on_save(Args(), state, TrainerControl())  # no step yet: silent
-    timing = preemption.SaveTimingCallback(signal_seconds=600)
+    preemption.SaveTimingCallback(signal_seconds=600, env={}).on_save(Args(), state, TrainerControl())  # no step yet
+    timing = preemption.SaveTimingCallback(signal_seconds=600, env={})
     with caplog.at_level("INFO", logger="timealign.train.preemption"):
         timing.on_step_begin(Args(), state, TrainerControl())
         timing.on_step_end(Args(), state, TrainerControl())
         timing.on_save(Args(), state, TrainerControl())
-    assert "saved in" in caplog.text and "signal_seconds" not in caplog.text
+    assert "saved in" in caplog.text and "lead" not in caplog.text
+
+
+def _saved_once(timing, state, seconds=0.0) -> None:
+    from transformers import TrainerControl
+
+    class Args:
+        device = "cpu"
+
+    timing.on_train_begin(Args(), state, TrainerControl())
+    timing.on_step_begin(Args(), state, TrainerControl())
+    timing.on_step_end(Args(), state, TrainerControl())
+    timing.step_ended -= seconds  # a step and save that took this long
+    timing.on_save(Args(), state, TrainerControl())
+
+
+def test_save_timing_checks_the_jobs_own_lead_not_the_recipes(caplog):
+    """In a Slurm job the save check uses the --signal Slurm will act on (job_signal), and says where the recipe's
+    launch.signal_seconds differs: the recipe's 1 s against a job's 120 s gives no false warning."""
+    from transformers import TrainerState
+
+    state = TrainerState(global_step=2, max_steps=8)
+    job = {"SLURM_JOB_ID": "88"}
+    script = preemption.parse_signal("B:USR1@120", "#SBATCH --signal=B:USR1@120 of its batch script")
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):
+        _saved_once(preemption.SaveTimingCallback(1, env=job, read_job_signal=lambda env: script), state, 6)
+    text = caplog.text
+    assert "launch.signal_seconds=1, but job 88's warning comes 120 s before its time limit (#SBATCH" in text, text
+    assert "more than the warning's lead" not in text  # 6 s fits in the job's 120 s
+    assert {r.levelname for r in caplog.records} == {"INFO"}  # a longer lead than the recipe's: no warning
+    caplog.clear()
+    short = preemption.parse_signal("B:USR1@5", "SBATCH_SIGNAL=B:USR1@5 where it was submitted")
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):
+        _saved_once(preemption.SaveTimingCallback(120, env=job, read_job_signal=lambda env: short), state, 6)
+    assert "more than the warning's lead of 5 s (SBATCH_SIGNAL=B:USR1@5 where it was submitted)" in caplog.text
+    caplog.clear()
+    steps = preemption.parse_signal("USR1@600", "--signal=USR1@600 on its sbatch command line")
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):
+        _saved_once(preemption.SaveTimingCallback(600, env=job, read_job_signal=lambda env: steps), state)
+    assert "to the job steps only" in caplog.text and "submit with --signal=B:USR1@600" in caplog.text
+    caplog.clear()
+    none = preemption.JobSignal("", "", 0, False, "no --signal: no warning before its time limit")
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):
+        _saved_once(preemption.SaveTimingCallback(120, env=job, read_job_signal=lambda env: none), state, 6)
+    assert "job 88 has no warning signal" in caplog.text and "more than" not in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):  # unreadable: the recipe's, said so
+        _saved_once(preemption.SaveTimingCallback(1, env=job, read_job_signal=lambda env: None), state, 3)
+    assert "lead of 1 s (launch.signal_seconds, the recipe's: the job's could not be read)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("INFO", logger="timealign.train.preemption"):  # requeue off: no check, nothing read
+        _saved_once(preemption.SaveTimingCallback(None, env=job, read_job_signal=lambda env: 1 / 0), state, 3)
+    assert "lead" not in caplog.text
+
+
+def test_job_signal_reads_what_slurm_will_send():
+    """The job's --signal from what Slurm 22.05 gives (it prints it in neither `scontrol show job` nor the job's
+    environment): sacct's SubmitLine, submit's TIMEALIGN_SUBMIT_SIGNAL, SBATCH_SIGNAL, the batch script."""
+
+    def parse(spec):
+        found = preemption.parse_signal(spec)
+        return found and (found.name, found.seconds, found.batch)
+
+    assert parse("B:USR1@120") == ("USR1", 120, True)
+    assert parse("USR1") == ("USR1", 60, False)  # sbatch's default sig_time; no B: the job steps only
+    assert parse("B:10@600") == ("USR1", 600, True) and parse("R:SIGUSR2@30") == ("USR2", 30, False)
+    assert parse("B:NOPE@5") is None and parse("B:USR1@") is None
+    line = "sbatch --gres=gpu:4 --signal=B:USR1@600 --mem=256G slurm/dpo.sbatch recipe=llama8b"
+    assert preemption.submit_line_signal(line) == "B:USR1@600"
+    assert preemption.submit_line_signal("sbatch --signal USR1@90 x.sbatch") == "USR1@90"
+    assert preemption.submit_line_signal("sbatch --gres=none slurm/dpo.sbatch recipe=tiny") is None
+    shipped = (REPO_ROOT / "slurm/dpo.sbatch").read_text()
+    assert preemption.batch_script_signal(shipped) == "B:USR1@120"
+    assert preemption.batch_script_signal("#!/bin/bash\necho hi\n#SBATCH --signal=B:USR1@9\n") is None  # not read
+
+    def slurm(sacct=None, script=shipped):  # what the two commands print (None: they fail)
+        return lambda cmd: sacct if cmd[0] == "sacct" else script
+
+    job = {"SLURM_JOB_ID": "5"}
+    assert preemption.job_signal({}, slurm()) is None  # not a job: the recipe's
+    found = preemption.job_signal(job, slurm())  # no accounting: the script's, and the caveat
+    assert (found.seconds, found.batch) == (120, True)
+    assert found.source.startswith("#SBATCH --signal=B:USR1@120 of its batch script, unless its sbatch command")
+    found = preemption.job_signal(job, slurm(sacct=line + "\n"))
+    assert found.seconds == 600 and found.source == "--signal=B:USR1@600 on its sbatch command line"
+    found = preemption.job_signal(job, slurm(sacct="sbatch --gres=none slurm/dpo.sbatch\n"))  # accounted, no option
+    assert found.seconds == 120 and found.source == "#SBATCH --signal=B:USR1@120 of its batch script"
+    found = preemption.job_signal({**job, "SBATCH_SIGNAL": "B:USR1@5"}, slurm())
+    assert found.seconds == 5 and found.source.startswith("SBATCH_SIGNAL=B:USR1@5 where it was submitted")
+    found = preemption.job_signal(
+        {**job, "SBATCH_SIGNAL": "B:USR1@5", preemption.SUBMIT_SIGNAL_ENV: "B:USR1@600"}, slurm()
+    )
+    assert found.seconds == 600 and "python -m timealign.cluster submit" in found.source  # its command line wins
+    found = preemption.job_signal(job, slurm(script="#!/bin/bash\n#SBATCH --nodes=1\nsrun x\n"))
+    assert found.spec == "" and found.source.startswith("no --signal")
+    assert preemption.job_signal(job, slurm(script=None)) is None  # not a batch job: the recipe's
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Command lines of a doc or a script header, `\\` continuations joined, comment marks dropped."""
+    lines, current = [], ""
+    for raw in text.splitlines():
+        line = raw.lstrip("#").strip()
+        current = f"{current} {line}" if current else line
+        if current.endswith("\\"):
+            current = current[:-1].rstrip()
+            continue
+        lines.append(current)
+        current = ""
+    return lines
+
+
+def test_examples_carry_the_lead_memory_and_cpus_they_need():
+    """Every hand-written 8B training sbatch (docs/cluster.md, the scripts' headers) passes the recipe's lead
+    (the scripts' own #SBATCH --signal=B:USR1@120 is too short for it); every eval example asks for memory and CPUs;
+    both say where to submit from."""
+    sources = {
+        p: p.read_text() for p in [REPO_ROOT / "docs/cluster.md", *sorted((REPO_ROOT / "slurm").glob("*.sbatch"))]
+    }
+    checked = {"training": 0, "eval": 0}
+    for path, text in sources.items():
+        flat = " ".join(text.replace("#", " ").split())
+        assert "a folder the compute nodes see, or pass --output=<shared path>" in flat.replace("`", ""), path
+        assert "Submit from any" not in flat and "work from any submit" not in flat, path
+        for line in _logical_lines(text):
+            recipe = re.search(r"\bsbatch\b.*slurm/(dpo|sft|eval)\.sbatch.*\brecipe=([\w.-]+)", line)
+            if not recipe:
+                continue
+            if recipe.group(1) == "eval":
+                checked["eval"] += 1
+                assert "--mem=" in line and "--cpus-per-task=" in line, (path.name, line)
+                continue
+            lead = load_recipe(recipe.group(2)).launch.signal_seconds
+            if lead > 120:  # the scripts' own 120 s would do otherwise
+                checked["training"] += 1
+                assert f"--signal=B:USR1@{lead}" in line, (path.name, line)
+    assert checked["training"] >= 5 and checked["eval"] >= 4, checked
 
 
 # ---------------------------------------------------------------------------------------------- training (slow)

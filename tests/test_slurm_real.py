@@ -337,7 +337,10 @@ def test_usr1_preemption_requeues_once_and_resumes_bit_identical(job_env, tmp_pa
     log = job_log(job_env, job)
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", _describe(job_env, job)
     assert info["Restarts"] == "1", _describe(job_env, job)
-    assert "USR1 (time limit near)" in log and f"requeueing job {job}" in log, log
+    assert re.search(r"USR1 to the batch shell \(the time limit is \d+ s away\)", log), log  # submit's --time
+    assert f"requeueing job {job}" in log, log
+    # the job's lead as Slurm has it: submit's --signal (its TIMEALIGN_SUBMIT_SIGNAL), the recipe's 120 s
+    assert "--signal=B:USR1@120 from `python -m timealign.cluster submit`" in log, log
     assert log.count("restart 0") == 1 and log.count("restart 1") == 1, log  # one log, appended by the requeue
     resumed = re.findall(r"resuming from (\S*checkpoint-(\d+))", log)
     assert len(resumed) == 1 and int(resumed[0][1]) >= 2, log
@@ -358,20 +361,42 @@ def test_usr1_preemption_requeues_once_and_resumes_bit_identical(job_env, tmp_pa
 
 @pytest.mark.slow
 @real_slurm
-def test_plain_scancel_does_not_requeue(job_env, tmp_path):
-    out = tmp_path / "cancelled"
+def test_plain_scancel_and_usr1_to_the_steps_only_do_not_requeue(job_env, tmp_path):
+    """A plain `scancel` (SIGTERM) and `scancel --signal=USR1 JOB` (the job steps only, not the batch shell, which
+    alone requeues): both checkpoint, neither is requeued, and each trainer says so. Two jobs at once, one wait."""
+    out, steps_out = tmp_path / "cancelled", tmp_path / "steps"
     job = submit(job_env, "task=dpo", *TRAIN, "training.max_steps=400", f"output_dir={out}")
+    steps = sbatch(
+        job_env,
+        "--gres=none",
+        "--cpus-per-task=1",
+        "slurm/dpo.sbatch",
+        *TRAIN,
+        "training.max_steps=400",
+        f"output_dir={steps_out}",
+    )
     wait_for("a checkpoint", lambda: _complete_checkpoint(out, 2), 600, job_env, job)
     _run(job_env, "scancel", job)  # SIGTERM to every process of the job: a user's cancel, not a warning
+    wait_for("a checkpoint", lambda: _complete_checkpoint(steps_out, 2), 600, job_env, steps)
+    _run(job_env, "scancel", "--signal=USR1", steps)  # no --batch/--full: the job steps only
     info = wait_done(job_env, job, 120)
     assert info["JobState"] == "CANCELLED", _describe(job_env, job)
+    info = wait_done(job_env, steps, 300)
+    assert info["JobState"] == "FAILED" and info["ExitCode"] == "75:0", _describe(job_env, steps)
     time.sleep(slurm_cluster.CRED_EXPIRE + 5)  # longer than a requeued job waits in BeginTime
-    info = job_info(job_env, job)
-    assert info["JobState"] == "CANCELLED" and info["Restarts"] == "0", _describe(job_env, job)
+    for each, state in ((job, "CANCELLED"), (steps, "FAILED")):
+        info = job_info(job_env, each)
+        assert info["JobState"] == state and info["Restarts"] == "0", _describe(job_env, each)
+        log = job_log(job_env, each)
+        assert "requeueing" not in log and "resuming from" not in log, log
+        assert "so the job is requeued" not in log and "requeues job" not in log, log
     log = job_log(job_env, job)
-    assert "requeueing" not in log and "resuming from" not in log, log
-    assert "so the job is requeued" not in log and "requeues job" not in log, log
     assert f"job {job} was cancelled (scancel): it is not requeued" in log, log  # what Slurm says, not a guess
+    log = job_log(job_env, steps)
+    assert re.search(r"preempted \(SIGUSR1\) at step \d+; checkpoint \S*checkpoint-\d+", log), log
+    assert f"job {steps} is not requeued: signal the batch shell (--batch or --full)" in log, log
+    assert "] USR1 to the batch shell (" not in log, log  # it got nothing, and made no stop file
+    assert "stopped on a signal this batch shell did not get" in log, log
 
 
 # ---------------------------------------------------------------------------------------------- two nodes
@@ -467,6 +492,25 @@ SIGNAL_FORMS = {
     "--full": (["scancel", "--signal=USR1", "--full"], "the batch script requeues job {job}", SLOW_SAVE),
     "preempt-requeue": (["scontrol", "requeue"], "Slurm requeues job {job}", 3),  # SIGTERM, as PreemptMode=REQUEUE
 }
+# The same jobs check the save budget against the job's own lead, not the recipe's (plain sbatch, no --signal on the
+# command line): form -> (extra recipe args, extra environment, what the log must say, what it must not).
+LEAD_CHECKS = {
+    # the recipe says 1 s, the job has the scripts' #SBATCH 120 s: no false warning about the 6 s saves
+    "--batch": (
+        ["launch.signal_seconds=1"],
+        {},
+        "launch.signal_seconds=1, but job {job}'s warning comes 120 s before its time limit (#SBATCH "
+        "--signal=B:USR1@120 of its batch script",
+        "more than the warning's lead",
+    ),
+    # the recipe says 120 s, the job 5 s (SBATCH_SIGNAL, as sbatch reads it): the 6 s saves do not fit, said with 5 s
+    "--full": (
+        [],
+        {"SBATCH_SIGNAL": "B:USR1@5"},
+        "more than the warning's lead of 5 s (SBATCH_SIGNAL=B:USR1@5 where it was submitted",
+        "more than the warning's lead of 120 s",
+    ),
+}
 
 
 @pytest.mark.slow
@@ -479,8 +523,9 @@ def test_signal_forms_with_a_slow_save_requeue_once_and_resume_from_that_save(jo
     (3 s under SIGTERM: KillWait): one clean checkpoint, the line saying who requeues, one requeue, the resumed job
     starts from that very checkpoint and finishes."""
     command, says, slow = SIGNAL_FORMS[form]
+    lead_args, lead_env, lead_says, lead_never = LEAD_CHECKS.get(form, ([], {}, "", None))
     out = tmp_path / "out"
-    env = {**job_env, "TIMEALIGN_TEST_SLOW_SAVE": str(slow)}
+    env = {**job_env, "TIMEALIGN_TEST_SLOW_SAVE": str(slow), **lead_env}
     job = sbatch(
         env,
         "--gres=none",
@@ -489,6 +534,7 @@ def test_signal_forms_with_a_slow_save_requeue_once_and_resume_from_that_save(jo
         *TRAIN,
         "processes_per_node=2",
         "training.per_device_train_batch_size=1",
+        *lead_args,
         f"output_dir={out}",
     )
     wait_for("the first checkpoint", lambda: _complete_checkpoint(out, 2), 600, env, job)
@@ -504,6 +550,9 @@ def test_signal_forms_with_a_slow_save_requeue_once_and_resume_from_that_save(jo
     assert (f"requeueing job {job}" in log) == (form != "preempt-requeue"), log  # Slurm's requeue, not ours
     assert float(re.search(rf"checkpoint-{saved} saved in (\d+\.\d) s", log).group(1)) >= slow, log  # measured
     assert "killed by SIGUSR1" not in log and "SignalException" not in log, log
+    assert lead_says.format(job=job) in log and (lead_never is None or lead_never not in log), log
+    if form != "preempt-requeue":
+        assert "USR1 to the batch shell (no time limit: sent by hand)" in log, log
     run_info = json.loads((out / "run_info.json").read_text())
     assert run_info["global_step"] == 12 and run_info["world_size"] == 2, run_info
 
@@ -567,3 +616,7 @@ def test_the_time_limit_signal_with_a_slow_save_requeues_then_stops_at_the_cap(j
     assert log.count(f"the batch script requeues job {job}") == 1 and log.count(f"requeueing job {job}") == 1, log
     assert f"job {job} was requeued 1 times already (TIMEALIGN_MAX_REQUEUES=1)" in log, log
     assert "reached its time limit" not in log and "SIGTERM" not in log, log  # all done before the limit
+    # when the warning came, as the batch shell measured it (the --signal on sbatch's command line is visible to the
+    # trainer only through sacct, which this cluster has not): within the 2 min limit, before it
+    left = [int(s) for s in re.findall(r"USR1 to the batch shell \(the time limit is (-?\d+) s away\)", log)]
+    assert len(left) == 2 and all(0 < s <= 120 for s in left), log

@@ -26,9 +26,11 @@ A job without GPUs is refused unless the recipe asks for none (launch.gpus_per_n
 account, time, requeue, signal_seconds) into an `sbatch` command line for slurm/<task>.sbatch
 (`--gres=gpu[:TYPE]:N`, or `--gres=none` for 0 GPUs; `--mem` = processes per node x mem_per_gpu), after checking with
 `sinfo` that nodes of the partition can hold it: Slurm would accept a job larger than any node and leave it PENDING
-forever. `eval` runs eval/run.py on vLLM with tensor parallelism over
-the node's GPUs: the offline engine (eval.backend=vllm), or with `serve=true` a `vllm serve` process plus the
-OpenAI-compatible backend; a job without GPUs uses the recipe's eval.backend.
+forever. Its `--signal=B:USR1@<signal_seconds>` also goes to the job as TIMEALIGN_SUBMIT_SIGNAL: Slurm 22.05 shows a
+job's --signal only through sacct (accounting), and the trainer checks its saves against it. `eval` runs
+eval/run.py on vLLM with tensor parallelism over the node's GPUs: the offline engine (eval.backend=vllm), or with
+`serve=true` a `vllm serve` process plus the OpenAI-compatible backend; a job without GPUs uses the recipe's
+eval.backend.
 """
 
 from __future__ import annotations

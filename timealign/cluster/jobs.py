@@ -205,6 +205,8 @@ def sbatch_command(
         "TIMEALIGN_REQUEUE": "1" if launch.requeue else "0",
         "TIMEALIGN_MAX_REQUEUES": str(launch.max_requeues),
     }
+    if launch.requeue:  # Slurm 22.05 shows a job's --signal nowhere but in sacct (accounting): tell the trainer
+        extra["TIMEALIGN_SUBMIT_SIGNAL"] = f"B:USR1@{launch.signal_seconds}"
     if launch.setup:
         extra["TIMEALIGN_SETUP"] = launch.setup
     return extra, cmd

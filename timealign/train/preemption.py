@@ -8,10 +8,15 @@ file (`$TIMEALIGN_STOP_FILE`) exists because signals do not travel reliably thro
 `<output_dir>/preempted.json` and `$TIMEALIGN_STOP_FILE.requeue` (the sbatch script requeues on it) and exits with
 `EXIT_REQUEUE` (75, EX_TEMPFAIL). The last log line says what happens next, read from Slurm (`stop_outcome`: `scontrol
 show job`'s JobState and Requeue, the signal that arrived, TIMEALIGN_REQUEUE): requeued by the batch script (the USR1
-warning), requeued by Slurm (preemption with Requeue=1), or not requeued (cancelled, time limit reached).
+warning), requeued by Slurm (preemption with Requeue=1), or not requeued (cancelled, time limit reached, or USR1 that
+reached the job steps only: `scancel --signal=USR1 JOB` without --batch/--full, a `--signal` without `B:`; the batch
+shell, which alone requeues, then never made the stop file).
 
 Save budget: `SaveTimingCallback` logs how long each checkpoint took (rank 0) and warns when the last optimizer step
-plus that save took longer than `launch.signal_seconds`, the warning's lead before the time limit.
+plus that save took longer than the job's real warning lead (`job_signal`: the `--signal` the job was submitted with,
+read from Slurm; the recipe's `launch.signal_seconds` only outside a job or where Slurm cannot say). Slurm 22.05 shows
+a job's `--signal` in neither `scontrol show job` nor the job's environment: it is read from `sacct`'s SubmitLine
+(accounting), `submit`'s TIMEALIGN_SUBMIT_SIGNAL, SBATCH_SIGNAL, or the batch script's `#SBATCH --signal` line.
 `TIMEALIGN_TEST_SLOW_SAVE` (test-only, tests/test_slurm_real.py) makes every checkpoint save sleep that many seconds.
 """
 
@@ -24,6 +29,7 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 
 from transformers import TrainerCallback
 
@@ -34,6 +40,8 @@ STOP_FILE_ENV = "TIMEALIGN_STOP_FILE"
 SLOW_SAVE_ENV = "TIMEALIGN_TEST_SLOW_SAVE"  # TEST-ONLY: seconds each checkpoint save sleeps (slow-save tests)
 REQUEUE_SUFFIX = ".requeue"
 PREEMPTED_FILE = "preempted.json"
+SUBMIT_SIGNAL_ENV = "TIMEALIGN_SUBMIT_SIGNAL"  # the --signal `python -m timealign.cluster submit` gave sbatch
+NOT_REQUEUED_STEPS_ONLY = "not requeued: signal the batch shell (--batch or --full)"
 
 
 class TrainingPreempted(SystemExit):
@@ -175,6 +183,12 @@ def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> t
     if state in ("CANCELLED", "COMPLETING"):
         return False, f"job {job} was cancelled (scancel): it is not requeued; {resubmit}"
     if reason != "SIGTERM":  # the USR1 warning (to this process, or to the batch shell: the stop file)
+        stop_file = env.get(STOP_FILE_ENV)
+        if not (stop_file and os.path.exists(stop_file)):  # the batch shell, which alone requeues, got no USR1
+            return False, (
+                f"USR1 reached the job steps only (scancel --signal=USR1 without --batch/--full, or a --signal "
+                f"without B:): job {job} is {NOT_REQUEUED_STEPS_ONLY}; {resubmit}"
+            )
         if env.get("TIMEALIGN_REQUEUE", "1") == "0":
             return False, f"the warning came and requeueing is off (TIMEALIGN_REQUEUE=0); {resubmit}"
         if restarts >= cap:
@@ -188,16 +202,181 @@ def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> t
     )
 
 
+@dataclass(frozen=True)
+class JobSignal:
+    """The warning a Slurm job gets before its time limit: sbatch's `--signal=[{R|B}:]<sig>[@sig_time]`."""
+
+    spec: str  # as given, e.g. "B:USR1@120"; "" when the job has no --signal
+    name: str  # "USR1" ("" when none)
+    seconds: int  # sig_time: how long before the time limit (sbatch's default 60)
+    batch: bool  # B: the batch shell only; without it the job steps only, never the batch shell
+    source: str  # where it was read, for the messages
+
+
+def parse_signal(spec: str, source: str = "") -> JobSignal | None:
+    """`[{R|B}:]<sig_num>[@sig_time]` as sbatch reads it (sig_num a number or name, sig_time 60 when left out); None
+    when it is not one."""
+    match = re.fullmatch(r"(?:([RB]{1,2}):)?(\w+?)(?:@(\d+))?", spec.strip())
+    if not match:
+        return None
+    flags, sig, seconds = match.groups()
+    try:
+        number = int(sig) if sig.isdigit() else signal.Signals["SIG" + sig.upper().removeprefix("SIG")]
+        name = signal.Signals(number).name.removeprefix("SIG")
+    except (KeyError, ValueError):
+        return None
+    return JobSignal(spec.strip(), name, int(seconds) if seconds else 60, "B" in (flags or ""), source)
+
+
+def submit_line_signal(line: str) -> str | None:
+    """The `--signal` value of an sbatch command line (sacct's SubmitLine), or None."""
+    found = re.findall(r"(?:^|\s)--signal(?:=|\s+)(\S+)", line)
+    return found[-1].strip("'\"") if found else None
+
+
+def batch_script_signal(script: str) -> str | None:
+    """The `#SBATCH --signal` of a batch script, as sbatch reads it: the `#SBATCH` lines before the first command
+    (the last one wins), or None."""
+    found = None
+    for line in script.splitlines()[1:]:
+        text = line.strip()
+        if text and not text.startswith("#"):
+            break
+        match = re.match(r"#SBATCH\s+--signal(?:=|\s+)(\S+)", text)
+        if match:
+            found = match.group(1)
+    return found
+
+
+def _slurm_output(cmd: list[str]) -> str | None:
+    """stdout of a Slurm command, or None when it fails (no Slurm here, accounting disabled, not a batch job)."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def job_signal(env=None, run=_slurm_output) -> JobSignal | None:
+    """The `--signal` this Slurm job was submitted with (what Slurm will send, and how long before the time limit),
+    or None outside a job or where Slurm cannot say (not a batch job, no scontrol).
+
+    Slurm 22.05 shows it neither in `scontrol show job` nor in the job's environment, so in sbatch's own order
+    (command line over SBATCH_SIGNAL over the script): `sacct`'s SubmitLine (needs accounting), the --signal
+    `python -m timealign.cluster submit` passed (TIMEALIGN_SUBMIT_SIGNAL), SBATCH_SIGNAL, the batch script's
+    `#SBATCH --signal` (`scontrol write batch_script`). Without accounting a --signal typed on the sbatch command
+    line is visible nowhere: the source then says so."""
+    env = os.environ if env is None else env
+    job = env.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    line = run(["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={job}", "--format=SubmitLine"]) or ""
+    line = line.strip()
+    spec = submit_line_signal(line) if line else None
+    if spec:
+        return parse_signal(spec, f"--signal={spec} on its sbatch command line")
+    if env.get(SUBMIT_SIGNAL_ENV):
+        spec = env[SUBMIT_SIGNAL_ENV]
+        return parse_signal(spec, f"--signal={spec} from `python -m timealign.cluster submit`: launch.signal_seconds")
+    unseen = "" if line else ", unless its sbatch command line had a --signal: Slurm shows that only with accounting"
+    if env.get("SBATCH_SIGNAL"):
+        spec = env["SBATCH_SIGNAL"]
+        return parse_signal(spec, f"SBATCH_SIGNAL={spec} where it was submitted{unseen}")
+    script = run(["scontrol", "write", "batch_script", job, "-"])
+    if script is None:
+        return None
+    spec = batch_script_signal(script)
+    if spec:
+        return parse_signal(spec, f"#SBATCH --signal={spec} of its batch script{unseen}")
+    return JobSignal("", "", 0, False, f"no --signal: no warning before its time limit{unseen}")
+
+
 class SaveTimingCallback(TrainerCallback):
     """How long each checkpoint takes (the time from the end of its step to on_save), logged by rank 0, with a
-    warning when one optimizer step plus the save no longer fits in the warning's lead `signal_seconds` (the
-    time limit's SIGTERM, and Slurm's SIGKILL KillWait seconds later, would cut a save short). The test-only
-    TIMEALIGN_TEST_SLOW_SAVE sleeps here, in the save path, before the measurement."""
+    warning when one optimizer step plus the save no longer fits in the warning's lead (the time limit's SIGTERM, and
+    Slurm's SIGKILL KillWait seconds later, would cut a save short). The lead is the job's own (`job_signal`, read
+    once at the start of training, which also says where the job's warning differs from the recipe's
+    `signal_seconds`); outside a Slurm job, or where Slurm cannot say, the recipe's `signal_seconds`. None: no
+    check (launch.requeue off). The test-only TIMEALIGN_TEST_SLOW_SAVE sleeps here, in the save path, before the
+    measurement."""
 
-    def __init__(self, signal_seconds: int | None):
-        self.signal_seconds = signal_seconds
+    def __init__(self, signal_seconds: int | None, env=None, read_job_signal=job_signal):
+        self.signal_seconds = signal_seconds  # the recipe's launch.signal_seconds
+        self.env = os.environ if env is None else env
+        self.read_job_signal = read_job_signal
+        self.lead_seconds = signal_seconds
+        where = "not in a Slurm job" if not self.env.get("SLURM_JOB_ID") else "the job's could not be read"
+        self.lead_source = f"launch.signal_seconds, the recipe's: {where}"
+        self.job_signal: JobSignal | None = None
+        self._read = False
         self.step_started = self.step_ended = None
         self.step_seconds = self.save_seconds = None
+
+    def _rank_zero(self, state) -> bool:
+        # under torchrun on CPU every rank may call itself process zero (../shared/NOTES.md): RANK decides there
+        return state.is_world_process_zero and self.env.get("RANK", "0") in ("", "0")
+
+    def read_lead(self) -> None:
+        """The job's real lead, once: what Slurm will send and when, not what the recipe says it asked for."""
+        if self._read or self.signal_seconds is None:
+            return
+        self._read = True
+        found = self.job_signal = self.read_job_signal(self.env)
+        if found is None:
+            return
+        job, recipe = self.env.get("SLURM_JOB_ID"), self.signal_seconds
+        if not found.spec:
+            self.lead_seconds = None
+            logger.warning(
+                "job %s has no warning signal (%s): its time limit ends it with SIGTERM and SIGKILL KillWait s later, "
+                "mid-save, and nothing requeues it; submit with --signal=B:USR1@%d (or `python -m timealign.cluster "
+                "submit`)",
+                job,
+                found.source,
+                recipe,
+            )
+            return
+        self.lead_seconds, self.lead_source = found.seconds, found.source
+        if found.name != "USR1" or not found.batch:
+            what = (
+                "without B: Slurm sends it to the job steps only: the trainer checkpoints and stops, but the job is "
+                + NOT_REQUEUED_STEPS_ONLY
+                if found.name == "USR1"
+                else "slurm/*.sbatch checkpoint and requeue on USR1 to the batch shell only"
+            )
+            logger.warning(
+                "job %s's warning is --signal=%s (%s): %s; submit with --signal=B:USR1@%d",
+                job,
+                found.spec,
+                found.source,
+                what,
+                found.seconds,
+            )
+        elif found.seconds != recipe:  # a shorter lead than the recipe planned for is the dangerous one
+            (logger.warning if found.seconds < recipe else logger.info)(
+                "launch.signal_seconds=%d, but job %s's warning comes %d s before its time limit (%s): checkpoint "
+                "saves are checked against the job's %d s%s",
+                recipe,
+                job,
+                found.seconds,
+                found.source,
+                found.seconds,
+                f"; for the recipe's {recipe} s, submit with --signal=B:USR1@{recipe} (or `python -m "
+                "timealign.cluster submit`)"
+                if found.seconds < recipe
+                else "",
+            )
+        else:
+            logger.info(
+                "job %s's warning: USR1 to the batch shell %d s before its time limit (%s)",
+                job,
+                found.seconds,
+                found.source,
+            )
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self._rank_zero(state):
+            self.read_lead()
 
     def on_step_begin(self, args, state, control, **kwargs):
         self.step_started = time.monotonic()
@@ -215,17 +394,22 @@ class SaveTimingCallback(TrainerCallback):
         if self.step_ended is None:
             return
         self.save_seconds = time.monotonic() - self.step_ended
-        if not state.is_world_process_zero:
+        if not self._rank_zero(state):
             return
+        self.read_lead()
         step = self.step_seconds or 0.0
         logger.info("checkpoint-%d saved in %.1f s (its step: %.1f s)", state.global_step, self.save_seconds, step)
-        if self.signal_seconds is not None and step + self.save_seconds > self.signal_seconds:
+        if self.lead_seconds is not None and step + self.save_seconds > self.lead_seconds:
+            need = int(2 * (step + self.save_seconds)) + 30
             logger.warning(
-                "one step + a checkpoint took %.0f s, more than launch.signal_seconds=%d (the warning's "
-                "lead before the time limit): near the limit the save would be cut short and the job "
-                "would resume from an older checkpoint; raise launch.signal_seconds to at least %d (sbatch "
-                "--signal=B:USR1@N)",
+                "one step + a checkpoint took %.0f s, more than the warning's lead of %d s (%s): near the time "
+                "limit the save would be cut short and the job would resume from an older checkpoint; resubmit "
+                "with a lead of at least %d s: sbatch --signal=B:USR1@%d, or launch.signal_seconds=%d with "
+                "`python -m timealign.cluster submit`",
                 step + self.save_seconds,
-                self.signal_seconds,
-                int(2 * (step + self.save_seconds)) + 30,
+                self.lead_seconds,
+                self.lead_source,
+                need,
+                need,
+                need,
             )
