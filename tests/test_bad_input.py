@@ -9,6 +9,7 @@ speaker, non-UTF-8 text, an empty file and a JSON object file.
 
 import copy
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -410,6 +411,71 @@ def test_the_pairs_command_refuses_an_unknown_timezone(tmp_path, capsys):
     assert code == 2 and "data.assume_timezone='Mars/Olympus' is not a time zone" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "target, reason",
+    [
+        (
+            "preferTool_elapse_2.json",
+            "a symbolic link that leads back to itself (-> preferTool_elapse_2.json): a loop that holds no data",
+        ),
+        ("gone/preferTool_elapse_2.json", "a symbolic link to gone/preferTool_elapse_2.json, which does not exist"),
+    ],
+)
+def test_a_v1_file_that_links_to_nothing_is_named(tmp_path, target, reason):
+    """Issue 42: a v1 file that links to itself (or to a file not there) is no file to `Path.is_file()`, so the
+    folder trained on the other files without a word. Now one line naming it (skip mode: a reject)."""
+    folder = write_v1(tmp_path / "v1", {"preferTool_elapse_1.json": [v1_record(rid(1))]})
+    (folder / "preferTool_elapse_2.json").symlink_to(target)
+    err = expect_named_and_skipped(
+        lambda p, on_error: load_v1(p, on_error=on_error),
+        folder,
+        folder / "preferTool_elapse_2.json",
+        None,
+        f"{reason}; replace it with the data file or remove it",
+        [rid(1)],
+    )
+    assert "\n" not in str(err)
+
+
+def test_a_data_file_that_links_to_itself_is_named_in_other_folders_too(tmp_path):
+    """The annotated and TimelyChat folder loaders (`data_files`) name such a link too, instead of reading the rest."""
+    folder = tmp_path / "ann"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", [annotated_record(rid(1))])
+    (folder / "b.jsonl").symlink_to("b.jsonl")
+    with pytest.raises(FileNotFoundError) as err:
+        load_annotated(folder)
+    assert str(err.value) == (
+        f"{folder / 'b.jsonl'}: a symbolic link that leads back to itself (-> b.jsonl): a loop that holds no data; "
+        "replace it with the data file or remove it"
+    )
+
+
+def test_a_v1_folder_missing_a_release_file_says_so(tmp_path, caplog):
+    """Issue 42: a v1 folder without one of the release's five files trained on the rest with no word. Now a
+    warning names the missing file; the five files say nothing."""
+    from timealign.data.tictoc_layout import V1_RELEASE_FILES
+
+    assert V1_RELEASE_FILES == (
+        "preferTool_elapse_0.json",
+        "preferTool_elapse_1.json",
+        "preferTool_elapse_2.json",
+        "preferNoTool_elapse_0.json",
+        "preferNoTool_elapse_1.json",
+    )
+    files = {name: [v1_record(rid(n))] for n, name in enumerate(V1_RELEASE_FILES)}
+    whole = write_v1(tmp_path / "whole", files)
+    partial = write_v1(tmp_path / "partial", {k: v for k, v in files.items() if k != "preferNoTool_elapse_1.json"})
+    with caplog.at_level(logging.WARNING, logger="timealign.data.tictoc"):
+        assert len(load_v1(whole).samples) == 5
+        assert not caplog.records
+        assert len(load_v1(partial).samples) == 4
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{partial}: no preferNoTool_elapse_1.json (the TicToc v1 release holds {', '.join(V1_RELEASE_FILES)}): "
+        "only the other files' records are read; copy the missing file(s) in, unless you left them out on purpose"
+    ]
+
+
 # ---------------------------------------------------------------------------------------------- TimelyChat
 
 
@@ -510,11 +576,12 @@ def test_the_real_timelychat_sample_still_loads(timelychat_sample):
     assert len(load_timelychat(timelychat_sample).dialogs) == 6
 
 
-def test_the_real_v1_release_still_loads_whole(tictoc_v1_dir):
+def test_the_real_v1_release_still_loads_whole(tictoc_v1_dir, caplog):
     """Every new rule holds on all 1379 real samples: no call to an undeclared function, chat order kept, every
-    time with Z, no duplicate (id, level) and no copied conversation."""
-    result = load_v1(tictoc_v1_dir, on_error="skip", unknown="bucket")
-    assert len(result.samples) == 1379 and result.rejects == []
+    time with Z, no duplicate (id, level) and no copied conversation; and it has every release file."""
+    with caplog.at_level(logging.WARNING, logger="timealign.data.tictoc"):
+        result = load_v1(tictoc_v1_dir, on_error="skip", unknown="bucket")
+    assert len(result.samples) == 1379 and result.rejects == [] and not caplog.records
 
 
 def test_an_upper_case_suffix_is_read_not_skipped(tmp_path):

@@ -228,6 +228,8 @@ def test_full_fine_tune_is_copied_unchanged(timer_full, tmp_path):
 
 
 def test_export_refuses_what_is_not_a_checkpoint(timer_full, dpo_lora, tmp_path):
+    """Each refusal is one line and exit 2, as every command's (issue 42: a folder that cannot be exported was exit
+    1)."""
     import io
     from contextlib import redirect_stderr
 
@@ -244,28 +246,31 @@ def test_export_refuses_what_is_not_a_checkpoint(timer_full, dpo_lora, tmp_path)
     taken.mkdir()
     (taken / "keep.txt").write_text("x")
     out = tmp_path / "out"
-    cases = [  # (checkpoint, out, exit code, what the one-line error says)
-        (tmp_path / "nothing", out, 1, "no such folder"),
-        (tmp_path / "empty", out, 1, "neither config.json (a full model) nor adapter_config.json (a LoRA adapter)"),
+    cases = [  # (checkpoint, out, what the one-line error says)
+        (tmp_path / "nothing", out, "no such folder"),
+        (tmp_path / "empty", out, "neither config.json (a full model) nor adapter_config.json (a LoRA adapter)"),
         (
             unfinished,
             out,
-            1,
             (
                 "its training has not finished. Finish it (the same training command resumes), or "
                 f"export a checkpoint: checkpoint={unfinished / 'checkpoint-2'}"
             ),
         ),
-        (truncated, out, 1, "the weights are incomplete or missing: model.safetensors is truncated"),
-        (timer_full, timer_full / "export", 2, "is, is inside or holds the checkpoint folder"),
-        (dpo_lora[0] / "checkpoint-2", dpo_lora[0], 2, "is, is inside or holds the checkpoint folder"),
-        (timer_full, taken, 2, "already holds files that no timealign run wrote (keep.txt)"),
+        (truncated, out, "the weights are incomplete or missing: model.safetensors is truncated"),
+        (timer_full, timer_full / "export", "is, is inside or holds the checkpoint folder"),
+        (dpo_lora[0] / "checkpoint-2", dpo_lora[0], "is, is inside or holds the checkpoint folder"),
+        (timer_full, taken, "already holds files that no timealign run wrote (keep.txt)"),
     ]
-    for checkpoint, target, code, expected in cases:
+    for checkpoint, target, expected in cases:
         err = io.StringIO()
         with redirect_stderr(err):
             got = main([f"checkpoint={checkpoint}", f"out={target}"])
-        assert got == code and expected in err.getvalue(), (checkpoint, err.getvalue())
+        text = err.getvalue()
+        assert got == 2 and expected in text and text.startswith("error: ") and text.count("\n") == 1, (
+            checkpoint,
+            text,
+        )
     assert not out.exists() and not (timer_full / "export").exists() and os.listdir(taken) == ["keep.txt"]
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
-from helpers import annotated_record, rid, v1_record
+from helpers import annotated_record, rid, run_checked, v1_record, write_v1
 
 from timealign.config import DataSection, RecipeError
 from timealign.data.hub import load_tictoc_release, load_timelychat_release
@@ -170,6 +171,61 @@ def test_a_release_in_no_known_layout_lists_the_accepted_ones(cache):
     assert "TicToc annotated: .json/.jsonl/.parquet records with score" in text and "\n" not in text
     with pytest.raises(RecipeError, match="accepted: TimelyChat: .json/.jsonl/.parquet records with speaker_list"):
         load_timelychat_release("yizecheng/TicToc")
+
+
+def test_a_release_folder_that_links_to_itself_is_one_line(tmp_path, train_env):
+    """Issue 42: a hub-layout folder with two links to itself (`ln -s . D/a; ln -s . D/b`) hung data prep (the walk
+    followed them again and again; still running at 300 s). Each folder is entered once now: the loop is one line,
+    exit 2, in seconds."""
+    folder = write_v1(tmp_path / "D", {"preferTool_elapse_1.json": [v1_record(rid(1))]})
+    (folder / "a").symlink_to(".")
+    (folder / "b").symlink_to(".")
+    proc = run_checked(
+        [
+            sys.executable,
+            "data_prep/tictoc.py",
+            "recipe=tiny",
+            "data.source=hub",
+            f"data.path={folder}",
+            f"out={tmp_path / 'out'}",
+        ],
+        train_env,
+        check=False,
+        timeout=90,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    line = (
+        f"error: data.path={folder} (data.source=hub): {folder / 'a'} is a link to ., a loop: it leads back to "
+        f"{folder}, which holds it; remove the link"
+    )
+    assert [x for x in lines if x.startswith("error")] == lines[-1:] == [line], proc.stderr[-3000:]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_linked_folder_is_read_once(tmp_path):
+    """A link into the release is followed (a folder kept elsewhere); a second way into the same folder, whose
+    files would be read twice, and a data file that links to nothing are named."""
+    elsewhere = write_v1(tmp_path / "elsewhere", {"preferTool_elapse_1.json": [v1_record(rid(1))]})
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "v1").symlink_to(elsewhere)
+    assert [s.id for s in load_tictoc_release(str(release)).samples] == [rid(1)]
+    (release / "copy").symlink_to(elsewhere)
+    with pytest.raises(RecipeError) as err:
+        load_tictoc_release(str(release))
+    assert str(err.value) == (
+        f"data.path={release} (data.source=hub): {release / 'v1'} is a link to {elsewhere}, the same folder as "
+        f"{release / 'copy'}, whose files would be read twice; remove the link"
+    )
+    (release / "copy").unlink()
+    (release / "extra.json").symlink_to("extra.json")
+    with pytest.raises(RecipeError) as err:
+        load_tictoc_release(str(release))
+    assert str(err.value) == (
+        f"data.path={release} (data.source=hub): {release / 'extra.json'} is a symbolic link that leads back to "
+        "itself (-> extra.json): a loop that holds no data; replace it with the data file or remove it"
+    )
 
 
 def test_a_missing_release_says_how_to_download_it(cache):

@@ -503,6 +503,52 @@ def test_ranks_set_by_hand_without_a_launcher_stop_in_seconds(launch_env, tmp_pa
     assert not out.exists()
 
 
+def test_a_rank_alone_without_a_launcher_is_one_line(launch_env, tmp_path):
+    """Issue 42: LOCAL_RANK=0 left in the shell, no launcher, one plain python process: accelerate took it for a
+    distributed launch and torch's rendezvous ended in a traceback (ValueError: MASTER_ADDR expected). Now one line,
+    exit 2, before data prep; a launcher's rank, or a complete one-process group set by hand, still passes."""
+    import torch
+
+    out = tmp_path / "run"
+    proc = _launch([sys.executable, DPO, "recipe=tiny", f"output_dir={out}"], {**launch_env, "LOCAL_RANK": "0"}, 120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    gpu = torch.cuda.is_available()  # env:// on a GPU reads MASTER_PORT, RANK and WORLD_SIZE too
+    lacking = "MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE are" if gpu else "MASTER_ADDR is"
+    assert lines == [
+        f"error: LOCAL_RANK=0 is set but no launcher started this process and {lacking} not: accelerate would start "
+        "a distributed run that torch cannot join. Unset LOCAL_RANK to train in one process, or let a launcher set "
+        f"them all: {'' if gpu else 'ACCELERATE_USE_CPU=true '}accelerate launch --config_file "
+        f"recipes/accelerate/ddp.yaml --num_processes 2 train/dpo.py recipe=tiny output_dir={out}"
+    ], proc.stderr[-3000:]
+    assert not out.exists()
+    recipe = load_recipe("tiny", {"launch.check": "off"})  # refused whatever launch.check says: it would crash
+    with pytest.raises(RecipeError, match=r"^RANK=0, LOCAL_RANK=0 are set but no launcher started this process"):
+        launch_check.check_launcher_present(recipe, {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"})
+    launch_check.check_launcher_present(recipe, {"LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": "x"})  # torchrun's
+    launch_check.check_launcher_present(recipe, {"LOCAL_RANK": "0", "ACCELERATE_DYNAMO_BACKEND": "NO"})
+    complete = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    launch_check.check_launcher_present(recipe, complete)
+    launch_check.check_launcher_present(recipe, {"RANK": "0"})  # RANK alone: accelerate starts no process group
+
+
+def test_world_size_set_by_hand_is_no_launcher(launch_env, tmp_path):
+    """Issue 42: WORLD_SIZE=1 set by hand logged "by a launcher (WORLD_SIZE=1)" though none was used. The launch check
+    now names the launcher only from the variables a launcher sets."""
+    assert launcher_request({"WORLD_SIZE": "1"}) == ("no launcher (WORLD_SIZE=1 set by hand)", 1, True, False)
+    assert launcher_request({"WORLD_SIZE": "1", "TORCHELASTIC_RUN_ID": "x"})[0] == "torchrun (WORLD_SIZE=1)"
+    assert launcher_request({"WORLD_SIZE": "1", "OMPI_COMM_WORLD_RANK": "0"})[0] == "mpirun (WORLD_SIZE=1)"
+    out = tmp_path / "run"
+    env = {**launch_env, "WORLD_SIZE": "1"}
+    proc = _launch([sys.executable, DPO, "recipe=tiny", f"output_dir={out}", *QUICK], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    passed = (
+        "launch check passed (before loading the model): one process (DistributedType.NO), mixed precision no, by "
+        "no launcher (WORLD_SIZE=1 set by hand)"
+    )
+    assert passed in proc.stderr and "by a launcher" not in proc.stderr, proc.stderr[-3000:]
+
+
 @pytest.mark.parametrize(
     "launcher, marks",
     [

@@ -256,6 +256,37 @@ def test_command_line(checkpoint, tmp_path):
         assert message in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr[-2000:])
 
 
+def test_a_store_that_cannot_hold_the_clock_is_one_line(tmp_path):
+    """Issue 42: store= a file that is not a database ended in sqlite3.DatabaseError's traceback, naming neither the
+    file nor store=. Now one line, exit 2, before the port is bound; another program's database is left as it was
+    (no table added, its journal mode kept)."""
+    import sqlite3
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    db.close()
+    before = other.read_bytes()
+    cases = [
+        (notes, "DatabaseError: file is not a database"),
+        (other, "a SQLite database of another program, with tables users"),
+    ]
+    for store, why in cases:
+        args = ("recipe=tiny", "upstream_api=chat", "upstream_model=m", "upstream=http://127.0.0.1:9/v1")
+        proc = run_cli(*args, f"store={store}")
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        expected = (
+            f"error: store={store} cannot hold the gateway's clock ({why}): give a new file (it is created) or "
+            "the store of an earlier `timealign serve`; store=:memory: keeps the times in memory only"
+        )
+        assert [x for x in lines if x.startswith("error")] == lines[-1:] == [expected], proc.stderr[-3000:]
+    assert notes.read_text() == "my notes\n" and other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "notes.txt"]
+
+
 def test_api_model_gets_the_evaluators_chat_messages(tictoc_v1_dir, upstream, tmp_path):
     """upstream_api=chat: the stamped messages the evaluator's chat backend sends (here the paper protocol with its
     reminder prompt), and the tools as given."""

@@ -217,6 +217,22 @@ CLI_CASES = [
         False,
     ),
     (
+        "report-to-unknown",
+        ["train/dpo.py", "recipe=tiny", "training.report_to=[wandb,tensorbord]"],
+        "training.report_to=[wandb, tensorbord]: tensorbord is not one of: none, all, azure_ml, comet_ml, mlflow, "
+        "neptune, tensorboard, trackio, wandb, codecarbon, clearml, dagshub, flyte, dvclive, swanlab, kubeflow "
+        "(did you mean: tensorboard?)",
+        None,
+        True,
+    ),
+    (
+        "report-to-not-a-name",
+        ["train/sft.py", "recipe=tiny-timer", "training.report_to=5"],
+        "training.report_to=5 must be an integration name or a list of them (none: no reporting)",
+        None,
+        True,
+    ),
+    (
         "trl-config-refuses",
         [
             "train/dpo.py",
@@ -529,6 +545,11 @@ CLASS_TESTS = {
     "eval-out-foreign": "test_eval_out_folder.py::test_a_users_report_is_never_replaced",
     "hub-unknown-layout": "test_hub_data.py::test_a_release_in_no_known_layout_lists_the_accepted_ones",
     "hub-not-found": "test_hub_data.py::test_a_missing_release_says_how_to_download_it",
+    "hub-link-loop": "test_hub_data.py::test_a_release_folder_that_links_to_itself_is_one_line",
+    "rank-alone": "test_launch_check.py::test_a_rank_alone_without_a_launcher_is_one_line",
+    "output-dir-busy": "test_run_lock.py::test_a_second_training_into_a_running_folder_stops_in_one_line",
+    "serve-store": "test_serve.py::test_a_store_that_cannot_hold_the_clock_is_one_line",
+    "export-refuses": "test_export.py::test_export_refuses_what_is_not_a_checkpoint",
 }
 
 

@@ -44,6 +44,24 @@ PATH_SOURCES = FILE_SOURCES + ("hub",)
 # generated_answers.py).
 DIRECT_ANSWERS = ("latest_tool_result", "last_assistant_text", "generate")
 DIRECT_ANSWER_BACKENDS = ("hf", "vllm", "openai")
+# training.report_to: transformers' integrations (INTEGRATION_TO_CALLBACK, transformers 5.16-5.19) are checked
+# here without importing it (seconds); a name not in this list is looked up there before it is refused.
+REPORT_TO_NAMES = (
+    "azure_ml",
+    "comet_ml",
+    "mlflow",
+    "neptune",
+    "tensorboard",
+    "trackio",
+    "wandb",
+    "codecarbon",
+    "clearml",
+    "dagshub",
+    "flyte",
+    "dvclive",
+    "swanlab",
+    "kubeflow",
+)
 # The Hugging Face hub's repo id: `name` or `namespace/name` (huggingface_hub.utils.validate_repo_id).
 HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 
@@ -164,6 +182,34 @@ def _lookup(recipe, dotted: str) -> tuple[bool, Any]:
     return True, getattr(section, rest)
 
 
+def report_to_problem(value: Any) -> str | None:
+    """Why `training.report_to` is not what transformers' Trainer accepts (it would refuse it with a traceback after
+    data prep): "none", "all", an integration name, or a list of names; None when it is fine."""
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        return f"training.report_to={value!r} must be an integration name or a list of them (none: no reporting)"
+    shown = value if isinstance(value, str) else "[" + ", ".join(names) + "]"
+    if list(names) in (["none"], ["all"]):
+        return None
+    if {"none", "all"} & set(names):
+        return f"training.report_to={shown}: none (no reporting) and all (every installed integration) stand alone"
+    known = REPORT_TO_NAMES
+    if any(n not in known for n in names):  # a newer integration, or a misspelt one: transformers' own list
+        from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+        known = tuple(INTEGRATION_TO_CALLBACK)
+    unknown = [n for n in names if n not in known]
+    if not unknown:
+        return None
+    import difflib
+
+    close = [c for n in unknown for c in difflib.get_close_matches(n, ("none", "all", *known), 1)]
+    hint = f" (did you mean: {', '.join(close)}?)" if close else ""
+    return f"training.report_to={shown}: {', '.join(unknown)} is not one of: none, all, {', '.join(known)}{hint}"
+
+
 def value_problems(recipe) -> list[str]:
     """Every value of `recipe` out of its range, as `key=value must be ...` texts (empty: all fine)."""
     problems = []
@@ -176,6 +222,9 @@ def value_problems(recipe) -> list[str]:
         elif not test(value):
             problems.append(f"{key}={value} must be {must}" + (f" ({why})" if why else ""))
     training = recipe.training or {}
+    report_to = report_to_problem(training.get("report_to"))
+    if report_to:
+        problems.append(report_to)
     steps, epochs = training.get("max_steps"), training.get("num_train_epochs")
     if _number(epochs) and epochs == 0 and not (_number(steps) and steps > 0):
         problems.append("training.num_train_epochs=0 with no training.max_steps > 0 trains nothing")

@@ -23,12 +23,15 @@ from pathlib import Path
 RUN_FILE = "timealign_run.json"
 WRITTEN = "written"
 KEPT = ("data", "eval-base")  # never deleted: prepared data (keyed by fingerprint), the base model's evaluation
+# One training at a time in output_dir (timealign.train.run_lock): its lock file and the holder's name. Neither is
+# any run's output: left out of the record, never deleted, and no sign that the folder is a user's.
+RUN_LOCK, RUN_LOCK_HOLDER = ".train.lock", ".train.lock.json"
 TEMPORARY = re.compile(r"^\..+\.tmp(-.*)?$")  # timealign's whole-or-absent writes, left by a killed process
 CARD_BLOCK = re.compile(r"^timealign:\s*$", re.MULTILINE)  # the model card's metadata block (card_facts.CARD_KEY)
 
 
 def signatures(out: str | Path) -> dict[str, list[int]]:
-    """{relative path: [size, mtime_ns]} of every file under `out`, less KEPT folders and the run record."""
+    """{relative path: [size, mtime_ns]} of every file under `out`, less KEPT folders, the run record and lock."""
     root = Path(out)
     found = {}
     for folder, dirs, files in os.walk(root):  # symlinked folders are not entered
@@ -38,7 +41,7 @@ def signatures(out: str | Path) -> dict[str, list[int]]:
         for name in files:
             path = here / name
             rel = path.relative_to(root).as_posix()
-            if rel == RUN_FILE or path.is_symlink():
+            if rel in (RUN_FILE, RUN_LOCK, RUN_LOCK_HOLDER) or path.is_symlink():
                 continue
             try:
                 stat = path.stat()

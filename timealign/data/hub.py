@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from timealign.config import RecipeError
-from timealign.data.records import LoadResult, RecordError, read_records
+from timealign.data.records import LoadResult, RecordError, broken_link, read_records
 from timealign.data.tictoc import annotated_records, load_annotated, load_v1
 from timealign.data.tictoc_hub import LAYOUT as HUB_LAYOUT
 from timealign.data.tictoc_hub import is_hub_row, load_hub
@@ -117,13 +117,43 @@ def check_release(data) -> None:
         release_folder(data.path)
 
 
-def data_files_in(folder: Path) -> list[Path]:
-    """The .json/.jsonl/.parquet files of a release, any depth, hidden folders (.cache, .git) left out."""
+def data_files_in(folder: Path, path: str | None = None) -> list[Path]:
+    """The .json/.jsonl/.parquet files of a release, any depth, hidden folders (.cache, .git) left out.
+
+    A linked folder is entered once: a link to a folder the walk has entered already (`ln -s . D/a`, a loop the walk
+    would follow forever, or a second way into the same files) is a RecipeError naming the link, as is a data file
+    that is a link to nothing (itself, or a missing target). `path`: data.path as given, for the message."""
     out = []
+    where = f"data.path={path or folder} (data.source=hub)"
+    entered = {_folder_key(folder): Path(folder)}  # every folder walked, by (device, inode), whatever leads to it
     for root, dirs, files in os.walk(folder, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        out += [Path(root, f) for f in sorted(files) if Path(f).suffix.lower() in DATA_SUFFIXES]
+        kept = []
+        for name in sorted(d for d in dirs if not d.startswith(".")):
+            sub = Path(root, name)
+            key = _folder_key(sub)
+            if key in entered:
+                first = entered[key]
+                if first == Path(root) or first in Path(root).parents:
+                    link, what = sub, f"a loop: it leads back to {first}, which holds it"
+                else:  # two ways into one folder: name the one that is a link
+                    link, other = (sub, first) if sub.is_symlink() else (first, sub)
+                    what = f"the same folder as {other}, whose files would be read twice"
+                raise RecipeError(f"{where}: {link} is a link to {os.readlink(link)}, {what}; remove the link")
+            entered[key] = sub
+            kept.append(name)
+        dirs[:] = kept
+        for name in sorted(f for f in files if Path(f).suffix.lower() in DATA_SUFFIXES):
+            file = Path(root, name)
+            problem = broken_link(file)
+            if problem:
+                raise RecipeError(f"{where}: {file} is {problem}; replace it with the data file or remove it")
+            out.append(file)
     return out
+
+
+def _folder_key(folder: Path) -> tuple[int, int]:
+    st = os.stat(folder)
+    return st.st_dev, st.st_ino
 
 
 def _rows(file: Path) -> list[Any]:
@@ -166,7 +196,7 @@ def load_tictoc_release(
 ) -> LoadResult[TicTocSample]:
     """A TicToc release (hub id or local folder) in the v1 or the annotated layout, detected from its files."""
     folder = release_folder(path)
-    files = data_files_in(folder)
+    files = data_files_in(folder, path)
     common = {"on_error": on_error, "unknown": unknown, "assume_timezone": assume_timezone}
     v1_folders = sorted({f.parent for f in files if V1_FILE.match(f.name)})
     if len(v1_folders) > 1:
@@ -204,7 +234,7 @@ def load_timelychat_release(
 ) -> LoadResult[TimerDialog]:
     """A TimelyChat release (hub id or local folder): its dialog files, the split named by each file's name."""
     folder = release_folder(path)
-    files = data_files_in(folder)
+    files = data_files_in(folder, path)
     dialogs = [f for f in files if detect_layout(_first_record(f)) is not None]
     if not dialogs:
         raise _no_layout(path, folder, files, TIMELYCHAT_LAYOUTS)

@@ -13,7 +13,9 @@ can go, is a JSON object instead of a list of records, or is empty is an error n
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,11 +158,33 @@ def check_on_error(on_error: str) -> None:
         raise RecipeError(f"data.on_error={on_error!r} is not one of: {', '.join(ON_ERROR)}")
 
 
+def broken_link(path: Path) -> str | None:
+    """Why `path` is a symbolic link that leads to no file (a loop back to itself, or a target that is not there),
+    else None. `Path.is_file()` is False for both, so a folder listing would drop such a file without a word."""
+    if not path.is_symlink():
+        return None
+    try:
+        path.stat()
+    except OSError as err:
+        target = os.readlink(path)
+        if err.errno == errno.ELOOP:
+            return f"a symbolic link that leads back to itself (-> {target}): a loop that holds no data"
+        if err.errno == errno.ENOENT:
+            return f"a symbolic link to {target}, which does not exist"
+        return f"a symbolic link to {target} that cannot be followed ({err.strerror})"
+    return None
+
+
 def data_files(path: Path) -> list[Path]:
     """A file itself, or the .json and .jsonl files of a folder (sorted; `.JSON` counts too); FileNotFoundError when
-    there are none."""
+    there are none, or when one is a link to nothing (to itself, or to a file not there)."""
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in (".json", ".jsonl") and p.is_file())
+        named = sorted(p for p in path.iterdir() if p.suffix.lower() in (".json", ".jsonl"))
+        for p in named:
+            problem = broken_link(p)
+            if problem:
+                raise FileNotFoundError(f"{p}: {problem}; replace it with the data file or remove it")
+        files = [p for p in named if p.is_file()]
         if not files:
             raise FileNotFoundError(f"{path}: no .json or .jsonl files")
         return files

@@ -20,18 +20,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from datetime import tzinfo
 from pathlib import Path
 from typing import Any, Iterable
 
-from timealign.data.records import LoadResult, check_on_error, data_files, read_records
+from timealign.data.records import LoadResult, broken_link, check_on_error, data_files, read_records
 from timealign.data.scenarios import Scenario, UnknownScenarioError, get_scenario, resolve_scenario_id
 from timealign.data.tictoc_layout import (
     PREFER_NO_TOOL,
     PREFER_TOOL,
     V1_FILE,
     V1_LEVELS,
+    V1_RELEASE_FILES,
     TicTocFormatError,
     TicTocSample,
     check_history,
@@ -40,6 +42,8 @@ from timealign.data.tictoc_layout import (
     record_id,
     timezone_for,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def _resolve(record: dict, source: str, rid: str, unknown: str) -> Scenario:
@@ -118,7 +122,9 @@ def load_v1(
 ) -> LoadResult[TicTocSample]:
     """The v1 release folder: label and elapse level come from each file's name.
 
-    Every other .json/.jsonl file there is an error listing them all (`on_error="skip"`: one reject per file).
+    Every other .json/.jsonl file there is an error listing them all (`on_error="skip"`: one reject per file), and
+    so is a link to nothing (to itself, or to a missing file). A release file that is not there is a warning naming
+    it (a partial copy reads the rest).
     `assume_timezone`: the zone of times written without one (None: such a time is an error). A record that
     carries its annotators' scores (`score`: their mean S, or `scores`: one per annotator) keeps S, read with
     `orientation`; it must agree with the file's label.
@@ -127,10 +133,19 @@ def load_v1(
     label_from_score(0.0, orientation)  # validates the orientation up front
     zone = timezone_for(assume_timezone)
     folder = Path(folder)
-    candidates = sorted(p for p in folder.glob("*") if p.is_file() and p.suffix.lower() in (".json", ".jsonl"))
+    named = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".json", ".jsonl"))
+    candidates = [p for p in named if p.is_file()]
     files = [p for p in candidates if V1_FILE.match(p.name) and int(V1_FILE.match(p.name).group(2)) < V1_LEVELS]
     stray = [p for p in candidates if p not in files]
     result = LoadResult()
+    for path in named:  # a link to nothing is no file: without this it would be dropped without a word
+        problem = broken_link(path)
+        if problem is None:
+            continue
+        reason = f"{problem}; replace it with the data file or remove it"
+        if on_error != "skip":
+            raise TicTocFormatError(str(path), None, reason)
+        result.reject(str(path), None, reason)
     if stray:
         if on_error != "skip":
             listed = "; ".join(f"{p.name} ({_stray_reason(p)})" for p in stray)
@@ -145,6 +160,15 @@ def load_v1(
             result.reject_file(str(path), f"not a TicToc v1 file name: {_stray_reason(path)}")
     if not files:
         raise FileNotFoundError(f"{folder}: no prefer{{Tool,NoTool}}_elapse_{{k}}.json files (TicToc v1 layout)")
+    missing = [name for name in V1_RELEASE_FILES if not (folder / name).exists() and not (folder / name).is_symlink()]
+    if missing:  # a partial copy trains on the rest: say which records it lacks
+        logger.warning(
+            "%s: no %s (the TicToc v1 release holds %s): only the other files' records are read; copy the missing "
+            "file(s) in, unless you left them out on purpose",
+            folder,
+            ", ".join(missing),
+            ", ".join(V1_RELEASE_FILES),
+        )
     for path in files:
         kind, level = V1_FILE.match(path.name).groups()
         label, level = (PREFER_TOOL if kind == "Tool" else PREFER_NO_TOOL), int(level)

@@ -34,6 +34,10 @@ PREFER_TOOL = "prefer_tool"
 PREFER_NO_TOOL = "prefer_no_tool"
 V1_FILE = re.compile(r"^prefer(Tool|NoTool)_elapse_(\d+)\.json$")
 V1_LEVELS = 3  # small, medium, large gap before the final user message
+# The files of the v1 release (its elapse level 2 has no prefer-NoTool sample): a folder lacking one is said.
+V1_RELEASE_FILES = tuple(
+    f"prefer{kind}_elapse_{level}.json" for kind, levels in (("Tool", 3), ("NoTool", 2)) for level in range(levels)
+)
 LEVEL_NAMES = ("small", "medium", "large")
 ORIENTATIONS = ("tool_high", "tool_low")
 ROLES = ("system", "user", "assistant", "tool")

@@ -139,7 +139,7 @@ def serve(invocation: Invocation) -> int:
     gateway = Gateway(
         renderer=renderer,
         upstream=Upstream(options.upstream, timeout=options.request_timeout, max_bytes=options.max_response_bytes),
-        clock=ClockStore(store),
+        clock=ClockStore(store),  # a store= that cannot hold the clock: one line (StoreError)
         options=options,
         upstream_model=upstream_model,
         served_model=options.served_model or upstream_model,

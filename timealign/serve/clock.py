@@ -28,10 +28,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from timealign.config.options import RecipeError
 from timealign.render.chat import parse_tool_arguments
 from timealign.render.timefmt import format_time, parse_time
 
 MEMORY = ":memory:"  # store=:memory: keeps the clock in memory only (lost on restart)
+SCHEMA = "CREATE TABLE IF NOT EXISTS message_time (key TEXT PRIMARY KEY, time TEXT NOT NULL, seen REAL NOT NULL)"
 
 
 class ClockError(ValueError):
@@ -84,19 +86,37 @@ def now_utc() -> datetime:
     return datetime.fromtimestamp(time.time(), tz=timezone.utc)
 
 
+class StoreError(RecipeError):
+    """`store=` names no file the clock can use: not a SQLite database, another program's database, a folder."""
+
+
 class ClockStore:
-    """Message times in SQLite (`path`, or ":memory:"), safe to share between the server's threads."""
+    """Message times in SQLite (`path`, or ":memory:"), safe to share between the server's threads. A path that
+    cannot hold them is a StoreError naming `store=` (one line, exit 2) before the gateway binds its port."""
 
     def __init__(self, path: str | Path):
         self.path = str(path)
-        if self.path != MEMORY:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL" if self.path != MEMORY else "PRAGMA journal_mode=MEMORY")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS message_time (key TEXT PRIMARY KEY, time TEXT NOT NULL, seen REAL NOT NULL)"
-        )
+        self._db = None
+        try:
+            if self.path != MEMORY:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables - {"message_time"}:  # another program's database: neither add to it nor change its journal
+                self._refuse(f"a SQLite database of another program, with tables {', '.join(sorted(tables))}")
+            self._db.execute("PRAGMA journal_mode=WAL" if self.path != MEMORY else "PRAGMA journal_mode=MEMORY")
+            self._db.execute(SCHEMA)
+        except (sqlite3.Error, OSError) as err:  # sqlite3 names neither the file nor the option
+            self._refuse(f"{type(err).__name__}: {err}")
+
+    def _refuse(self, why: str) -> None:
+        if self._db is not None:
+            self._db.close()
+        raise StoreError(
+            f"store={self.path} cannot hold the gateway's clock ({why}): give a new file (it is created) or the "
+            f"store of an earlier `timealign serve`; store={MEMORY} keeps the times in memory only"
+        ) from None
 
     def close(self) -> None:
         with self._lock:

@@ -58,7 +58,8 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 class ExportError(ValueError):
-    """The folder cannot be exported (not a checkpoint, incomplete, an adapter that misses rows); exit code 1."""
+    """The folder cannot be exported (not a checkpoint, incomplete, an adapter that misses rows); exit code 2, as
+    every refusal of a command is."""
 
 
 @dataclass
@@ -400,7 +401,7 @@ def export_checkpoint(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`train/export.py`: exit 0 after writing, 2 on a bad option, 1 when the folder cannot be exported."""
+    """`train/export.py`: exit 0 after writing, 2 on a bad option or a folder that cannot be exported."""
 
     def export(invocation) -> int:
         opts = invocation.options
@@ -409,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {export_checkpoint(opts.checkpoint, opts.out, dtype=opts.dtype, overwrite=opts.overwrite)}")
         return 0
 
-    return run_command(COMMAND, argv, export, errors={ExportError: 1})
+    return run_command(COMMAND, argv, export, errors={ExportError: 2})
 
 
 if __name__ == "__main__":  # python -m timealign.train.export

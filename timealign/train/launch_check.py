@@ -24,10 +24,12 @@ it asks. `launch.check=warn` logs the same and goes on; `launch.check=off` skips
 difference, and only rank 0 says it (a LaunchError: `run_command` prints it on rank 0, the other ranks exit 2
 quietly), so 8 processes print one message, not 8.
 
-Three launches are stopped before accelerate's process state is even created, so in seconds:
+Four launches are stopped before accelerate's process state is even created, so in seconds:
 - a distributed environment without a launcher (WORLD_SIZE > 1 in the shell, one plain `python` process, no RANK):
   torch would wait forever for ranks nobody starts (or, without MASTER_ADDR, fail with accelerate's traceback);
   refused whatever launch.check says, with the command to use;
+- a local rank alone (LOCAL_RANK=0 in the shell, no launcher, no MASTER_ADDR): accelerate would start a process
+  group that torch's rendezvous refuses with a traceback (`check_lone_rank`); refused whatever launch.check says;
 - ranks set by hand (WORLD_SIZE > 1, RANK, MASTER_ADDR; no torchrun, accelerate launch, deepspeed, mpirun or srun
   step set them): rank 0 would wait for the others until training.ddp_timeout, silent. One line with the command
   (`check_ranks_started`); a launch that really starts every rank by hand passes with launch.check=warn;
@@ -196,7 +198,9 @@ def launcher_request(env: Mapping[str, str]) -> tuple[str, int | None, bool, boo
     accelerate = "ACCELERATE_DYNAMO_BACKEND" in env  # every `accelerate launch` sets it
     world = env.get("WORLD_SIZE", "").strip()
     if world.isdigit():
-        name = "accelerate launch" if accelerate else "torchrun" if "TORCHELASTIC_RUN_ID" in env else "a launcher"
+        name = "accelerate launch" if accelerate else started_by(env)
+        if name is None:  # WORLD_SIZE from the shell (say WORLD_SIZE=1 set by hand): no launcher said so
+            return f"no launcher (WORLD_SIZE={world} set by hand)", int(world), True, False
         return f"{name} (WORLD_SIZE={world})", int(world), True, False
     if accelerate:  # the one-process launcher (--cpu, or no multi-process mode): no WORLD_SIZE
         asked = _parent_num_processes()
@@ -473,6 +477,7 @@ def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
     for the other ranks forever (or fail in accelerate without MASTER_ADDR): stop now, whatever launch.check says."""
     world = env.get("WORLD_SIZE", "").strip()
     if not world.isdigit() or int(world) <= 1:
+        check_lone_rank(recipe, env)
         return
     if env.get("RANK", "").strip() and not env.get("MASTER_ADDR", "").strip():  # set by hand, half of it
         raise LaunchError(
@@ -488,6 +493,32 @@ def check_launcher_present(recipe, env: Mapping[str, str]) -> None:
         f"WORLD_SIZE={world} is set but no launcher started this process (RANK and LOCAL_RANK are "
         f"unset): it would wait for {int(world) - 1} more process(es) that nobody starts. Unset "
         f"{left} to train in one process, or start all {world}: {_script_command(recipe, int(world))}"
+    )
+
+
+def check_lone_rank(recipe, env: Mapping[str, str]) -> None:
+    """LOCAL_RANK with no launcher and no other process (WORLD_SIZE unset or 1): accelerate takes LOCAL_RANK alone
+    for a distributed launch and torch's env:// rendezvous fails with a traceback for the variables it lacks
+    (MASTER_ADDR; on a GPU also MASTER_PORT, RANK, WORLD_SIZE). Refused in one line, whatever launch.check says.
+    (RANK alone starts no process group: it passes.)"""
+    if not env.get("LOCAL_RANK", "").strip() or started_by(env) is not None or "ACCELERATE_DYNAMO_BACKEND" in env:
+        return
+    ranks = [key for key in ("RANK", "LOCAL_RANK") if env.get(key, "").strip()]
+    import torch
+
+    training = recipe.training or {}
+    cpu = _flag(env, "ACCELERATE_USE_CPU") or bool(training.get("use_cpu")) or not torch.cuda.is_available()
+    needed = ("MASTER_ADDR",) if cpu else ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+    lacking = [key for key in needed if not env.get(key, "").strip()]
+    if not lacking:
+        return  # a complete one-process group, set up by hand: it works
+    shown = ", ".join(f"{key}={env[key].strip()}" for key in ranks)
+    left = ", ".join(k for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT") if env.get(k))
+    raise RecipeError(
+        f"{shown} {'is' if len(ranks) == 1 else 'are'} set but no launcher started this process and "
+        f"{', '.join(lacking)} {'is' if len(lacking) == 1 else 'are'} not: accelerate would start a distributed "
+        f"run that torch cannot join. Unset {left} to train in one process, or let a launcher set them all: "
+        f"{_script_command(recipe, 2)}"
     )
 
 

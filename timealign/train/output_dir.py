@@ -26,6 +26,8 @@ A folder that no run owns (no timealign_run.json) and that holds files (other th
 refused, overwrite_output_dir or not: timealign deletes and overwrites only what it wrote. Choose an empty or new
 output_dir.
 A claim whose run left nothing trained (it stopped before its first checkpoint) is taken over with a log line.
+Two trainings never claim the folder at once: the run holds its lock (`timealign.train.run_lock`, `.train.lock`)
+from before the claim until it ends.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from timealign.config.secrets import is_secret_key, redact
 from timealign.config.written import (
     KEPT,
     RUN_FILE,
+    RUN_LOCK,
+    RUN_LOCK_HOLDER,
     TEMPORARY,
     WRITTEN,
     note_baseline,
@@ -282,9 +286,10 @@ def _data_lines(claim: dict, wanted: Fingerprint, diffs: dict) -> list[str]:
 
 
 def _run_owns(path: Path) -> bool:
-    """KEPT folders and the run record itself (in a multi-process launch rank 0 writes it while the other ranks
-    still look: a rank that read no claim must not then take rank 0's fresh record for a stranger's file)."""
-    return path.name in KEPT or path.name == RUN_FILE
+    """KEPT folders, the run record itself (in a multi-process launch rank 0 writes it while the other ranks still
+    look: a rank that read no claim must not then take rank 0's fresh record for a stranger's file) and the run's
+    lock (`timealign.train.run_lock`: taken before the claim is written)."""
+    return path.name in KEPT or path.name in (RUN_FILE, RUN_LOCK, RUN_LOCK_HOLDER)
 
 
 def foreign_entries(out: Path) -> list[str]:
@@ -356,6 +361,13 @@ def _barrier() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+
+
+def refuse_unowned(out: Path) -> None:
+    """A folder no run owns that holds files (a user's): OutputDirInUse, before this run writes anything there (its
+    lock included)."""
+    if _read_claim(out) is None and not [t for t in trained_entries(out) if t != "eval"] and foreign_entries(out):
+        raise OutputDirInUse(unowned_message(out, foreign_entries(out)))
 
 
 def claim_output_dir(recipe, kind: str | None = None) -> Claim:

@@ -62,14 +62,15 @@ def run(recipe) -> Path:
     except AlreadyTrained as done:
         logger.warning("%s", done)
         return done.output_dir
-    data = prepare_data(recipe)
-    trainer = make_trainer(recipe, ready, data)
-    with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
-        session = TrainingSession.start(trainer, recipe, data_dir=prepared_dir_for(recipe))  # resume, preemption, W&B
-        trainer.train(resume_from_checkpoint=session.resume_from)
-        session.finish()  # after a preemption checkpoint: raises TrainingPreempted
-        out = save_trained_model(trainer, recipe)  # model, tokenizer, recipe, loss log
-        write_run_card(trainer, recipe, session)  # README.md, last
+    with ready.lock:  # output_dir is this run's alone until it returns or raises (timealign.train.run_lock)
+        data = prepare_data(recipe)
+        trainer = make_trainer(recipe, ready, data)
+        with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
+            session = TrainingSession.start(trainer, recipe, data_dir=prepared_dir_for(recipe))  # resume, W&B, ...
+            trainer.train(resume_from_checkpoint=session.resume_from)
+            session.finish()  # after a preemption checkpoint: raises TrainingPreempted
+            out = save_trained_model(trainer, recipe)  # model, tokenizer, recipe, loss log
+            write_run_card(trainer, recipe, session)  # README.md, last
     return out
 
 
@@ -147,7 +148,8 @@ def build_trainer(recipe, claim: bool = True):
 
     check_timer_section(recipe.timer)
     ready = preflight(recipe, SFTConfig, claim)
-    return make_trainer(recipe, ready, prepare_data(recipe))
+    with ready.lock:  # held while building only: the caller trains in this process
+        return make_trainer(recipe, ready, prepare_data(recipe))
 
 
 def prepare_data(recipe):
