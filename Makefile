@@ -120,7 +120,7 @@ lint: env
 	$(PY) -m ruff format --check .
 
 test: env lint
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest tests -q
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m pytest tests -q --durations=20  # the 20 slowest: where CI time goes
 
 # The lowest versions pyproject.toml allows (.ci/lowest-versions.txt, kept equal to its floors by tests/test_layout.py)
 # in their own environment, and the tests of what broke there before: TIMER SFT and offset-DPO steps, smol's build.
