@@ -60,6 +60,9 @@ def test_gpu_check_code_path_on_cpu(tmp_path, tictoc_v1_dir):
         "shared_sdpa",
         "shared_sdpa+precomputed_ref",
     }  # shared_flex: GPU only
+    for run in runs.values():  # two interleaved rounds after an untimed throwaway run: median, min, max
+        assert len(run["steps_per_s_rounds"]) == 2
+        assert run["steps_per_s_min"] <= run["steps_per_s"] <= run["steps_per_s_max"]
     for run in [*runs.values(), *res["sft"]["runs"].values()]:
         assert run["steps_per_s"] > 0 and run["tokens_per_s"] > 0 and run["mfu"] > 0 and run["planner_bytes"] > 0
     assert res["equality"]["shared_vs_unshared_logps"]["close"]
