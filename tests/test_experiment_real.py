@@ -83,10 +83,11 @@ def test_the_gpu_path_resolves_before_training(monkeypatch):
     vllm_here = importlib.util.find_spec("vllm") is not None
     options = RealOptions()
     resolve_device(options)
-    assert (options.device, options.eval_backend, options.eval_batch_size) == (
+    assert (options.device, options.eval_backend, options.eval_batch_size, options.curve_samples) == (
         "cpu",
         "vllm" if vllm_here else "hf",
         8,
+        16,
     )
     with pytest.raises(RecipeError, match="device=cuda: torch sees no CUDA GPU"):
         resolve_device(RealOptions(device="cuda"))
@@ -97,7 +98,7 @@ def test_the_gpu_path_resolves_before_training(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     on_gpu = RealOptions(eval_backend="hf")
     resolve_device(on_gpu)
-    assert (on_gpu.device, on_gpu.eval_batch_size) == ("cuda", 64)
+    assert (on_gpu.device, on_gpu.eval_batch_size, on_gpu.curve_samples) == ("cuda", 64, 64)  # a readable curve
     recipe = RealExperiment(REPO_ROOT / "unused", on_gpu, ("method",), (0,)).recipe("method", 0)
     assert recipe.training["use_cpu"] is False and recipe.eval.batch_size == 64 and recipe.eval.backend == "hf"
 

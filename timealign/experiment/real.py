@@ -130,7 +130,11 @@ class RealOptions:
         "the vLLM CPU engine here); N: a seeded sample of N, stratified by label and spread over the scenarios",
     )
     curve_every: int = opt(3, "learning curve: score curve_samples held-out samples every N steps (0: no curve)")
-    curve_samples: int = opt(16, "learning curve: held-out samples per point (stratified, the same in every arm)")
+    curve_samples: int = opt(
+        0,
+        "learning curve: held-out samples per point (stratified, the same in every arm); 0: 64 on a GPU (a point "
+        "that can be read), 16 on a CPU (each point is hf generation there; 16 are noise: a step-0 point read 0.654)",
+    )
     timer: bool = opt(
         False,
         "also TIMER SFT of smol (recipe smol-timer): delay F1 and RMSLE before and after (about 16 minutes on 2 idle "
@@ -195,7 +199,7 @@ class RealExperiment:
             "eval.max_samples": str(o.eval_samples) if o.eval_samples > 0 else "null",
             "eval.bootstrap": str(o.resamples),
             "live_eval.every_steps": str(o.curve_every),
-            "live_eval.max_samples": str(o.curve_samples),
+            "live_eval.max_samples": str(o.curve_samples or 16),  # 0: not resolved yet (run() sets it)
             "output_dir": str(self.out / "models" / f"{folder}-seed{seed}"),
             **ARMS[arm].overrides,
         }
@@ -627,6 +631,8 @@ def resolve_device(o: RealOptions) -> None:
         raise RecipeError(f"eval_batch_size must be >= 0, got {o.eval_batch_size}")
     if o.eval_batch_size == 0:
         o.eval_batch_size = 64 if o.device == "cuda" else 8
+    if o.curve_samples == 0:
+        o.curve_samples = 64 if o.device == "cuda" else 16
     logger.info("device %s; held-out evaluation: eval.backend=%s, eval.batch_size=%d", o.device, o.eval_backend,
                 o.eval_batch_size)  # fmt: skip
 
@@ -635,11 +641,11 @@ def run(invocation: Invocation) -> int:
     o = invocation.options
     arms = comma_choices(o.arms, tuple(ARMS), "arms")
     seeds = comma_seeds(o.seeds)
-    for name in ("train_pairs", "batch_pairs", "resamples", "curve_samples"):
+    for name in ("train_pairs", "batch_pairs", "resamples"):
         if getattr(o, name) < 1:
             raise RecipeError(f"{name} must be >= 1, got {getattr(o, name)}")
-    if o.eval_samples < 0 or o.curve_every < 0:
-        raise RecipeError("eval_samples and curve_every must be >= 0")
+    if o.eval_samples < 0 or o.curve_every < 0 or o.curve_samples < 0:
+        raise RecipeError("eval_samples, curve_every and curve_samples must be >= 0")
     if not Path(o.data).is_dir():
         raise RecipeError(f"data={o.data}: not a folder; give the TicToc v1 release's data/ folder")
     if o.timer and not Path(o.timelychat_sample).is_file():
