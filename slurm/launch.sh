@@ -159,7 +159,11 @@ ta_time_left() {  # how far the time limit is (scontrol's EndTime): what the war
   if [[ $fields == *TimeLimit=UNLIMITED* || $end == Unknown ]]; then  # EndTime: a year ahead, or Unknown
     echo "no time limit: sent by hand"
   elif [[ -n $end ]] && end=$(date -d "$end" +%s 2>/dev/null); then
-    echo "the time limit is $((end - $(date +%s))) s away"
+    if ((end - $(date +%s) > 300 * 86400)); then  # an unlimited job's EndTime can read a year ahead, whatever TimeLimit says
+      echo "no time limit: sent by hand"
+    else
+      echo "the time limit is $((end - $(date +%s))) s away"
+    fi
   else
     echo "time limit unknown"
   fi
