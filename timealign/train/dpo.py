@@ -44,13 +44,10 @@ def run(recipe) -> Path:
     output_dir returns that folder."""
     from trl import DPOConfig
 
-    from timealign.config.disk import writing
-    from timealign.data.prepared import prepared_dir_for
-    from timealign.train.final_model import save_trained_model, write_run_card
     from timealign.train.lengths import check_mode
     from timealign.train.output_dir import AlreadyTrained
     from timealign.train.preflight import preflight
-    from timealign.train.session import TrainingSession
+    from timealign.train.session import train_and_save
 
     check_mode(recipe.data.overlength)
     try:
@@ -58,16 +55,7 @@ def run(recipe) -> Path:
     except AlreadyTrained as done:
         logger.warning("%s", done)
         return done.output_dir
-    with ready.lock:  # output_dir is this run's alone until it returns or raises (timealign.train.run_lock)
-        data = prepare_data(recipe)
-        trainer = make_trainer(recipe, ready, data)
-        with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
-            session = TrainingSession.start(trainer, recipe, data_dir=prepared_dir_for(recipe))  # resume, W&B, ...
-            trainer.train(resume_from_checkpoint=session.resume_from)
-            session.finish()  # after a preemption checkpoint: raises TrainingPreempted
-            out = save_trained_model(trainer, recipe)  # model, tokenizer, recipe, loss log
-            write_run_card(trainer, recipe, session)  # README.md, last
-    return out
+    return train_and_save(recipe, ready, prepare_data, make_trainer)
 
 
 def build_trainer(recipe, claim: bool = True):

@@ -150,3 +150,23 @@ class TrainingSession:
             raise error
         if getattr(trainer, "is_fsdp_enabled", False):  # the final model as one full state dict, not shards
             trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
+
+
+def train_and_save(recipe, ready, prepare_data, make_trainer) -> Path:
+    """The part of `timealign dpo` and `timealign sft` after the checks (`ready`: their preflight): data prep, the
+    trainer, training with resume and preemption, the saved model and its card, all while output_dir's lock is held
+    (`timealign.train.run_lock`). `prepare_data(recipe)` and `make_trainer(recipe, ready, data)` are the task's."""
+    from timealign.config.disk import writing
+    from timealign.data.prepared import prepared_dir_for
+    from timealign.train.final_model import save_trained_model, write_run_card
+
+    with ready.lock:  # output_dir is this run's alone until it returns or raises
+        data = prepare_data(recipe)
+        trainer = make_trainer(recipe, ready, data)
+        with writing(trainer.args.output_dir, "checkpoints and the model"):  # a full disk: one line naming it
+            session = TrainingSession.start(trainer, recipe, data_dir=prepared_dir_for(recipe))  # resume, W&B, ...
+            trainer.train(resume_from_checkpoint=session.resume_from)
+            session.finish()  # after a preemption checkpoint: raises TrainingPreempted
+            out = save_trained_model(trainer, recipe)  # model, tokenizer, recipe, loss log
+            write_run_card(trainer, recipe, session)  # README.md, last
+    return out
