@@ -331,6 +331,11 @@ def equality(opts, model_dir: Path, dataset, tokenizer, device: str, workdir: Pa
     return out
 
 
+def run_label(layout: str, precompute: bool) -> str:
+    """A DPO run's name in the JSON: the layout, `+precomputed_ref` when the reference is precomputed."""
+    return f"{layout}{'+precomputed_ref' if precompute else ''}"
+
+
 def longest_rows(counts: dict) -> tuple[int, int]:
     """(the longest prompt + completion, the longest [prompt | chosen | rejected] row): the rows the unshared and the
     shared-prompt layouts build for the longest pair, which the planner is given."""
@@ -369,7 +374,7 @@ def dpo_runs(
     def train(layout: str, precompute: bool, steps: int, warmup: int) -> dict:
         config = dpo_config(opts, precompute, device)
         return timed_train(
-            f"{layout}{'+precomputed_ref' if precompute else ''}",
+            run_label(layout, precompute),
             lambda kind, wd, cbs: dpo_trainer(layout, model_dir, dataset, tokenizer, config, wd, cbs),
             workdir,
             steps,
@@ -380,17 +385,15 @@ def dpo_runs(
     # One untimed run first: the GPU's first-use costs (kernel loading and autotuning, the allocator's growth) made
     # whichever layout ran first about 2x slow on an H200, warm-up steps inside the run notwithstanding.
     train(*runs[0], steps=opts.warmup + 1, warmup=opts.warmup)
-    rounds: dict[str, list[tuple[dict, int | None]]] = {}
+    rounds: dict[tuple[str, bool], list[tuple[dict, int | None]]] = {run: [] for run in runs}
     for r in range(opts.rounds):
         for layout, precompute in runs if r % 2 == 0 else runs[::-1]:  # A..Z, then Z..A: no layout always first
             reset_peak(device)
             res = train(layout, precompute, opts.steps, opts.warmup)
-            rounds.setdefault(f"{layout}{'+precomputed_ref' if precompute else ''}", []).append(
-                (res, peak_bytes(device))
-            )
-    for layout, precompute in runs:
-        label = f"{layout}{'+precomputed_ref' if precompute else ''}"
-        results = [res for res, _ in rounds[label]]
+            rounds[layout, precompute].append((res, peak_bytes(device)))
+    for (layout, precompute), timed in rounds.items():
+        label = run_label(layout, precompute)
+        results = [res for res, _ in timed]
         speeds = [res["steps_per_s"] for res in results]
         res = min(results, key=lambda x: abs(x["steps_per_s"] - statistics.median(speeds)))  # the median round
         flops = (6 + (0 if precompute else 2)) * n_params * res["tokens_per_s"]
@@ -405,7 +408,7 @@ def dpo_runs(
             precompute=precompute,
             shared_row=shared_row,
         )
-        peaks = [m for _, m in rounds[label] if m is not None]
+        peaks = [m for _, m in timed if m is not None]
         measured = max(peaks) if peaks else None
         out["runs"][label] = {
             "steps_per_s": statistics.median(speeds),
