@@ -302,6 +302,29 @@ def test_balance_train_labels_equalises_each_scenario(tmp_path):
     assert len(data["test"]) == 180  # the held-out split is never touched
 
 
+def test_validation_share_sets_whole_trajectories_aside_before_balancing(tictoc_v1_dir, tmp_path):
+    """On the v1 release: a quarter of each scenario's train trajectories (every gap level of one together) become
+    split 'validation', the same whatever data.seed and balancing; the rest is balanced; the test split untouched."""
+    from collections import Counter
+
+    def splits(name, **kw):
+        prepare(DataSection(source="v1", path=str(tictoc_v1_dir), validation_share=0.25, **kw), tmp_path / name)
+        return load_prepared(tmp_path / name)
+
+    a, b = splits("a", balance_train_labels=True), splits("b", seed=1)
+    assert len(a["test"]) == len(b["test"]) == 685  # the release's test split, whole
+    assert a["validation"].to_list() == b["validation"].to_list()  # not data.seed's, and set aside before balancing
+    held = set(a["validation"]["id"])
+    assert held and not held & (set(a["train"]["id"]) | set(b["train"]["id"]))  # every gap level on one side
+    per_scenario = Counter((r["scenario"], r["label"]) for r in a["train"])
+    for scenario in {s for s, _ in per_scenario}:
+        assert per_scenario[(scenario, "prefer_tool")] == per_scenario[(scenario, "prefer_no_tool")] > 0
+    for scenario in set(b["validation"]["scenario"]):  # a quarter, rounded; a scenario's last one stays in train
+        ids = {k: {r["id"] for r in b[k] if r["scenario"] == scenario} for k in ("train", "validation")}
+        total = len(ids["train"]) + len(ids["validation"])
+        assert len(ids["validation"]) == min(total - 1, round(0.25 * total))
+
+
 def test_offset_scale_scales_the_rendered_offsets(tiny_tokenizer, tmp_path):
     from timealign.render.chat import PromptRenderer
     from timealign.train.dpo import render_split

@@ -160,6 +160,12 @@ class DataSection:
     balance_train_labels: bool = opt(
         False, "subsample the train split to equal prefer-Tool/noTool counts per scenario"
     )
+    validation_share: float = opt(
+        0.0,
+        "TicToc pairs: share of the train split's trajectories (every gap level of one together, about this share "
+        "of each scenario) set aside as split 'validation' before label balancing, to choose a configuration "
+        "without the test split (eval_split=validation); the same trajectories whatever data.seed; 0: none",
+    )
     seed: int = opt(0, "seed of the synthetic generators and of label balancing")
     train_split: str = opt("train", "split that training reads")
     eval_split: str = opt("test", "held-out split that evaluation reads")

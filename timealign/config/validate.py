@@ -137,6 +137,7 @@ RULES: tuple[tuple[str, tuple, str], ...] = (
     ("data.synthetic_trajectories", AT_LEAST_1, ""),
     ("data.synthetic_max_rounds", AT_LEAST_1, ""),
     ("data.synthetic_sensitivity_swap", FRACTION, "a share of tools"),
+    ("data.validation_share", HALF_OPEN, "a share of the train split's trajectories; 0: no validation split"),
     ("data.direct_answer_max_new_tokens", AT_LEAST_1, ""),
     ("lora.r", AT_LEAST_1, ""),
     ("lora.alpha", POSITIVE, ""),

@@ -88,6 +88,28 @@ def balance_labels(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]
     return kept, dropped
 
 
+VALIDATION = "validation"
+VALIDATION_SEED = 0  # not data.seed: every training seed and configuration is chosen on the same trajectories
+
+
+def set_aside_validation(rows: list[dict], train_split: str, share: float) -> list[dict]:
+    """Move about `share` of each scenario's train trajectories (a trajectory's every gap level together, so no
+    conversation is both trained on and scored) into split VALIDATION; a scenario with one trajectory stays in train.
+    """
+    import random
+
+    by_scenario: dict[str, list[str]] = {}
+    for row in rows:
+        if row["split"] == train_split and row["id"] not in by_scenario.setdefault(row["scenario"], []):
+            by_scenario[row["scenario"]].append(row["id"])
+    rng = random.Random(VALIDATION_SEED)
+    chosen: set[str] = set()
+    for scenario in sorted(by_scenario):
+        ids = sorted(by_scenario[scenario])
+        chosen.update(rng.sample(ids, min(len(ids) - 1, round(share * len(ids)))))
+    return [{**r, "split": VALIDATION} if r["split"] == train_split and r["id"] in chosen else r for r in rows]
+
+
 def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | None = None, generation=None) -> dict:
     """Run data prep and write the pair dataset into `out_dir` as it goes; returns the manifest.
 
@@ -123,6 +145,8 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
     )
     rows, rejects = pairs.samples, loaded.rejects + pairs.rejects
     dropped: list[dict] = []
+    if data.validation_share > 0:
+        rows = set_aside_validation(rows, data.train_split, data.validation_share)
     if data.balance_train_labels:
         train = [r for r in rows if r["split"] == data.train_split]
         kept, dropped = balance_labels(train, data.seed)
