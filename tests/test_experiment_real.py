@@ -12,12 +12,21 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 import pytest
 from helpers import REPO_ROOT, launcher_env, run_checked
 
+from timealign.config import RecipeError
 from timealign.experiment.background import split_cores
-from timealign.experiment.real import ARMS, markdown_report
+from timealign.experiment.real import (
+    ARMS,
+    HELDOUT_SEED,
+    RealExperiment,
+    RealOptions,
+    markdown_report,
+    recipe_overrides,
+)
 
 DOCS = REPO_ROOT / "docs" / "experiment"
 
@@ -105,18 +114,25 @@ def test_the_gpu_path_resolves_before_training(monkeypatch):
 
 def test_reduced_timer_part(smol_model_dir, tictoc_v1_dir, tmp_path):
     """timer=true: TIMER SFT of smol (recipe smol-timer, one step), scored before and after on held-out synthetic
-    dialogs and the TimelyChat sample; the TIMER tokens join smol's real 49k vocabulary."""
+    dialogs and the TimelyChat sample; the TIMER tokens join smol's real 49k vocabulary. Two seeds of the untrained
+    arms: scored once, standing for both seeds."""
     from transformers import AutoTokenizer
 
     out = tmp_path / "real"
     env = launcher_env(TIMEALIGN_CACHE=str(smol_model_dir.parent), OMP_NUM_THREADS="2")
     run_checked(
-        [sys.executable, "-m", "timealign.experiment.real", f"out={out}", f"data={tictoc_v1_dir}", "arms=clock",
-         "eval_samples=4", "timer=true", "timer_steps=1", "timer_dialogs=2", "resamples=50"],
+        [sys.executable, "-m", "timealign.experiment.real", f"out={out}", f"data={tictoc_v1_dir}", "arms=base,clock",
+         "seeds=0,1", "eval_samples=4", "timer=true", "timer_steps=1", "timer_dialogs=2", "resamples=50"],
         env,
         timeout=1800,
     )  # fmt: skip
     summary = json.loads((out / "real.json").read_text())
+    for arm in ("base", "clock"):  # greedy and untrained: the seed changes nothing, so it is scored once
+        assert summary["runs"][f"{arm}-seed1"] == {"arm": arm, "seed": 1, "same_as_seed": 0}
+        assert summary["arms"][arm]["1"] == summary["arms"][arm]["0"]
+        assert not (out / "eval" / f"{arm}-seed1").exists()
+        assert len(summary["arms"][arm]["0"]["decisions"]) == len(summary["samples"]["keys"]) == 4
+    assert summary["across_seeds"]["arms"]["base"]["seeds"] == [0, 1]
     timer = summary["timer"]
     assert timer["train"]["steps"] == 1
     log = json.loads((out / "models" / "timer" / "train_log.json").read_text())
@@ -136,6 +152,26 @@ def test_reduced_timer_part(smol_model_dir, tictoc_v1_dir, tmp_path):
     assert (out / "real.md").read_text() == markdown_report(summary)
     tokenizer = AutoTokenizer.from_pretrained(out / "models" / "timer")
     assert len(tokenizer) > 49152 and all(tokenizer.convert_tokens_to_ids(t) >= 49152 for t in ("<SPK>", "<TIME>"))
+
+
+def test_heldout_validation_and_overrides_reach_the_recipes(tictoc_v1_dir, tmp_path):
+    """heldout=validation scores every arm on the validation split carved from train (data.validation_share); the
+    overrides reach the trained arms only; every evaluation uses one data.seed whatever the training seed."""
+    opts = RealOptions(data=str(tictoc_v1_dir), heldout="validation", eval_backend="hf", device="cpu",
+                       overrides="lora.enabled=true; training.lr_scheduler_type=cosine")  # fmt: skip
+    experiment = RealExperiment(tmp_path, opts, ("base", "method"), (0, 1))
+    method, base = experiment.recipe("method", 1), experiment.recipe("base", 1)
+    for recipe in (method, base):
+        assert (recipe.data.eval_split, recipe.data.validation_share) == ("validation", 0.25)
+    assert method.lora.enabled and method.training["lr_scheduler_type"] == "cosine"
+    assert not base.lora.enabled and base.training["lr_scheduler_type"] == "constant"
+    assert method.data.seed == 1 and experiment.recipe("method", 1, evaluation=True).data.seed == HELDOUT_SEED
+    with pytest.raises(RecipeError, match="not a dotted recipe key=value"):
+        recipe_overrides("training.learning_rate")
+    with pytest.raises(RecipeError, match="nonsense_key"):
+        RealExperiment(tmp_path, replace(opts, overrides="training.nonsense_key=1"), ("method",), (0,)).recipe(
+            "method", 0
+        )
 
 
 @pytest.mark.parametrize("name", ["real", "real-182", "real-182-control"])

@@ -30,6 +30,13 @@ every `curve_every` steps (the evaluator's hf code on the model in memory, the s
 TIMER (`timer=true`): recipe `smol-timer` (LoRA and the TIMER tokens' rows) on synthetic dialogs; delay F1 and RMSLE
 before and after, on held-out synthetic dialogs and on the authors' TimelyChat sample (`timelychat_sample=`).
 
+Seeds (`seeds=0,1,2`): a seed changes each trained arm's label-balanced train subset and its order, never the held-out
+samples; the untrained arms are scored once and stand for every seed. real.json keeps every arm's per-sample
+decisions, and `merge=` joins runs made apart (other seeds, other arms) into one report with the across-seed tables
+and picture (`timealign.experiment.seeds`). `heldout=validation` scores on a validation split carved from the train
+split (`data.validation_share`) instead of the test split, and `overrides=` changes the trained arms' recipe: the
+two together choose a configuration without looking at the test split.
+
 Writes `<out>/real.json` (every number), `<out>/real.md` (the report, made from that JSON alone), `<out>/real.png`,
 every evaluator report under `<out>/eval/` and the models under `<out>/models/`.
 """
@@ -49,6 +56,7 @@ from timealign.config.cli import Command, Invocation, run_command
 from timealign.config.schema import opt
 from timealign.eval.bootstrap import fmt_interval
 from timealign.experiment.report import fmt
+from timealign.experiment.seeds import across_seeds, decisions, merge_runs, sample_keys
 from timealign.experiment.spec import comma_choices, comma_seeds
 
 logger = logging.getLogger("timealign.experiment.real")
@@ -79,6 +87,7 @@ ARMS = {
         Arm("clock", {"eval.backend": "clock"}, False, "the elapsed-time rule (1800 s), no model", "#d62728"),
     )
 }
+TRAINED = {name: arm.trained for name, arm in ARMS.items()}
 # (a, b): the paired differences NAR(a) - NAR(b) the report shows (those whose arms both ran)
 COMPARISONS = (
     ("method", "base"),
@@ -88,6 +97,8 @@ COMPARISONS = (
     ("elapsed", "method"),
     ("elapsed", "clock"),
 )
+# data.seed of every held-out evaluation, whatever the training seed (RealExperiment.recipe)
+HELDOUT_SEED = 0
 TIMELYCHAT_SYNTHETIC = {"data": "synthetic", "n": "60", "timing_turns": "all", "response_max_new_tokens": "24"}
 
 
@@ -98,7 +109,11 @@ class RealOptions:
     arms: str = opt(
         ",".join(ARMS), "comma list of arms: " + ", ".join(f"{a.name} ({a.description})" for a in ARMS.values())
     )
-    seeds: str = opt("0", "comma list of seeds (training order and sampling); the held-out samples are the same")
+    seeds: str = opt(
+        "0",
+        "comma list of seeds: each trained arm's label-balanced train subset and order; the held-out samples are the "
+        "same on every seed, and the untrained arms (base, clock) are scored once and stand for every seed",
+    )
     train_pairs: int = opt(
         48, "pairs each trained arm sees (the label-balanced train split, in the seed's order; steps = this / batch)"
     )
@@ -150,6 +165,27 @@ class RealOptions:
         "(the vLLM CPU engine computes on one core of this 2-core machine); false, or a GPU: one after the other",
     )
     base: str = opt("smol", "model.name_or_path of every arm")
+    heldout: str = opt(
+        "test",
+        "what every arm is scored on: test (the v1 test split, the paper's held-out scenarios) | validation "
+        "(validation_share of the train split's trajectories, set aside before training: for choosing a "
+        "configuration without looking at the test split)",
+        choices=("test", "validation"),
+    )
+    validation_share: float = opt(0.25, "with heldout=validation: data.validation_share (the v1 train split: 169 "
+                                  "validation samples at 0.25, 138 balanced pairs left to train on)")  # fmt: skip
+    overrides: str = opt(
+        "",
+        "recipe overrides of every trained arm, `key=value` separated by `;` (e.g. 'lora.enabled=true;lora.r=16' or "
+        "'training.lr_scheduler_type=cosine'): the configuration a search varies, the report lists them; epochs are "
+        "train_pairs (steps = train_pairs / batch_pairs: 364 is two epochs of the 182 balanced pairs)",
+    )
+    merge: str = opt(
+        "",
+        "comma list of finished runs (folders holding real.json, or the files) to combine into <out> without "
+        "training: seeds and arms run apart, one report with the across-seed summary; the runs must share model, "
+        "pairs, batch, lr, beta and held-out samples (timealign/experiment/seeds.py)",
+    )
 
 
 COMMAND = Command(
@@ -177,7 +213,9 @@ class RealExperiment:
     def steps(self) -> int:
         return math.ceil(self.opts.train_pairs / self.opts.batch_pairs)
 
-    def recipe(self, arm: str, seed: int):
+    def recipe(self, arm: str, seed: int, evaluation: bool = False):
+        """The arm's recipe on this seed; `evaluation`: with data.seed HELDOUT_SEED, so that a stratified held-out
+        sample (eval_samples=N) is the same on every seed (data.seed picks it; training uses it for its subset)."""
         from timealign.config import load_recipe
 
         o = self.opts
@@ -186,7 +224,7 @@ class RealExperiment:
             "model.name_or_path": o.base,
             "data.path": o.data,
             "data.balance_train_labels": "true",
-            "data.seed": str(seed),
+            "data.seed": str(HELDOUT_SEED if evaluation else seed),
             "training.seed": str(seed),
             "training.max_steps": str(self.steps),
             "training.per_device_train_batch_size": "1",
@@ -203,6 +241,10 @@ class RealExperiment:
             "output_dir": str(self.out / "models" / f"{folder}-seed{seed}"),
             **ARMS[arm].overrides,
         }
+        if o.heldout == "validation":
+            overrides.update({"data.validation_share": str(o.validation_share), "data.eval_split": "validation"})
+        if ARMS[arm].trained:
+            overrides.update(recipe_overrides(o.overrides))
         if o.eval_batch_size > 0:  # 0: not resolved yet (run() sets it), the recipe's
             overrides["eval.batch_size"] = str(o.eval_batch_size)
         return load_recipe(RECIPE, overrides, task="dpo")
@@ -233,7 +275,8 @@ class RealExperiment:
         """The arm's TicToc report on the held-out samples (published under eval/<arm>-seed<seed>/)."""
         from timealign.eval.runner import evaluate
 
-        return evaluate(self.recipe(arm, seed), checkpoint, ["tictoc"], self.eval_dir(arm, seed))["tictoc"]
+        recipe = self.recipe(arm, seed, evaluation=True)
+        return evaluate(recipe, checkpoint, ["tictoc"], self.eval_dir(arm, seed))["tictoc"]
 
     def overlap_cores(self) -> tuple[list[int], list[int]] | None:
         """(evaluation cores, training cores) when evaluations run beside training (`overlap`), else None."""
@@ -342,6 +385,8 @@ class RealExperiment:
         try:
             for seed in self.seeds:
                 for arm in self.arms:
+                    if not ARMS[arm].trained and seed != self.seeds[0]:
+                        continue  # greedy decisions of an untrained model ignore the seed: scored once, below
                     checkpoint, facts = self.train_arm(arm, seed)
                     if pending is not None:
                         collect()
@@ -360,11 +405,30 @@ class RealExperiment:
             if pending is not None:
                 collect()
                 pending = None
+            for arm in self.arms:
+                for seed in self.seeds[1:]:
+                    if not ARMS[arm].trained:
+                        reports[arm][seed] = reports[arm][self.seeds[0]]
+                        runs[f"{arm}-seed{seed}"] = {"arm": arm, "seed": seed, "same_as_seed": self.seeds[0]}
         finally:
             if pending is not None:  # training or collecting failed: stop the evaluation too
                 pending[3].stop()
             if cores is not None:
                 bind(everything)
+
+
+def recipe_overrides(text: str) -> dict[str, str]:
+    """`overrides=` as {dotted key: value}; one RecipeError line for a part that is not `key=value`."""
+    pairs = {}
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or "." not in key:
+            raise RecipeError(f"overrides={text!r}: {part!r} is not a dotted recipe key=value (e.g. "
+                              "'training.num_train_epochs=2'); separate several with ';'")  # fmt: skip
+        pairs[key.strip()] = value.strip()
+    return pairs
 
 
 def _evaluate_arm(out: str, opts: RealOptions, arm: str, seed: int, checkpoint: str) -> None:
@@ -391,6 +455,7 @@ def arm_numbers(report: dict) -> dict:
         "by_elapse_level": cells(report.get("by_elapse_level") or {}),
         "by_sensitivity": cells(report.get("by_sensitivity") or {}),
         "call_forms": call_forms(report),
+        "decisions": decisions(report),
     }
 
 
@@ -427,7 +492,7 @@ def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
                 differences[f"{a} - {b}, seed {seed}"] = {
                     k: d[k] for k in ("before", "after", "difference", "interval", "outside_noise")
                 }
-    return {
+    summary = {
         "settings": {
             "arms": {a: ARMS[a].description for a in arms},
             "seeds": list(seeds),
@@ -437,6 +502,7 @@ def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
             "data": first.get("data"),
         },
         "test_samples": first["overall"]["n"],
+        "samples": sample_keys(first),
         "arms": {a: {str(s): arm_numbers(reports[a][s]) for s in seeds} for a in arms},
         "differences": differences,
         "curves": {
@@ -446,6 +512,8 @@ def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
         },
         "runs": runs,
     }
+    summary["across_seeds"] = across_seeds(summary, TRAINED)
+    return summary
 
 
 # ----------------------------------------------------------------------------------------------------- output
@@ -469,7 +537,8 @@ def markdown_report(summary: dict, picture: str = "real.png") -> str:
         f"{summary['test_samples']} samples ({'the whole split' if not o['eval_samples'] else 'a stratified sample'}, "
         f"evaluated with eval.backend={o['eval_backend']}{where}). Trained arms: {o['train_pairs']} label-balanced "
         f"v1 train pairs, {s['steps']} steps of {o['batch_pairs']}, lr {o['learning_rate']:g}, beta {o['beta']:g}, "
-        f"full fine-tuning in fp32; seeds {s['seeds']}. Total {summary['seconds']:.0f} s.",
+        f"full fine-tuning in fp32; seeds {s['seeds']}. Total {summary['seconds']:.0f} s."
+        + (f" Trained arms' overrides: `{o['overrides']}`." if o.get("overrides") else ""),
         "",
         "## Held-out NAR and attempt rates per arm",
         "",
@@ -493,6 +562,7 @@ def markdown_report(summary: dict, picture: str = "real.png") -> str:
     if forms:
         lines += ["", "How the counted calls are written (tagged: the `<tool_call>` form trained on; untagged: "
                   "call-shaped JSON without it, e.g. the system prompt's tool-list shape):", "", *forms]  # fmt: skip
+    lines += across_seeds_markdown(summary)
     lines += ["", "## Paired differences (the same held-out samples)", ""]
     lines += ["| comparison | NAR a / b | difference [95% CI] | outside noise |", "|---|---|---|---|"]
     for key, d in summary["differences"].items():
@@ -553,7 +623,42 @@ def markdown_report(summary: dict, picture: str = "real.png") -> str:
     return "\n".join(lines)
 
 
+def across_seeds_markdown(summary: dict) -> list[str]:
+    """The across-seed tables (when some arm ran on two or more seeds) and, for a merge, the runs merged."""
+    spread = summary.get("across_seeds")  # absent from summaries written before seeds were summarised
+    if not spread or not any(len(a["seeds"]) > 1 for a in spread["arms"].values()):
+        return []
+    lines = ["", "## Across seeds", "", "An untrained arm (base, clock) is one number whatever the seed.", ""]
+    lines += ["| arm | seeds | NAR per seed | mean | min - max |", "|---|---|---|---|---|"]
+    for arm, a in spread["arms"].items():
+        per_seed = ", ".join(f"{fmt(v)} (s{seed})" for seed, v in zip(a["seeds"], a["values"]))
+        lines.append(f"| {arm} | {len(a['seeds'])} | {per_seed} | {fmt(a['mean'])} | {fmt(a['min'])} - "
+                     f"{fmt(a['max'])} |")  # fmt: skip
+    lines += ["", "| comparison | difference per seed [95% CI] | mean | min - max | every seed outside noise | "
+              "same sign on every seed |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for name, c in spread["differences"].items():
+        per_seed = "; ".join(
+            f"s{seed}: {v:+.3f} {fmt_interval(ci)}" if v is not None else f"s{seed}: n/a"
+            for seed, v, ci in zip(c["seeds"], c["differences"], c["intervals"])
+        )
+        mean = "n/a" if c["mean"] is None else f"{c['mean']:+.3f}"
+        low_high = "n/a" if c["min"] is None else f"{c['min']:+.3f} - {c['max']:+.3f}"
+        lines.append(f"| {name} | {per_seed} | {mean} | {low_high} | {c['every_seed_outside_noise']} | "
+                     f"{c['same_sign']} |")  # fmt: skip
+    sources = summary["settings"].get("sources")
+    if sources:
+        lines += ["", "Merged from these runs (`merge=`); differences between arms of different runs are paired from "
+                  "their per-sample decisions:", ""]  # fmt: skip
+        for src in sources:
+            lines.append(f"- {src['run']}: arms {', '.join(src['arms'])}, seeds {src['seeds']}, on {src['device']}, "
+                         f"{fmt(src['seconds'])} s")  # fmt: skip
+    return lines
+
+
 def write_plot(summary: dict, path: Path) -> None:
+    seeds = summary.get("across_seeds") and any(len(a["seeds"]) > 1 for a in summary["across_seeds"]["arms"].values())
+    if seeds:
+        return write_seeds_plot(summary, path)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -601,6 +706,51 @@ def write_plot(summary: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def write_seeds_plot(summary: dict, path: Path) -> None:
+    """Several seeds: NAR of every arm and seed with its interval (left), every seed's paired difference (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spread = summary["across_seeds"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6))
+    for i, (arm, by_seed) in enumerate(summary["arms"].items()):
+        points = sorted(by_seed.items(), key=lambda kv: int(kv[0]))
+        for j, (seed, a) in enumerate(points):
+            x = i + (j - (len(points) - 1) / 2) * 0.18
+            ci = a.get("nar_interval")
+            err = None if not ci else [[a["nar"] - ci[0]], [ci[1] - a["nar"]]]
+            left.errorbar(x, a["nar"], yerr=err, fmt="o", color=ARMS[arm].color, capsize=3, ms=5)
+            left.annotate(f"s{seed}", (x, a["nar"]), textcoords="offset points", xytext=(4, -10), fontsize=6)
+        mean = spread["arms"].get(arm, {}).get("mean")
+        if mean is not None:
+            left.hlines(mean, i - 0.35, i + 0.35, color=ARMS[arm].color, lw=1.5)
+    left.axhline(0.5, color="grey", ls=":", lw=0.8)
+    left.set_xticks(range(len(summary["arms"])), list(summary["arms"]))
+    left.set_ylim(0.3, 1.0)
+    left.set_ylabel(f"NAR, held-out v1 test split (n={summary['test_samples']}, 95% CI)")
+    left.set_title("NAR per arm: one dot per seed, the bar is the mean")
+    names = list(spread["differences"])
+    for i, name in enumerate(names):
+        c = spread["differences"][name]
+        for j, (seed, v, ci) in enumerate(zip(c["seeds"], c["differences"], c["intervals"])):
+            if v is None:
+                continue
+            x = i + (j - (len(c["seeds"]) - 1) / 2) * 0.18
+            err = None if not ci else [[v - ci[0]], [ci[1] - v]]
+            color = ARMS[name.split(" - ")[0]].color
+            right.errorbar(x, v, yerr=err, fmt="s", color=color, capsize=3, ms=5)
+            right.annotate(f"s{seed}", (x, v), textcoords="offset points", xytext=(4, -10), fontsize=6)
+    right.axhline(0, color="black", lw=0.8)
+    right.set_xticks(range(len(names)), [n.replace(" - ", " -\n") for n in names], fontsize=8)
+    right.set_ylabel("paired NAR difference (95% CI)")
+    right.set_title("Paired differences on the same samples, per seed")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_outputs(summary: dict, out: Path) -> None:
     (out / "real.json").write_text(json.dumps(summary, indent=1))
     (out / "real.md").write_text(markdown_report(summary))
@@ -639,11 +789,26 @@ def resolve_device(o: RealOptions) -> None:
 
 def run(invocation: Invocation) -> int:
     o = invocation.options
+    if o.merge:
+        paths = [p.strip() for p in o.merge.split(",") if p.strip()]
+        out = Path(o.out).resolve()
+        for path in paths:  # the merged real.json, .md and .png must not replace a run's own
+            if Path(path).resolve() in (out, out / "real.json"):
+                raise RecipeError(f"merge: out={o.out} is the run {path} itself; give a new folder as out=")
+        summary = merge_runs(paths, TRAINED, COMPARISONS, o.resamples)
+        Path(o.out).mkdir(parents=True, exist_ok=True)
+        write_outputs(summary, Path(o.out))
+        print(markdown_report(summary))
+        print(f"merged {len(paths)} runs into {Path(o.out) / 'real.json'}, real.md and real.png")
+        return 0
     arms = comma_choices(o.arms, tuple(ARMS), "arms")
     seeds = comma_seeds(o.seeds)
     for name in ("train_pairs", "batch_pairs", "resamples"):
         if getattr(o, name) < 1:
             raise RecipeError(f"{name} must be >= 1, got {getattr(o, name)}")
+    recipe_overrides(o.overrides)  # a malformed one is refused before anything runs (the recipes load in run())
+    if not 0 < o.validation_share < 1:
+        raise RecipeError(f"validation_share must be in (0, 1), got {o.validation_share}")
     if o.eval_samples < 0 or o.curve_every < 0 or o.curve_samples < 0:
         raise RecipeError("eval_samples, curve_every and curve_samples must be >= 0")
     if not Path(o.data).is_dir():
