@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.needs import REPO_ROOT
 
 
@@ -99,11 +101,15 @@ def test_gpu_check_code_path_on_cpu(tmp_path, tictoc_v1_dir):
     assert lora["trainable_params"] < lora["total_params"] / 5 and lora["total_params"] > lora["params"]
 
 
-def test_smol_row_skipped_when_its_gguf_cannot_be_found(tmp_path, monkeypatch):
+def test_smol_row_refuses_a_named_gguf_that_is_not_there(tmp_path, monkeypatch):
+    """TIMEALIGN_SMOL_GGUF naming a missing file fails the row in one line naming the variable (the parts measured
+    before it are on disk: the JSON is written after every part). Only when no GGUF is found anywhere (no variable,
+    no wheel, nothing in the cache: not this machine, which has the wheel) does the row say `skipped`."""
     from benchmarks.gpu_check import options_class, smol_row
+    from timealign.config import RecipeError
 
     monkeypatch.setenv("TIMEALIGN_CACHE", str(tmp_path / "cache"))  # no smol built there
     monkeypatch.setenv("TIMEALIGN_SMOL_GGUF", str(tmp_path / "missing.gguf"))
-    row = smol_row(options_class()(smoke=True), "cpu", 1.0, tmp_path)
-    assert list(row) == ["skipped"] and "TIMEALIGN_SMOL_GGUF" in row["skipped"]
-    assert len(row["skipped"].splitlines()) == 1
+    with pytest.raises(RecipeError, match="TIMEALIGN_SMOL_GGUF names .*missing.gguf, which is not a file") as err:
+        smol_row(options_class()(smoke=True), "cpu", 1.0, tmp_path)
+    assert len(str(err.value).splitlines()) == 1

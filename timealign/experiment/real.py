@@ -651,7 +651,7 @@ def across_seeds_markdown(summary: dict) -> list[str]:
                   "their per-sample decisions:", ""]  # fmt: skip
         for src in sources:
             lines.append(f"- {src['run']}: arms {', '.join(src['arms'])}, seeds {src['seeds']}, on {src['device']}, "
-                         f"{fmt(src['seconds'])} s")  # fmt: skip
+                         f"{src['seconds'] or 0:.0f} s")  # fmt: skip
     return lines
 
 
@@ -743,6 +743,7 @@ def write_seeds_plot(summary: dict, path: Path) -> None:
             right.errorbar(x, v, yerr=err, fmt="s", color=color, capsize=3, ms=5)
             right.annotate(f"s{seed}", (x, v), textcoords="offset points", xytext=(4, -10), fontsize=6)
     right.axhline(0, color="black", lw=0.8)
+    right.set_xlim(-0.6, len(names) - 0.4)
     right.set_xticks(range(len(names)), [n.replace(" - ", " -\n") for n in names], fontsize=8)
     right.set_ylabel("paired NAR difference (95% CI)")
     right.set_title("Paired differences on the same samples, per seed")

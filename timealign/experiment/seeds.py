@@ -200,14 +200,14 @@ def merge_runs(paths: list[str], trained: dict[str, bool], comparisons, resample
         },
         sources=[
             {
-                "run": str(folder),
+                "run": path,
                 "arms": list(s["arms"]),
                 "seeds": s["settings"]["seeds"],
                 "device": s["settings"]["options"].get("device", "cpu"),
                 "machine": s["settings"].get("machine"),
                 "seconds": s.get("seconds"),
             }
-            for folder, s in runs
+            for path, (_, s) in zip(paths, runs, strict=True)
         ],
     )
     settings["repeated"] = repeated  # untrained arms scored in two runs, with the same numbers
