@@ -174,11 +174,12 @@ def test_heldout_validation_and_overrides_reach_the_recipes(tictoc_v1_dir, tmp_p
         )
 
 
-@pytest.mark.parametrize("name", ["real", "real-182", "real-182-control"])
+@pytest.mark.parametrize("name", ["real", "real-182", "real-182-control", "real-182-seeds"])
 def test_committed_result_is_the_report_it_prints(name):
     """docs/experiment/<name>-report.md is what markdown_report makes of the committed <name>.json: every number the
     report (and docs/experiment/real.md, which quotes it) shows is the measured one (real: 48 pairs, every arm, and
-    the TIMER part; real-182: all 182 pairs; real-182-control: the no-timestamp control on them)."""
+    the TIMER part; real-182: all 182 pairs; real-182-control: the no-timestamp control on them; real-182-seeds: the
+    three seeds of both, merged)."""
     summary = json.loads((DOCS / f"{name}.json").read_text())
     assert (DOCS / f"{name}-report.md").read_text() == markdown_report(summary, picture=f"{name}.png")
     assert summary["test_samples"] == (summary["settings"]["options"]["eval_samples"] or 685)
@@ -190,6 +191,9 @@ def test_committed_result_is_the_report_it_prints(name):
         if key.split(",")[0] not in ("method - base", "method - control", "method - clock"):
             continue
         assert f"{difference['difference']:+.3f}" in prose, f"real.md does not quote {name}'s {key}"
+    for arm, spread in (summary.get("across_seeds") or {}).get("arms", {}).items():  # the across-seed mean
+        if len(spread["seeds"]) > 1:
+            assert f"{spread['mean']:.3f}" in prose, f"real.md does not quote {name}'s {arm} mean over seeds"
     timer = summary.get("timer", {})
     for dialogs in ("synthetic", "timelychat_sample") if timer else ():  # the TIMER before -> after, as tabulated
         for key in ("f1", "rmsle", "rmsle_target"):
