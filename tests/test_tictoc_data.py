@@ -302,7 +302,7 @@ def test_balance_train_labels_equalises_each_scenario(tmp_path):
     assert len(data["test"]) == 180  # the held-out split is never touched
 
 
-def test_validation_share_sets_whole_trajectories_aside_before_balancing(tictoc_v1_dir, tmp_path):
+def test_validation_share_sets_whole_trajectories_aside_before_balancing(tictoc_v1_dir, tmp_path, caplog):
     """On the v1 release: a quarter of each scenario's train trajectories (every gap level of one together) become
     split 'validation', the same whatever data.seed and balancing; the rest is balanced; the test split untouched."""
     from collections import Counter
@@ -311,7 +311,9 @@ def test_validation_share_sets_whole_trajectories_aside_before_balancing(tictoc_
         prepare(DataSection(source="v1", path=str(tictoc_v1_dir), validation_share=0.25, **kw), tmp_path / name)
         return load_prepared(tmp_path / name)
 
-    a, b = splits("a", balance_train_labels=True), splits("b", seed=1)
+    with caplog.at_level("WARNING"):
+        a, b = splits("a", balance_train_labels=True), splits("b", seed=1)
+    assert "older timealign" not in caplog.text  # prepare() seals what it writes, as the CLI's data prep does
     assert len(a["test"]) == len(b["test"]) == 685  # the release's test split, whole
     assert a["validation"].to_list() == b["validation"].to_list()  # not data.seed's, and set aside before balancing
     held = set(a["validation"]["id"])

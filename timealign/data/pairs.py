@@ -23,7 +23,7 @@ from pathlib import Path
 
 from timealign.config import DataSection, RecipeError
 from timealign.config.disk import writing
-from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
+from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint, seal
 from timealign.data.records import LoadResult, NoUsableData, load_saved_datasets, nothing_usable
 from timealign.data.tictoc import annotated_records, load_annotated, load_v1
 from timealign.data.tictoc_hub import RETENTION_RULE, left_out_counts
@@ -192,6 +192,7 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
             with open(out / "left_out.jsonl", "w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(row) + "\n" for row in loaded.left_out)
         (out / "manifest.json").write_text(json.dumps(info, indent=2))
+        seal(out)  # the written files' hashes: a folder prepared from Python loads as the CLI's does (no warning)
     logger.info(
         "wrote %d pairs (%s) to %s", len(rows), ", ".join(f"{k}={v['pairs']}" for k, v in info["splits"].items()), out
     )

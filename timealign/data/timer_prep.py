@@ -20,7 +20,7 @@ from pathlib import Path
 
 from timealign.config import RecipeError
 from timealign.config.disk import writing
-from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint
+from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint, seal
 from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable, reject_count, reject_reasons
 from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_timelychat
 from timealign.render.intervals import interval_bucket
@@ -117,6 +117,7 @@ def prepare_timer_data(data, timer, out_dir: str | Path, fingerprint: Fingerprin
         with open(out / "rejects.jsonl", "w", encoding="utf-8") as fh:  # ASCII escapes: ids may hold bad bytes
             fh.writelines(json.dumps(reject) + "\n" for reject in loaded.rejects)
         (out / "manifest.json").write_text(json.dumps(info, indent=2))
+        seal(out)  # the written files' hashes: a folder prepared from Python loads as the CLI's does (no warning)
     logger.info(
         "wrote %d dialogs (%s) to %s",
         info["dialogs"],
