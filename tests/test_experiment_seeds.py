@@ -28,14 +28,15 @@ ROWS = [
 ]  # fmt: skip
 
 
-def report(called: list[bool]) -> dict:
-    """The evaluator's TicToc report of these decisions on ROWS."""
+def report(called: list[bool], reverse: bool = False) -> dict:
+    """The evaluator's TicToc report of these decisions on ROWS (`reverse`: the samples listed last to first)."""
     from timealign.suites.tictoc.metrics import tictoc_report
 
-    r = tictoc_report(ROWS, called)
+    rows, called = (ROWS[::-1], called[::-1]) if reverse else (ROWS, called)
+    r = tictoc_report(rows, called)
     r["settings"] = {"protocol": "timealign", "family": "smol"}
     r["samples"] = [{**row, "tool_call": c, "output": "<tool_call>{}" if c else "An answer."}
-                    for row, c in zip(ROWS, called)]  # fmt: skip
+                    for row, c in zip(rows, called)]  # fmt: skip
     r["data"] = {"sample_sha256": "same-samples", "label": "hand-made n=60"}
     attach_intervals(r, resamples=RESAMPLES, confidence=0.95)
     return r
@@ -55,15 +56,28 @@ def run_summary(reports: dict, seeds: tuple[int, ...], **options) -> dict:
 
 
 def test_decisions_rebuild_the_evaluators_units():
-    """A paired difference from real.json's decisions equals the one from the two evaluator reports."""
-    method, clock = report(decided(1, 0.8, 0.3)), report(decided(2, 0.9, 0.6))
-    summary = run_summary({"method": {0: method}, "clock": {0: clock}}, (0,))
-    direct = paired_differences(suite_units(clock, "tictoc"), suite_units(method, "tictoc"), resamples=RESAMPLES)
-    rebuilt = paired(summary["samples"], summary["arms"]["method"]["0"]["decisions"],
-                     summary["arms"]["clock"]["0"]["decisions"], RESAMPLES)  # fmt: skip
-    expected = direct["metrics"]["nar"]
-    assert rebuilt == {k: expected[k] for k in rebuilt}
-    assert summary["differences"]["method - clock, seed 0"] == rebuilt
+    """A paired difference from real.json's decisions equals the one from the two evaluator reports. When one report
+    lists the samples in another order its decisions follow the summary's one list: the same numbers, and an
+    interval from the same bootstrap drawn over units listed otherwise."""
+    from_method = decided(1, 0.8, 0.3)
+    for reverse in (False, True):
+        method, clock = report(from_method), report(decided(2, 0.9, 0.6), reverse=reverse)
+        summary = run_summary({"method": {0: method}, "clock": {0: clock}}, (0,))
+        direct = paired_differences(suite_units(clock, "tictoc"), suite_units(method, "tictoc"), resamples=RESAMPLES)
+        rebuilt = paired(summary["samples"], summary["arms"]["method"]["0"]["decisions"],
+                         summary["arms"]["clock"]["0"]["decisions"], RESAMPLES)  # fmt: skip
+        called = {f"{x['id']}@{x['elapse_level']}": "1" if x["tool_call"] else "0" for x in clock["samples"]}
+        lined_up = "".join(called[key] for key in summary["samples"]["keys"])
+        assert summary["arms"]["clock"]["0"]["decisions"] == lined_up  # each decision is its sample's
+        expected = direct["metrics"]["nar"]
+        assert summary["differences"]["method - clock, seed 0"] == {k: expected[k] for k in rebuilt}
+        assert [rebuilt[k] for k in ("before", "after", "difference")] == [
+            expected[k] for k in ("before", "after", "difference")
+        ]
+        if reverse:  # the bootstrap draws positions of the listed units: another listing, other draws
+            assert rebuilt["interval"] == pytest.approx(expected["interval"], abs=0.05)
+        else:
+            assert rebuilt == {k: expected[k] for k in rebuilt}
 
 
 def test_across_seeds_is_the_mean_and_range():

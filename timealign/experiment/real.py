@@ -439,7 +439,7 @@ def _evaluate_arm(out: str, opts: RealOptions, arm: str, seed: int, checkpoint: 
 # --------------------------------------------------------------------------------------------------- analysis
 
 
-def arm_numbers(report: dict) -> dict:
+def arm_numbers(report: dict, keys: list[str]) -> dict:
     """NAR with its interval, attempt rates per label, and the breakdowns by gap level and sensitivity."""
     intervals = (report.get("intervals") or {}).get("metrics") or {}
 
@@ -455,7 +455,7 @@ def arm_numbers(report: dict) -> dict:
         "by_elapse_level": cells(report.get("by_elapse_level") or {}),
         "by_sensitivity": cells(report.get("by_sensitivity") or {}),
         "call_forms": call_forms(report),
-        "decisions": decisions(report),
+        "decisions": decisions(report, keys),  # in the order of the summary's `samples`
     }
 
 
@@ -480,6 +480,7 @@ def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
     from timealign.eval.bootstrap import paired_differences, suite_units
 
     first = reports[arms[0]][seeds[0]]
+    keys = sample_keys(first)["keys"]
     differences = {}
     for a, b in COMPARISONS:
         if a in reports and b in reports:
@@ -503,7 +504,7 @@ def analyse(reports, runs, opts: RealOptions, arms, seeds, steps) -> dict:
         },
         "test_samples": first["overall"]["n"],
         "samples": sample_keys(first),
-        "arms": {a: {str(s): arm_numbers(reports[a][s]) for s in seeds} for a in arms},
+        "arms": {a: {str(s): arm_numbers(reports[a][s], keys) for s in seeds} for a in arms},
         "differences": differences,
         "curves": {
             key: [{"step": p["step"], "nar": p.get("nar")} for p in facts.get("curve") or []]

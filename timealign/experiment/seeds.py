@@ -39,16 +39,29 @@ def sample_keys(report: dict) -> dict:
     }
 
 
-def decisions(report: dict) -> str:
-    """One character per sample in report order: 1 called, 0 answered, - not counted (as `tictoc_units` counts)."""
+def decisions(report: dict, keys: list[str] | None = None) -> str:
+    """One character per sample: 1 called, 0 answered, - not counted (as `tictoc_units` counts them); in report
+    order, or in the order of `keys` (another report's `sample_keys`: every arm's decisions line up with one list)."""
     protocol = (report.get("settings") or {}).get("protocol", "timealign")
+    mine = sample_keys(report)["keys"]
     out = []
     for s in report.get("samples") or []:
         counted = (
             "error" not in s and s.get("tool_call") is not None and not (protocol == "paper" and s.get("empty_output"))
         )
         out.append(("1" if s["tool_call"] else "0") if counted else "-")
-    return "".join(out)
+    return "".join(out) if keys is None else realign("".join(out), mine, keys)
+
+
+def realign(decided: str, keys: list[str], order: list[str]) -> str:
+    """Decisions listed by `keys`, put in `order` (the same samples, maybe listed otherwise); ValueError if the
+    samples differ."""
+    if keys == order:
+        return decided
+    by_key = dict(zip(keys, decided, strict=True))
+    if set(by_key) != set(order):
+        raise ValueError(f"the decisions are on other samples ({len(set(by_key) ^ set(order))} differ)")
+    return "".join(by_key[k] for k in order)
 
 
 def units(samples: dict, decided: str):
@@ -174,8 +187,10 @@ def merge_runs(paths: list[str], trained: dict[str, bool], comparisons, resample
                 owner[arm, seed] = folder
                 if d is not None:
                     samples = samples or keys
-                    if keys != samples:
-                        raise RecipeError(f"merge: {folder}: {arm} seed {seed} lists its samples in another order")
+                    try:
+                        d = realign(d, keys["keys"], samples["keys"])
+                    except ValueError as err:
+                        raise RecipeError(f"merge: {folder}: {arm} seed {seed}: {err}") from None
                     decided[arm, seed] = d
                 arms.setdefault(arm, {})[seed] = {**numbers, "decisions": d}
         for part in ("differences", "curves", "runs"):
