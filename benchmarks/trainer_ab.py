@@ -256,15 +256,11 @@ def mfu(flop_per_step: float, steps_per_s: float, peak_tflops: float) -> dict:
     return {"flop_per_step": flop_per_step, "achieved_tflops": achieved / 1e12, "mfu": achieved / (peak_tflops * 1e12)}
 
 
-def save_random_llama(
-    shape: dict, tokenizer, model_dir: Path, *, seed: int, device: str, max_position_embeddings: int
-) -> int:
-    """A random-init bf16 Llama of `shape` saved with `tokenizer` to `model_dir`; returns its parameter count
-    (tied embeddings counted once). The tiny tokenizer's ids (< 2048) are valid rows of a 128k vocabulary."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+def random_llama_config(shape: dict, tokenizer, max_position_embeddings: int):
+    """The LlamaConfig of `shape` with `tokenizer`'s pad and eos ids (no bos), for the random-init benchmark models."""
+    from transformers import LlamaConfig
 
-    config = LlamaConfig(
+    return LlamaConfig(
         **shape,
         head_dim=shape["hidden_size"] // shape["num_attention_heads"],
         max_position_embeddings=max_position_embeddings,
@@ -272,6 +268,17 @@ def save_random_llama(
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
     )
+
+
+def save_random_llama(
+    shape: dict, tokenizer, model_dir: Path, *, seed: int, device: str, max_position_embeddings: int
+) -> int:
+    """A random-init bf16 Llama of `shape` saved with `tokenizer` to `model_dir`; returns its parameter count
+    (tied embeddings counted once). The tiny tokenizer's ids (< 2048) are valid rows of a 128k vocabulary."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    config = random_llama_config(shape, tokenizer, max_position_embeddings)
     torch.manual_seed(seed)
     with torch.device(device):
         model = LlamaForCausalLM(config).to(torch.bfloat16)

@@ -42,15 +42,13 @@ def sample_keys(report: dict) -> dict:
 def decisions(report: dict, keys: list[str] | None = None) -> str:
     """One character per sample: 1 called, 0 answered, - not counted (as `tictoc_units` counts them); in report
     order, or in the order of `keys` (another report's `sample_keys`: every arm's decisions line up with one list)."""
+    from timealign.suites.tictoc.metrics import is_counted
+
     protocol = (report.get("settings") or {}).get("protocol", "timealign")
-    mine = sample_keys(report)["keys"]
-    out = []
-    for s in report.get("samples") or []:
-        counted = (
-            "error" not in s and s.get("tool_call") is not None and not (protocol == "paper" and s.get("empty_output"))
-        )
-        out.append(("1" if s["tool_call"] else "0") if counted else "-")
-    return "".join(out) if keys is None else realign("".join(out), mine, keys)
+    decided = "".join(
+        ("1" if s["tool_call"] else "0") if is_counted(s, protocol) else "-" for s in report.get("samples") or []
+    )
+    return decided if keys is None else realign(decided, sample_keys(report)["keys"], keys)
 
 
 def realign(decided: str, keys: list[str], order: list[str]) -> str:

@@ -113,6 +113,15 @@ def tictoc_report(
 INTERVAL_METRICS = ("nar", "attempt_rate_prefer_tool", "attempt_rate_prefer_no_tool")
 
 
+def is_counted(sample: dict, protocol: str) -> bool:
+    """Whether a report's sample enters the rates: it has a decision, and (under `paper`) a non-empty output."""
+    return (
+        "error" not in sample
+        and sample.get("tool_call") is not None
+        and not (protocol == "paper" and sample.get("empty_output"))
+    )
+
+
 def tictoc_units(report: dict) -> SampleUnits:
     """The report's held-out pairs as bootstrap units, stratified by label.
 
@@ -132,10 +141,7 @@ def tictoc_units(report: dict) -> SampleUnits:
     for i, s in enumerate(samples):
         ids.append(f"{s['id']}@{s['elapse_level']}")
         strata.append(s["label"])
-        counted = (
-            "error" not in s and s.get("tool_call") is not None and not (protocol == "paper" and s.get("empty_output"))
-        )
-        if counted:
+        if is_counted(s, protocol):
             cells[cell(s["label"], bool(s["tool_call"]))][i] = 1
     metrics = {
         "nar": nar_from_counts,
