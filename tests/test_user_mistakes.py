@@ -405,12 +405,52 @@ def _prepared(tmp_path) -> Path:
     return out
 
 
-def test_a_truncated_arrow_file_names_the_prepared_folder(tmp_path):
+def _unsealed(out: Path) -> Path:
+    """`out` as a timealign from before content hashes left it: the loader is then the one to find damage."""
+    from timealign.data.fingerprint import CONTENT, MANIFEST, MANIFEST_SHA
+
+    manifest = json.loads((out / MANIFEST).read_text())
+    del manifest[CONTENT], manifest[MANIFEST_SHA]
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    return out
+
+
+def test_a_truncated_arrow_file_names_the_file_and_the_fix(tmp_path):
+    """Data prep seals what it writes, so a truncated Arrow file is caught by its hash before anything reads it."""
+    from timealign.data.fingerprint import PreparedDataError
     from timealign.data.pairs import load_prepared
-    from timealign.data.records import DamagedPreparedData
 
     out = _prepared(tmp_path)
     assert len(load_prepared(out)["train"]) == 12
+    arrow = next((out / "dataset" / "train").glob("*.arrow"))
+    os.truncate(arrow, arrow.stat().st_size // 2)
+    with pytest.raises(PreparedDataError) as err:
+        load_prepared(out)
+    text = str(err.value)
+    assert isinstance(err.value, RecipeError) and "\n" not in text  # exit 2, one line
+    assert text.startswith(f"{arrow} was changed after data prep wrote it (sha256 ")
+    assert f"Re-run data prep (`python data_prep/tictoc.py recipe=NAME out={out}`" in text
+
+
+def test_a_removed_split_names_the_file_and_the_fix(tmp_path):
+    import shutil
+
+    from timealign.data.fingerprint import PreparedDataError
+    from timealign.data.pairs import load_prepared
+
+    out = _prepared(tmp_path)
+    arrow = next((out / "dataset" / "test").glob("*.arrow"))
+    shutil.rmtree(out / "dataset" / "test")
+    with pytest.raises(PreparedDataError, match=rf"^{re.escape(str(arrow))} was removed after data prep wrote it: "):
+        load_prepared(out)
+
+
+def test_a_truncated_arrow_file_in_an_unsealed_folder_names_the_prepared_folder(tmp_path):
+    """A folder without content hashes (an older timealign's): the loader's own failure, in one line."""
+    from timealign.data.pairs import load_prepared
+    from timealign.data.records import DamagedPreparedData
+
+    out = _unsealed(_prepared(tmp_path))
     arrow = next((out / "dataset" / "train").glob("*.arrow"))
     os.truncate(arrow, arrow.stat().st_size // 2)
     with pytest.raises(DamagedPreparedData) as err:
@@ -421,13 +461,13 @@ def test_a_truncated_arrow_file_names_the_prepared_folder(tmp_path):
     assert f"write it again with `python data_prep/tictoc.py recipe=NAME out={out}`" in text
 
 
-def test_a_removed_split_names_the_prepared_folder(tmp_path):
+def test_a_removed_split_in_an_unsealed_folder_names_the_prepared_folder(tmp_path):
     import shutil
 
     from timealign.data.pairs import load_prepared
     from timealign.data.records import DamagedPreparedData
 
-    out = _prepared(tmp_path)
+    out = _unsealed(_prepared(tmp_path))
     shutil.rmtree(out / "dataset" / "test")
     with pytest.raises(
         DamagedPreparedData,
