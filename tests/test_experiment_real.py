@@ -79,7 +79,7 @@ def test_reduced_experiment_writes_every_arm(smol_model_dir, tictoc_v1_dir, tmp_
     assert trained["training"]["use_cpu"] is True
 
 
-def test_the_gpu_path_resolves_before_training(monkeypatch):
+def test_the_gpu_path_resolves_before_training(monkeypatch, tmp_path, capsys):
     """device/eval_backend `auto` become what this machine has; a GPU or vLLM asked for and absent is refused in one
     line before any training; on a GPU the arms train with training.use_cpu=false and score at batch 64."""
     import importlib.util
@@ -87,7 +87,7 @@ def test_the_gpu_path_resolves_before_training(monkeypatch):
     import torch
 
     from timealign.config import RecipeError
-    from timealign.experiment.real import RealExperiment, RealOptions, resolve_device
+    from timealign.experiment.real import RealExperiment, RealOptions, main, resolve_device
 
     vllm_here = importlib.util.find_spec("vllm") is not None
     options = RealOptions()
@@ -96,8 +96,12 @@ def test_the_gpu_path_resolves_before_training(monkeypatch):
         "cpu",
         "vllm" if vllm_here else "hf",
         8,
-        16,
+        64,  # a readable curve on every device (16 samples a point are noise)
     )
+    assert main([f"out={tmp_path / 'real'}", "curve_samples=0"]) == 2  # before anything runs, in one line
+    refusal = capsys.readouterr().err.strip()
+    assert "curve_samples must be >= 1 with curve_every=3" in refusal and "\n" not in refusal
+    assert not (tmp_path / "real").exists()
     with pytest.raises(RecipeError, match="device=cuda: torch sees no CUDA GPU"):
         resolve_device(RealOptions(device="cuda"))
     if not vllm_here:
