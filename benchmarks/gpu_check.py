@@ -6,11 +6,13 @@ vocabulary 128256, so the logits are the real size) and real TicToc v1 train pai
 tokenizer (its ids, < 2048, are valid rows of the 128k vocabulary; no download):
 
   dpo       stock trl.DPOTrainer, offset-DPO (TRL's layout), shared prompt (sdpa, dense tree mask), shared prompt
-            (model.attn_implementation=flex_attention, block-sparse mask); each with the reference forward every step
-            and with precompute_ref_log_probs
+            (model.attn_implementation=flex_attention, block-sparse mask), shared prompt from the prompt's key/value
+            cache (dpo.prompt_cache, sdpa, no tree mask); each with the reference forward every step and with
+            precompute_ref_log_probs
   sft       TIMER SFT (tiny-timer's synthetic dialogs) packed vs unpacked
   generate  timealign's HF backend, greedy, batched
-  equality  bf16: shared vs unshared reference log-probs of the same pairs; flex vs dense (sdpa) loss and gradients
+  equality  bf16: shared vs unshared reference log-probs of the same pairs (the tree; on a GPU the prompt cache too);
+            flex vs dense (sdpa) loss and gradients
   peak      the measured bf16 matmul peak (TFLOP/s) that MFU is taken against
 
 and two rows on other models:
@@ -35,7 +37,8 @@ Without CUDA it prints one line starting `gpu-check: no CUDA` and exits 0, havin
 GPU is not a failure of the check; scripts that need the numbers look for the JSON). The packages the GPU image lacks
 (trl, datasets, omegaconf, dill, multiprocess) come as wheels from `make gpu-wheels` (.whl/), installed into
 .whl/site on first use. `smoke=true` runs the same code on CPU with a small model and no flex (tests only); there
-the 8B-LoRA row takes the small shape too.
+the 8B-LoRA row takes the small shape too, and the prompt-cache row is left out (its CPU checks:
+tests/test_prompt_cache.py).
 """
 
 from __future__ import annotations
@@ -77,7 +80,9 @@ SHAPE_KEYS = (
     "vocab_size",
     "tie_word_embeddings",
 )
-DPO_RUNS = [(layout, pre) for layout in ("trl", "offset", "shared_sdpa", "shared_flex") for pre in (False, True)]
+DPO_LAYOUTS = ("trl", "offset", "shared_sdpa", "shared_flex", "shared_cache")
+DPO_RUNS = [(layout, pre) for layout in DPO_LAYOUTS for pre in (False, True)]
+GPU_ONLY_LAYOUTS = ("shared_flex", "shared_cache")  # flex: no CPU backward; the cache: timed for the GPU only
 
 
 def cuda_available() -> bool:
@@ -303,6 +308,7 @@ def dpo_trainer(
         processing_class=tokenizer,
         callbacks=callbacks,
         shared_prompt=layout != "offset",
+        prompt_cache=layout == "shared_cache",
         peft_config=peft_config,
     )
 
@@ -330,7 +336,7 @@ def equality(opts, model_dir: Path, dataset, tokenizer, device: str, workdir: Pa
     examples = [dataset[i] for i in range(opts.batch_size)]
     config = dpo_config(opts, False, device)
     steps = {}
-    for layout in ("offset", "shared_sdpa") + (("shared_flex",) if device == "cuda" else ()):
+    for layout in ("offset", "shared_sdpa") + (GPU_ONLY_LAYOUTS if device == "cuda" else ()):
         trainer = dpo_trainer(layout, model_dir, dataset, tokenizer, config, workdir, [])
         steps[layout] = one_step(trainer, trainer.train_dataset.select(range(len(examples))).to_list())
         del trainer
@@ -344,6 +350,16 @@ def equality(opts, model_dir: Path, dataset, tokenizer, device: str, workdir: Pa
         }
     }
     out["shared_vs_unshared_logps"]["close"] = out["shared_vs_unshared_logps"]["max_rel_diff"] <= 2e-2
+    if "shared_cache" in steps:
+        a = steps["shared_cache"]["logps"]
+        out["cache_vs_unshared_logps"] = {
+            "max_abs_diff": float((a - b).abs().max()),
+            "max_rel_diff": float(((a - b).abs() / b.abs().clamp_min(1e-6)).max()),
+            "tolerance_rel": 2e-2,
+            "loss_cache": steps["shared_cache"]["loss"],
+            "loss_dense": steps["shared_sdpa"]["loss"],
+        }
+        out["cache_vs_unshared_logps"]["close"] = out["cache_vs_unshared_logps"]["max_rel_diff"] <= 2e-2
     if "shared_flex" in steps:
         flex, dense = steps["shared_flex"], steps["shared_sdpa"]
         num = sum(float((flex["grads"][n] - g).pow(2).sum()) for n, g in dense["grads"].items())
@@ -397,7 +413,7 @@ def dpo_runs(
         2 * p + c + r for p, c, r in zip(counts["prompt"], counts["chosen"], counts["rejected"])
     )
     longest, shared_row = longest_rows(counts)
-    runs = [run for run in DPO_RUNS if device == "cuda" or run[0] != "shared_flex"]
+    runs = [run for run in DPO_RUNS if device == "cuda" or run[0] not in GPU_ONLY_LAYOUTS]
     out = {
         "pairs": len(dataset),
         "longest_pair_tokens": longest,

@@ -552,10 +552,15 @@ def unshared_baseline(cluster_env, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config, padding_free", [("ddp", True), ("zero2", False), ("zero3", False)])
-def test_two_processes_equal_one_unshared(cluster_env, unshared_baseline, tmp_path, config, padding_free):
+@pytest.mark.parametrize(
+    "config, padding_free, prompt_cache", [("ddp", True, False), ("zero2", False, True), ("zero3", False, False)]
+)
+def test_two_processes_equal_one_unshared(
+    cluster_env, unshared_baseline, tmp_path, config, padding_free, prompt_cache
+):
     """2 CPU processes (DDP over gloo, DeepSpeed ZeRO-2, ZeRO-3) with the shared prompt, 2 pairs each: the losses of
-    the 1-process run on TRL's layout. FSDP cannot run on CPU (accelerate 1.15 drops the FSDP plugin under use_cpu;
+    the 1-process run on TRL's layout (ZeRO-2 with the prompt-cache layout, `dpo.prompt_cache`: two forwards, one
+    backward). FSDP cannot run on CPU (accelerate 1.15 drops the FSDP plugin under use_cpu;
     see test_cluster.test_fsdp_two_processes), so it is not covered here."""
     if config != "ddp":
         pytest.importorskip("deepspeed", reason="DeepSpeed not installed (pip install -e '.[deepspeed]')")
@@ -570,12 +575,18 @@ def test_two_processes_equal_one_unshared(cluster_env, unshared_baseline, tmp_pa
         "training.per_device_train_batch_size=2",
         "dpo.shared_prompt=true",
         f"dpo.padding_free={str(padding_free).lower()}",
+        f"dpo.prompt_cache={str(prompt_cache).lower()}",
         job="790",
         cpu_env=config == "ddp",
     )
     run_checked(args, env)
     recipe = yaml.safe_load((out / "timealign_recipe.yaml").read_text())  # what build_trainer gave the trainer
-    assert recipe["dpo"] == {"shared_prompt": True, "padding_free": padding_free, "margin_mode": "offset"}
+    assert recipe["dpo"] == {
+        "shared_prompt": True,
+        "padding_free": padding_free,
+        "margin_mode": "offset",
+        "prompt_cache": prompt_cache,
+    }
     info = json.loads((out / "run_info.json").read_text())
     assert info["world_size"] == 2
     assert info["model_wrapper"] == ("DistributedDataParallel" if config == "ddp" else "DeepSpeedEngine")

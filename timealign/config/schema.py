@@ -333,6 +333,14 @@ class DpoSection:
         "mask over the whole row: attention work and mask memory grow with the square of the packed length); false: "
         "one row per pair, padded to the longest",
     )
+    prompt_cache: bool = opt(
+        False,
+        "with shared_prompt: each pair's prompt runs once as a plain causal forward (the fast attention kernels, no "
+        "tree mask) and both completions attend to its cached keys and values (timealign/train/prompt_cache.py); "
+        "same loss, gradients and metrics. Needs model.attn_implementation sdpa or eager, no "
+        "training.gradient_checkpointing (transformers drops the cache under it) and padding_free=false (refused "
+        "otherwise); false: the tree-mask layout",
+    )
 
 
 @dataclass

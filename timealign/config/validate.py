@@ -256,6 +256,14 @@ def value_problems(recipe) -> list[str]:
         )
     if recipe.dpo.padding_free and not recipe.dpo.shared_prompt:
         problems.append("dpo.padding_free=true packs shared-prompt rows: it needs dpo.shared_prompt=true")
+    if recipe.dpo.prompt_cache and not recipe.dpo.shared_prompt:
+        problems.append("dpo.prompt_cache=true is a layout of the shared prompt: it needs dpo.shared_prompt=true")
+    if recipe.dpo.prompt_cache and recipe.dpo.padding_free:
+        problems.append("dpo.prompt_cache and dpo.padding_free are two layouts of the shared prompt: set one false")
+    if recipe.dpo.prompt_cache and recipe.training.get("gradient_checkpointing"):
+        problems.append(
+            "dpo.prompt_cache=true needs training.gradient_checkpointing=false (transformers drops the cache under it)"
+        )
     data = recipe.data
     task_sources = {"dpo": DPO_SOURCES, "sft": SFT_SOURCES}.get(recipe.task, ())
     if data.source not in task_sources:  # a source of the other task: its loader would not know it

@@ -127,6 +127,7 @@ def make_trainer(recipe, ready, data):
         peft_config=lora_config(recipe.lora) if recipe.lora.enabled else None,
         shared_prompt=recipe.dpo.shared_prompt,  # one prompt forward per pair (timealign.train.shared_prompt)
         padding_free=recipe.dpo.padding_free,
+        prompt_cache=recipe.dpo.prompt_cache,  # the shared prompt as a key/value cache (timealign.train.prompt_cache)
         margin_mode=recipe.dpo.margin_mode,
     )
     reports = {split: fit.report for split, fit in fits.items()}

@@ -44,7 +44,9 @@ evaluates the ODPO formula and TRL's DPO metrics (`entropy`, `num_tokens`, `logi
 `rewards/*`, `logps/*`) itself, from the same fused LM head outputs; the reference comes from the same three sources
 (precomputed column, whose precompute then uses the shared layout too; `ref_model`; PEFT base with adapters
 disabled). `shared_prompt=False` is TRL's own layout and loss path as described above. `padding_free=True` packs the
-micro-batch's pairs into one row.
+micro-batch's pairs into one row. `prompt_cache=True` (recipe `dpo.prompt_cache`, opt-in) is the other shared
+layout: each pair's prompt runs once as a plain causal forward and both completions attend to its key/value cache
+(`timealign.train.prompt_cache`; no tree mask, so attention stays on the ordinary causal kernels); same numbers.
 
 TRL internals relied on (re-check on a TRL upgrade): `DPOTrainer._compute_loss` (reads `inputs["ref_chosen_logps"]`
 / `["ref_rejected_logps"]` when `self.precompute_ref_logps`; logs `rewards/*` by appending one value per call to
@@ -68,7 +70,7 @@ from trl import DPOConfig, DPOTrainer
 from trl.trainer.utils import global_then_local_main_first
 
 from timealign.render import tokens
-from timealign.train import shared_prompt
+from timealign.train import prompt_cache, shared_prompt
 from timealign.train.collators import CarriesColumn, OffsetPreferenceCollator, check_offsets
 from timealign.train.fsdp_loading import ReferenceFromRankZero
 from timealign.train.hub import HubUploadMixin
@@ -101,6 +103,8 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
             completions; `timealign.train.shared_prompt`); False: TRL's [prompt+chosen; prompt+rejected] rows.
             Same loss, gradients and metrics either way.
         padding_free: with shared_prompt, the micro-batch's pairs packed into one row (no padding).
+        prompt_cache: with shared_prompt, each prompt runs once with use_cache=True and both completions continue
+            from its cache (`timealign.train.prompt_cache`) instead of one tree-masked row per pair.
         margin_mode: how the margin column enters the loss: offset | plain | log_offset | weight (module docstring).
 
     Datasets: TRL's standard preference layout (`prompt`, `chosen`, `rejected` strings, or conversational) plus the
@@ -116,6 +120,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
         shared_prompt: bool = True,
         padding_free: bool = False,
         margin_mode: str = "offset",
+        prompt_cache: bool = False,
         **kwargs: Any,
     ):
         # Set before DPOTrainer.__init__: the collator setter, the dataset precompute and the signature columns
@@ -123,6 +128,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
         self.margin_column = margin_column
         self.shared_prompt = shared_prompt
         self.pack_pairs = padding_free  # not `padding_free`: DPOTrainer.__init__ sets that to TRL's (disabled) option
+        self.prompt_cache = prompt_cache
         if margin_mode not in MARGIN_MODES:
             raise ValueError(f"unknown margin_mode {margin_mode!r}; one of {', '.join(MARGIN_MODES)}")
         if margin_mode == "weight" and not shared_prompt:
@@ -135,9 +141,15 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
         if bound.get("args") is not None:
             _check_loss_config(bound["args"])
         if shared_prompt:
+            if prompt_cache:  # first: its refusals name dpo.prompt_cache
+                _check_prompt_cache_setup(bound, padding_free)
             _check_shared_prompt_setup(bound)
         elif padding_free:
             raise ValueError("padding_free packs shared-prompt rows: it needs shared_prompt=True (dpo.shared_prompt)")
+        elif prompt_cache:
+            raise ValueError(
+                "prompt_cache is a layout of the shared prompt: dpo.prompt_cache=true needs dpo.shared_prompt=true"
+            )
         if bound.get("train_dataset") is not None:
             _check_margin_column(bound["train_dataset"], margin_column, "train")
         eval_dataset = bound.get("eval_dataset")
@@ -202,6 +214,10 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
 
     def adapt_collator(self, collator):
         # Called for the collator DPOTrainer builds (before the reference precompute, which then uses this layout).
+        if self.shared_prompt and self.prompt_cache:
+            return prompt_cache.PromptCacheCollator.replacing(collator, padding_free=self.pack_pairs)
+        if isinstance(collator, prompt_cache.PromptCacheCollator):
+            raise ValueError("a PromptCacheCollator needs dpo.prompt_cache=true (and dpo.shared_prompt=true)")
         if self.shared_prompt:
             return shared_prompt.SharedPromptCollator.replacing(collator, padding_free=self.pack_pairs)
         return collator
@@ -210,7 +226,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
         # TRL forwards every batch key except a fixed set to the model; the offset must not be one of them.
         inputs = {k: v for k, v in inputs.items() if k != self.margin_column}
         if self.shared_prompt:
-            return self._shared_ref_log_probs(model, shared_prompt.PairTree(inputs))
+            return self._shared_ref_log_probs(model, self._pairs(inputs))
         return super().compute_ref_log_probs(model, inputs)
 
     def _compute_loss(self, model, inputs, return_outputs):
@@ -291,6 +307,13 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
 
     def _check_shared_prompt_trainer(self) -> None:
         """Refusals that need the built trainer (the model's own checks also run before every forward)."""
+        if self.prompt_cache:
+            prompt_cache.check_model(self.model.config)
+            if self.ref_model is not None:
+                prompt_cache.check_model(self.accelerator.unwrap_model(self.ref_model).config)
+            fsdp = getattr(self.accelerator.state, "fsdp_plugin", None)
+            if self.args.gradient_checkpointing or getattr(fsdp, "activation_checkpointing", False):
+                raise ValueError(prompt_cache.CHECKPOINTING_REFUSAL)
         shared_prompt.check_model(self.model.config)
         if self.ref_model is not None:
             shared_prompt.check_model(self.accelerator.unwrap_model(self.ref_model).config)
@@ -305,9 +328,18 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
                 "ranks; set dpo.shared_prompt=false"
             )
 
+    def _pairs(self, inputs):
+        """The micro-batch in its shared layout: `shared_prompt.PairTree`, or with prompt_cache
+        `prompt_cache.CachedPairs` (the same interface)."""
+        return prompt_cache.CachedPairs(inputs) if self.prompt_cache else shared_prompt.PairTree(inputs)
+
     def _tree_forward(self, model, tree):
-        """Run `model` (a wrapped or plain policy, or the reference) on the tree with TRL's fused LM head."""
+        """Run `model` (a wrapped or plain policy, or the reference) on the micro-batch's shared layout (`_pairs`)
+        with TRL's fused LM head."""
         unwrapped = self.accelerator.unwrap_model(model)
+        if isinstance(tree, prompt_cache.CachedPairs):  # two forwards: the prompt's cache, then the completions
+            prompt_cache.check_model(unwrapped, training=model.training and torch.is_grad_enabled())
+            return tree.forward(model)
         shared_prompt.check_model(unwrapped.config, row_length=tree.input_ids.size(1))
         attn = unwrapped.config.get_text_config()._attn_implementation
         inputs = tree.model_inputs(attn, unwrapped.dtype)  # eager: an additive mask in the model's dtype
@@ -339,7 +371,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
                 "set dpo.shared_prompt=false to get TRL's logits"
             )
         mode = "train" if self.model.training else "eval"
-        tree = shared_prompt.PairTree(inputs)
+        tree = self._pairs(inputs)
         outputs = self._tree_forward(model, tree)
         chosen_logps, rejected_logps = tree.pair_sums(outputs.log_probs)
 
@@ -431,6 +463,19 @@ def _check_shared_prompt_setup(bound: dict[str, Any]) -> None:
             "dpo.shared_prompt does not support prompt-learning PEFT (virtual tokens would sit outside "
             "the tree mask); set dpo.shared_prompt=false"
         )
+
+
+def _check_prompt_cache_setup(bound: dict[str, Any], padding_free: bool) -> None:
+    """Refusals of dpo.prompt_cache that need only the constructor's arguments (before the reference precompute)."""
+    from transformers import PreTrainedModel
+
+    if padding_free:
+        raise ValueError(prompt_cache.PADDING_FREE_REFUSAL)
+    if getattr(bound.get("args"), "gradient_checkpointing", False):
+        raise ValueError(prompt_cache.CHECKPOINTING_REFUSAL)
+    for candidate in (bound.get("model"), bound.get("ref_model")):
+        if isinstance(candidate, PreTrainedModel) or hasattr(candidate, "peft_config"):
+            prompt_cache.check_model(candidate.config)
 
 
 def _with_lengths(dataset, column: str, shared: bool):
