@@ -33,7 +33,8 @@ help:
 	@echo "              handlers (../shared/reference; make test compares a stratified sample; ~15 min)"
 	@echo "make test-lowest - the trainers' tests (TIMER SFT, offset-DPO, smol) on the lowest versions pyproject allows"
 	@echo "              of transformers, trl, peft, accelerate and datasets (.ci/lowest-versions.txt; own venv, ~5 min)"
-	@echo "make test-vllm - the vLLM-backend tests on the real vLLM CPU engine (own venv, ~4 GB)"
+	@echo "make test-vllm - the tests marked vllm (@pytest.mark.vllm) on the real vLLM CPU engine (own venv, ~4 GB);"
+	@echo "              make test runs every other test of those files"
 	@echo "make test-slurm - slurm/*.sbatch on a real Slurm: installs slurm-wlm + munge (apt, root), starts a 1-node"
 	@echo "              and a 2-node cluster on this host, preempts and requeues tiny jobs in each signal form (~9 min)"
 	@echo "make bench  - offset-DPO speed-ups vs stock TRL (results/bench/dpo.json, dpo_sweep.png) and"
@@ -70,7 +71,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=1 TIMEALIGN_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest tests/test_vllm_backend.py tests/test_prefix_caching.py tests/test_backends.py tests/test_timelychat_dialog.py tests/test_chat_backend.py tests/test_generated_answers.py tests/test_export.py tests/test_serve_vllm.py -q
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline VLLM_CPU_KVCACHE_SPACE=1 TIMEALIGN_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_backend.py tests/test_prefix_caching.py tests/test_timelychat_dialog.py tests/test_chat_backend.py tests/test_generated_answers.py tests/test_export.py tests/test_serve_vllm.py -q --durations=10
 
 # The method learning on the tiny default (~5 min on 2 cores): offset-DPO on the time-blind tiny agent (held-out NAR
 # before/after, a no-timestamp control, the NAR curve while training) and TIMER SFT (delay F1 before/after);

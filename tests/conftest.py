@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import needs
 import pytest
 from helpers import launcher_env
 from needs import shared_path
@@ -15,6 +16,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before the test's fixtures: a `@pytest.mark.vllm` test is skipped where vLLM does not import (failed under
+    TIMEALIGN_REQUIRE_VLLM=1); `needs.require_vllm` reads which test is being set up."""
+    needs.CURRENT_TEST = item
+    if item.get_closest_marker("vllm") is not None:
+        needs.require_vllm()
 
 
 @pytest.fixture(scope="session")

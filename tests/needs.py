@@ -1,7 +1,9 @@
 """What a test needs that a user may lack: a skip where that part is optional, a failure where the run is for it.
 
-- vLLM: `make test-vllm` sets TIMEALIGN_REQUIRE_VLLM=1: there vLLM is the job's purpose, so an engine that installs but
-  does not import fails every vLLM test instead of skipping it.
+- vLLM: a test that needs the engine carries `@pytest.mark.vllm` (conftest skips it where vLLM does not import).
+  `make test-vllm` runs exactly the marked tests (`-m vllm`) with TIMEALIGN_REQUIRE_VLLM=1: there vLLM is the job's
+  purpose, so an engine that installs but does not import fails them instead of skipping. A fixture or test that
+  calls `require_vllm()` without the marker fails: make test-vllm would never run it.
 - ../shared (the real data and the authors' code): `.ci/run` sets TIMEALIGN_REQUIRE_SHARED=1: CI always has it beside
   the clone, so a missing file there fails; a user's checkout without it skips those tests.
 """
@@ -33,8 +35,16 @@ def vllm_missing() -> str | None:
     return None
 
 
+# The test being set up (conftest's pytest_runtest_setup): `require_vllm` checks that it carries the vllm marker.
+CURRENT_TEST: pytest.Item | None = None
+
+
 def require_vllm() -> None:
-    """Call at the top of a test (or module) that needs the vLLM engine."""
+    """Call at the top of a fixture (or module) that needs the vLLM engine; every test using it carries
+    `@pytest.mark.vllm`, or `make test-vllm` (`-m vllm`) would leave it out."""
+    test = CURRENT_TEST
+    if test is not None and test.get_closest_marker("vllm") is None:
+        pytest.fail(f"{test.nodeid} needs vLLM but has no @pytest.mark.vllm: make test-vllm would never run it")
     reason = vllm_missing()
     if reason:
         pytest.skip(reason, allow_module_level=True)

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from needs import vllm_missing
+from needs import require_vllm
 from vllm_server import vllm_server
 
 from timealign.backends.base import BackendError, GenerationError
@@ -37,8 +37,6 @@ from timealign.render.tool_calls import is_empty_output, is_tool_call, paper_api
 from timealign.suites.tictoc.metrics import summarize
 from timealign.suites.tictoc.requests import ChatRequestRenderer
 from timealign.suites.tictoc.suite import evaluate_tictoc
-
-HAS_VLLM = vllm_missing() is None  # raises under make test-vllm (TIMEALIGN_REQUIRE_VLLM=1) if vLLM is broken
 
 
 def _m(role, content, time, **extra):
@@ -436,7 +434,7 @@ def test_failed_requests_are_recorded_per_sample(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- the real server
-needs_vllm = pytest.mark.skipif(not HAS_VLLM, reason="needs vLLM (make test-vllm)")
+needs_vllm = pytest.mark.vllm
 KINDS = ("call", "text", "both", "call")  # by scenario, in sorted id order
 TEXT, PREAMBLE = "It has not changed.", "Let me check."
 
@@ -543,8 +541,7 @@ def short_rows(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def api_agent(tiny_model_dir, short_rows, tmp_path_factory):
-    if not HAS_VLLM:
-        pytest.skip("needs vLLM (make test-vllm)")
+    require_vllm()
     return build_api_agent(tmp_path_factory.mktemp("api-agent"), tiny_model_dir, short_rows)
 
 

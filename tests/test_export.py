@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 from helpers import build_test_model, tictoc_rows
-from needs import vllm_missing
 
 pytestmark = pytest.mark.slow
 
@@ -39,10 +38,6 @@ COMMON = {
 TIMER_SMALL = {"timer.synthetic_dialogs": "16", "timer.synthetic_eval_dialogs": "6"}
 MODEL_FILES = {"config.json", "generation_config.json", "model.safetensors"}
 TOKENIZER_FILES = {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}
-
-
-def have_vllm() -> bool:
-    return vllm_missing() is None  # raises under make test-vllm (TIMEALIGN_REQUIRE_VLLM=1) if vLLM is broken
 
 
 @pytest.fixture(scope="module")
@@ -464,7 +459,7 @@ def vllm_generate(checkpoint: Path, prompts: list[str]) -> list[str]:
         return engine.generate(prompts, max_new_tokens=MAX_NEW_TOKENS, desc=None)
 
 
-needs_vllm = pytest.mark.skipif(not have_vllm(), reason="vLLM not importable (run under .venv-vllm: make test-vllm)")
+needs_vllm = pytest.mark.vllm
 
 
 @needs_vllm

@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from needs import require_vllm
 
 from timealign.config import DataSection, RecipeError, load_recipe
 from timealign.data.fingerprint import data_fingerprint
@@ -297,10 +296,10 @@ def test_generate_is_validated_and_never_guessed(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- vLLM backend
+@pytest.mark.vllm
 def test_vllm_generation_equals_hf(hf_prep, tmp_path):
     """The same data prep on the real vLLM CPU engine: the same greedy generations token for token, so the same
     pairs and the same counts (run with .venv-vllm/bin/python; skipped where vLLM is not importable)."""
-    require_vllm()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     recipe, folder = hf_prep
     vllm = _recipe(

@@ -172,3 +172,21 @@ def test_test_modules_share_helpers_not_each_other():
                 f"{path.name}:{node.lineno} imports {n}" for n in names if n == "conftest" or n.startswith("test_")
             ]
     assert offenders == [], offenders
+
+
+def test_make_test_vllm_runs_every_vllm_test():
+    """`make test-vllm` runs the `@pytest.mark.vllm` tests (`-m vllm`) of the files it names: every file with such a
+    test (or a fixture calling `require_vllm`) is named there, and no file without one."""
+    import re
+
+    tests = Path(__file__).resolve().parent
+    makefile = (tests.parent / "Makefile").read_text()
+    recipe = re.search(r"^test-vllm:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe and " -m vllm" in recipe.group(1), "make test-vllm should select the vllm-marked tests (-m vllm)"
+    named = set(re.findall(r"tests/(test_\w+\.py)", recipe.group(1)))
+    needing = {
+        path.name
+        for path in tests.glob("test_*.py")
+        if re.search(r"pytest\.mark\.vllm|require_vllm\(\)", path.read_text()) and path.name != "test_layout.py"
+    }
+    assert named == needing, f"make test-vllm names {sorted(named - needing)} in vain, lacks {sorted(needing - named)}"

@@ -20,7 +20,7 @@ import pytest
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU build otherwise reserves 92% of RAM
 
 from helpers import build_test_model, tictoc_rows
-from needs import require_vllm, shared_path
+from needs import shared_path
 
 from timealign.backends.factory import make_backend
 from timealign.config import load_recipe
@@ -85,8 +85,8 @@ def test_hf_length_grouping_keeps_order_and_outputs(test_model, rows):
     assert hf.generate(prompts[5:6], max_new_tokens=MAX_NEW_TOKENS, desc=None) == plain[5:6]
 
 
+@pytest.mark.vllm
 def test_prefix_caching_reuses_shared_prefixes_and_changes_no_output(test_model, rows):
-    require_vllm()
     from transformers import AutoTokenizer
 
     from timealign.render.chat import PromptRenderer

@@ -24,7 +24,7 @@ from needs import require_vllm
 from serve_helpers import REPO, client_messages, decoded_tools, gateway
 from vllm_server import vllm_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]  # every test here serves through vLLM
 
 MAX_NEW_TOKENS = 48
 

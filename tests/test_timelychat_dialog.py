@@ -531,6 +531,7 @@ def _e2e_data():
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_dialog_level_end_to_end_on_a_real_vllm_server(vllm_server, timer_checkpoint, tmp_path):
     from timealign.backends.hf import HFBackend
     from timealign.backends.openai import OpenAIBackend

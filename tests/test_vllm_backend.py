@@ -23,7 +23,7 @@ import pytest
 from needs import require_vllm
 from vllm_server import vllm_server
 
-require_vllm()
+require_vllm()  # at import: the module imports vLLM-only helpers below
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's CPU build otherwise reserves 92% of RAM
 
 from helpers import BOS, build_test_model, tictoc_rows  # noqa: E402
@@ -32,7 +32,7 @@ from timealign.backends.base import GenerationError  # noqa: E402
 from timealign.backends.factory import make_backend  # noqa: E402
 from timealign.config import load_recipe  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]  # the whole module runs the engine
 MAX_NEW_TOKENS = 16
 VLLM_EVAL = {"eval.backend": "vllm", "eval.max_model_len": "2048", "eval.enforce_eager": "true"}
 
