@@ -370,6 +370,7 @@ _ALTERNATIVES = {
     "data.protocol": "paper",
     "data.assume_timezone": "UTC",
     "data.overlength": "drop",
+    "data.elapsed_separator": "newline",
 }
 
 

@@ -112,6 +112,17 @@ def test_tictoc_prompts_are_the_training_prompts(prepared_pairs, tiny_tokenizer,
     assert any("since the last" in p for p in prompts) == (timestamps and elapsed)
 
 
+def test_the_elapsed_separator_reaches_training_and_the_suite(prepared_pairs, tiny_tokenizer, tmp_path):
+    """data.elapsed_separator=newline: the suite asks exactly the training prompts, each badge followed by the line
+    break."""
+    recipe = tictoc_recipe(prepared_pairs, tmp_path, elapsed=True, elapsed_separator="newline")
+    pairs = training_pairs(recipe, tiny_tokenizer)
+    prompts = suite_prompts(recipe, tiny_tokenizer, tmp_path)
+    assert pairs and same_prompts(prompts, [pair["prompt"] for pair in pairs])
+    badged = [p for p in prompts if "since the last tool result" in p]
+    assert badged and all(p.endswith(" since the last tool result)\n") for p in badged)
+
+
 @pytest.mark.parametrize("timestamps", [True, False])
 @pytest.mark.parametrize("prompt_mode", ["none", "rules"])
 def test_paper_protocol_prompts_are_the_training_prompts(

@@ -181,6 +181,38 @@ def test_elapsed_badge_sits_on_the_reply_stamp_only(tiny_tokenizer):
     assert prompt == plain + " (+3 hours 22 minutes since the last tool result)"
 
 
+@pytest.mark.parametrize("separator, text", [("newline", "\n"), ("space", " ")])
+def test_elapsed_separator_sits_between_the_badge_and_the_reply(tiny_tokenizer, separator, text):
+    """data.elapsed_separator: the prompt ends with the badge and the separator, the completions follow it unchanged,
+    and prompt + completion is the template's own rendering of the stamped reply."""
+    from timealign.config import DataSection
+
+    renderer = PromptRenderer.for_data(tiny_tokenizer, DataSection(elapsed=True, elapsed_separator=separator))
+    badge = " (+3 hours 22 minutes since the last tool result)"
+    plain = PromptRenderer(tiny_tokenizer).prompt(HISTORY, TOOLS)
+    assert renderer.prompt(HISTORY, TOOLS) == plain + badge + text
+    pair = renderer.pair(HISTORY, TOOL_REPLY, TEXT_REPLY, TOOLS)
+    assert pair["prompt"] == plain + badge + text
+    assert pair["chosen"].startswith("<tool_call>") and pair["rejected"].startswith("ACME trades")
+    bare = PromptRenderer(tiny_tokenizer, elapsed=True).pair(HISTORY, TOOL_REPLY, TEXT_REPLY, TOOLS)
+    assert (pair["chosen"], pair["rejected"]) == (bare["chosen"], bare["rejected"])
+    # No badge (no tool result yet), no separator: it separates the badge, not the stamp.
+    no_tool = [m for m in HISTORY if m["role"] in ("system", "user")]
+    assert renderer.prompt(no_tool, TOOLS).endswith("[2025-12-04T13:22:44Z]")
+    with pytest.raises(ValueError, match="unknown elapsed_separator 'tab'"):
+        PromptRenderer(tiny_tokenizer, elapsed=True, elapsed_separator="tab")
+
+
+def test_elapsed_separator_without_the_badge_is_refused_when_the_recipe_loads():
+    from timealign.config import RecipeError, load_recipe
+
+    for overrides in ({}, {"data.elapsed": "true", "data.timestamps": "false"}):
+        with pytest.raises(RecipeError, match="data.elapsed_separator=newline separates the elapsed badge"):
+            load_recipe("tiny", {"data.elapsed_separator": "newline", **overrides}, task="dpo")
+    recipe = load_recipe("tiny", {"data.elapsed_separator": "newline", "data.elapsed": "true"}, task="dpo")
+    assert recipe.data.elapsed_separator == "newline"
+
+
 def test_elapsed_badge_needs_timestamps_and_a_tool_result(tiny_tokenizer):
     assert "since the last" not in PromptRenderer(tiny_tokenizer, timestamps=False, elapsed=True).prompt(
         HISTORY, TOOLS

@@ -87,6 +87,13 @@ class DataSection:
     )
     timestamps: bool = opt(True, "ISO time at the start of every user/assistant/tool message")
     elapsed: bool = opt(False, "also '(+3 minutes 13 seconds since the last tool result)' after the reply's stamp")
+    elapsed_separator: str = opt(
+        "direct",
+        "with data.elapsed: what comes between the badge and the reply: direct (nothing: the reply follows the "
+        "badge's closing parenthesis) | newline | space. After a bare badge SmolLM2 starts its replies with a "
+        "newline that no training pair has, and a trained smol never called (docs/experiment/real.md)",
+        choices=("direct", "newline", "space"),
+    )
     protocol: str = opt(
         "timealign",
         "how prompts are rendered, in training and evaluation alike: timealign (the model's own chat template, see "

@@ -254,6 +254,11 @@ def value_problems(recipe) -> list[str]:
             "dpo.margin_mode=weight weights each pair's loss, which TRL's own loss path cannot do: it "
             "needs dpo.shared_prompt=true"
         )
+    if recipe.data.elapsed_separator != "direct" and not (recipe.data.elapsed and recipe.data.timestamps):
+        problems.append(
+            f"data.elapsed_separator={recipe.data.elapsed_separator} separates the elapsed badge from the reply: it "
+            "needs data.elapsed=true and data.timestamps=true (or data.elapsed_separator=direct)"
+        )
     if recipe.dpo.padding_free and not recipe.dpo.shared_prompt:
         problems.append("dpo.padding_free=true packs shared-prompt rows: it needs dpo.shared_prompt=true")
     if recipe.dpo.prompt_cache and not recipe.dpo.shared_prompt:

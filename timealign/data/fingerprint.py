@@ -61,7 +61,14 @@ PREP_COMMANDS = {"pairs": "python data_prep/tictoc.py", "dialogs": "python data_
 # Fields read only after data prep (rendering, training) or that say where data goes. data.path is hashed by
 # content instead (see `source_files`).
 _WHERE = {"data.path", "data.prepared_dir", "data.prep_timeout"}
-_RENDER = {"data.timestamps", "data.elapsed", "data.protocol", "data.offset_scale", "data.overlength"}
+_RENDER = {
+    "data.timestamps",
+    "data.elapsed",
+    "data.elapsed_separator",
+    "data.protocol",
+    "data.offset_scale",
+    "data.overlength",
+}
 _TICTOC_ONLY = {
     "data.score_orientation",
     "data.margin_prefer_tool",
@@ -87,7 +94,7 @@ _TIMER_TRAINING = {
 # Settings only when data.direct_answer=generate (pairs); with another strategy nothing reads them.
 GENERATE_ONLY = {"data.direct_answer_model", "data.direct_answer_backend", "data.direct_answer_max_new_tokens"}
 # Render settings that decide the prompts the direct answers are generated from (data.direct_answer=generate).
-PROMPT_SETTINGS = {"data.timestamps", "data.elapsed", "data.protocol"}
+PROMPT_SETTINGS = {"data.timestamps", "data.elapsed", "data.elapsed_separator", "data.protocol"}
 NOT_DATA = {
     "pairs": _WHERE | _RENDER,  # and no timer.* field at all
     "dialogs": _WHERE | _RENDER | _TICTOC_ONLY | _TIMER_TRAINING,

@@ -32,6 +32,8 @@ from timealign.render.timefmt import (
 logger = logging.getLogger(__name__)
 
 # System-prompt additions of the TicToc paper (Sec. 3.4 and Fig. 12).
+# data.elapsed_separator: the text between the elapsed badge and the reply it stamps.
+ELAPSED_SEPARATORS = {"direct": "", "newline": "\n", "space": " "}
 REMINDER_PROMPT = "Note that the environment may be dynamic. Be aware of the time elapsed."
 RULES_PROMPT = (
     "Note that the environment may be dynamic. Be aware of the time elapsed. Depending on the scenario and how much "
@@ -150,6 +152,7 @@ class PromptRenderer:
     timestamps: bool = True
     prompt_mode: str = "none"
     elapsed: bool = False
+    elapsed_separator: str = "direct"  # a key of ELAPSED_SEPARATORS: what follows the badge, before the reply
 
     @classmethod
     def for_data(
@@ -183,13 +186,23 @@ class PromptRenderer:
             )
         if protocol != "timealign":
             raise ValueError(f"data.protocol must be timealign or paper, got {protocol!r}")
-        return cls(tokenizer, timestamps=timestamps, prompt_mode=prompt_mode, elapsed=data.elapsed)
+        return cls(
+            tokenizer,
+            timestamps=timestamps,
+            prompt_mode=prompt_mode,
+            elapsed=data.elapsed,
+            elapsed_separator=data.elapsed_separator,
+        )
 
     protocol = "timealign"
 
     def __post_init__(self):
         if self.prompt_mode not in PROMPT_MODES:
             raise ValueError(f"unknown prompt_mode {self.prompt_mode!r}; known: {', '.join(PROMPT_MODES)}")
+        if self.elapsed_separator not in ELAPSED_SEPARATORS:
+            raise ValueError(
+                f"unknown elapsed_separator {self.elapsed_separator!r}; known: {', '.join(ELAPSED_SEPARATORS)}"
+            )
         if getattr(self.tokenizer, "chat_template", None) is None:
             raise ValueError("the tokenizer has no chat template; timealign renders every prompt through one")
 
@@ -207,7 +220,8 @@ class PromptRenderer:
         """The stamp at the start of a reply: its time, plus the elapsed badge when `elapsed` and `history` given."""
         stamp = format_timestamp(now)
         if self.elapsed and history is not None:
-            stamp += elapsed_badge(history, now)
+            badge = elapsed_badge(history, now)
+            stamp += badge + (ELAPSED_SEPARATORS[self.elapsed_separator] if badge else "")
         return stamp
 
     def prepare_messages(self, messages: list[dict]) -> list[dict]:

@@ -107,6 +107,7 @@ def evaluate_tictoc(
     report["settings"] = {
         "timestamps": renderer.timestamps,
         "elapsed": renderer.elapsed and renderer.timestamps,
+        "elapsed_separator": getattr(renderer, "elapsed_separator", "direct") if renderer.elapsed else "direct",
         "prompt_mode": renderer.prompt_mode,
         "family": family,
         "prompt_protocol": renderer.protocol,
