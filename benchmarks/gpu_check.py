@@ -213,6 +213,7 @@ def planner_bytes(
     shared: bool,
     precompute: bool,
     shared_row: int | None = None,
+    prompt_cache: bool = False,
     dtype_bytes: int = 2,
     lora_r: int | None = None,
     gradient_checkpointing: bool = False,
@@ -236,6 +237,7 @@ def planner_bytes(
         attn=attn,
         shared_prompt=shared,
         shared_row_length=shared_row,
+        prompt_cache=prompt_cache,
     )
     single = strategy_from_config({"distributed_type": "NO"})
     est = estimate(model, work, single, gpu="h100", nodes=1, gpus_per_node=1)
@@ -458,6 +460,7 @@ def dpo_runs(
             shared=layout.startswith("shared"),
             precompute=precompute,
             shared_row=shared_row,
+            prompt_cache=layout == "shared_cache",
         )
         peaks = [m for _, m in timed if m is not None]
         measured = max(peaks) if peaks else None

@@ -115,6 +115,22 @@ def test_reference_gathered_per_layer_or_whole():
     assert whole.per_gpu["reference_gathered"] == int(beyond) and 7 * GIB < beyond < 9 * GIB
 
 
+def test_the_prompt_cache_layout_has_no_tree_mask():
+    """dpo.prompt_cache shares the prompt as a key/value cache: the same tokens and layers as the tree layout, without
+    its seq x seq mask per row (by hand: rows x row_length^2 x dtype bytes)."""
+    from dataclasses import replace
+
+    shape = shape_for("meta-llama/Llama-3.2-3B-Instruct")
+    tree = Workload(
+        task="dpo", micro_batch=2, max_length=2048, gradient_checkpointing=False, dtype_bytes=2, mixed_precision=True,
+        shared_prompt=True, shared_row_length=3000,
+    )  # fmt: skip
+    cached = activation_bytes(shape, replace(tree, prompt_cache=True))
+    by_tree = activation_bytes(shape, tree)
+    assert by_tree["mask"] == 2 * 3000**2 * 2 and cached["mask"] == 0
+    assert (cached["layers"], cached["logits"]) == (by_tree["layers"], by_tree["logits"])
+
+
 def test_zero_stages_and_lora_by_hand():
     shape = shape_for("meta-llama/Llama-3.2-3B-Instruct")
     P = shape.params()

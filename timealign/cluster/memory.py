@@ -15,8 +15,9 @@ Assumptions (stated once, here):
 - Activations: per token and layer, the tensors HF's Llama/Qwen/Mistral decoder saves for backward (two RMSNorms
   with their fp32 copy, q/k/v/attention output, four intermediate-sized MLP tensors); with gradient checkpointing
   each layer's input plus one layer recomputed. SDPA/flash attention keeps no seq x seq scores; eager does; the shared
-  prompt's dense mask (sdpa) is one seq x seq mask per row. Logits: none as a whole; TRL's fused LM head, which the
-  trainers call, projects tiles of 4096 positions x 32768 columns and keeps fp32 gradient accumulators
+  prompt's dense mask (sdpa) is one seq x seq mask per row (none with `dpo.prompt_cache`, which shares the prompt as
+  a key/value cache; that layout's peak is not yet measured on a GPU). Logits: none as a whole; TRL's fused LM
+  head, which the trainers call, projects tiles of 4096 positions x 32768 columns and keeps fp32 gradient accumulators
   (`fused_head_bytes`).
 - DPO rows: chosen and rejected, each up to max_length: 2 x micro-batch x max_length tokens. The shared prompt packs
   a pair in one row, the prompt once and both completions: micro-batch x the longest such row (`shared_row_length`,
@@ -172,6 +173,8 @@ class Workload:
     # DPO with shared_prompt: the longest [prompt | chosen | rejected] row of the data, when it is known (the prompt
     # once, then both completions); None: its bound, 2 x max_length.
     shared_row_length: int | None = None
+    # dpo.prompt_cache: the shared prompt as a key/value cache, no seq x seq tree mask (timealign.train.prompt_cache)
+    prompt_cache: bool = False
 
     @property
     def shared(self) -> bool:
@@ -212,7 +215,8 @@ def activation_bytes(shape: ModelShape, work: Workload) -> dict[str, int]:
         layers = shape.num_hidden_layers * tokens * b * h + tokens * per_token_layer + per_layer_extra
     else:
         layers = shape.num_hidden_layers * (tokens * per_token_layer + per_layer_extra)
-    mask = work.rows * work.row_length**2 * b if work.shared and work.attn in ("sdpa", "eager") else 0
+    tree_mask = work.shared and not work.prompt_cache and work.attn in ("sdpa", "eager")
+    mask = work.rows * work.row_length**2 * b if tree_mask else 0
     return {"layers": layers, "mask": mask, "logits": fused_head_bytes(shape, work)}
 
 
@@ -402,6 +406,7 @@ def workload_for(recipe) -> Workload:
         precompute_ref=bool(training.get("precompute_ref_log_probs", False)),
         attn=recipe.model.attn_implementation or "sdpa",
         shared_prompt=recipe.task == "dpo" and recipe.dpo.shared_prompt,
+        prompt_cache=recipe.task == "dpo" and recipe.dpo.shared_prompt and recipe.dpo.prompt_cache,
     )
 
 
