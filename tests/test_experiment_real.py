@@ -181,7 +181,8 @@ def test_heldout_validation_and_overrides_reach_the_recipes(tictoc_v1_dir, tmp_p
 @pytest.mark.parametrize(
     "name",
     ["real", "real-182", "real-182-control", "real-182-seeds"]
-    + [f"validation-{c}" for c in ("lr1e-4", "lr3e-4", "elapsed-newline")],
+    + [f"validation-{c}" for c in ("lr1e-4", "lr3e-4", "elapsed-newline")]
+    + ["test-elapsed-newline-s1"],
 )
 def test_committed_result_is_the_report_it_prints(name):
     """docs/experiment/<name>-report.md is what markdown_report makes of the committed <name>.json: every number the
