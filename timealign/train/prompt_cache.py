@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from timealign.render.families import shared_prompt_model_types
-from timealign.train.shared_prompt import SharedPromptCollator
+from timealign.train.shared_prompt import PairTargets, SharedPromptCollator
 
 __all__ = [
     "CACHE_KEYS",
@@ -138,10 +138,10 @@ class PromptCacheCollator(SharedPromptCollator):
         return out
 
 
-class CachedPairs:
-    """One prompt-cache batch on its device: the two forwards, and per-pair sums of per-token values. The interface
-    of `shared_prompt.PairTree` (`target_pair`, `target_chosen`, `target_rejected`, `pair_sums`,
-    `unshared_token_count`), so the trainer's loss and metrics read either layout the same way."""
+class CachedPairs(PairTargets):
+    """One prompt-cache batch on its device: the two forwards, and per-pair sums of per-token values
+    (`shared_prompt.PairTargets`, as `PairTree`); with `unshared_token_count` the interface of `PairTree`, so the
+    trainer's loss and metrics read either layout the same way."""
 
     def __init__(self, batch: dict[str, Any]):
         missing = [k for k in CACHE_KEYS if k not in batch]
@@ -203,17 +203,6 @@ class CachedPairs:
             fused_lm_head=True,
             **kwargs,
         )
-
-    def pair_sums(self, per_token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sum a `[rows, C-1]` per-token value over each pair's chosen and over its rejected tokens -> two
-        `[pairs]`."""
-        per_token = per_token[:, -self.target_pair.size(1) :]
-
-        def total(which: torch.Tensor) -> torch.Tensor:
-            out = per_token.new_zeros(self.num_pairs)
-            return out.index_add(0, self.target_pair[which], per_token[which])
-
-        return total(self.target_chosen), total(self.target_rejected)
 
     def unshared_token_count(self) -> torch.Tensor:
         """Tokens of TRL's unshared rows (prompt twice, each completion once): `num_tokens` stays comparable. The

@@ -52,7 +52,15 @@ from transformers.data.data_collator import DataCollatorMixin
 
 from timealign.render.families import shared_prompt_model_types
 
-__all__ = ["BRANCH", "PairTree", "SharedPromptCollator", "check_model", "tree_attention_mask", "tree_block_mask"]
+__all__ = [
+    "BRANCH",
+    "PairTargets",
+    "PairTree",
+    "SharedPromptCollator",
+    "check_model",
+    "tree_attention_mask",
+    "tree_block_mask",
+]
 
 PAD, PROMPT, CHOSEN, BRIDGE, REJECTED = -1, 0, 1, 2, 3
 BRANCH = {"pad": PAD, "prompt": PROMPT, "chosen": CHOSEN, "bridge": BRIDGE, "rejected": REJECTED}
@@ -200,7 +208,29 @@ def tree_block_mask(pair_ids: torch.Tensor, branch_ids: torch.Tensor):
     return create_block_mask(mask_mod, B=rows, H=None, Q_LEN=length, KV_LEN=length, device=pair_ids.device)
 
 
-class PairTree:
+class PairTargets:
+    """Per-pair sums over the scored positions of a shared layout's batch: a subclass sets `num_pairs` and, per
+    per-token output position (which scores the next token), `target_pair` (its pair, or -1), `target_chosen` and
+    `target_rejected` (booleans)."""
+
+    num_pairs: int
+    target_pair: torch.Tensor
+    target_chosen: torch.Tensor
+    target_rejected: torch.Tensor
+
+    def pair_sums(self, per_token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sum a `[rows, L-1]` per-token value over each pair's chosen and over its rejected tokens ->
+        two `[pairs]`."""
+        per_token = per_token[:, -self.target_pair.size(1) :]
+
+        def total(which: torch.Tensor) -> torch.Tensor:
+            out = per_token.new_zeros(self.num_pairs)
+            return out.index_add(0, self.target_pair[which], per_token[which])
+
+        return total(self.target_chosen), total(self.target_rejected)
+
+
+class PairTree(PairTargets):
     """One shared-prompt batch on its device: the model's inputs and labels, and per-pair sums of per-token values."""
 
     def __init__(self, batch: dict[str, Any]):
@@ -238,17 +268,6 @@ class PairTree:
         if attn_implementation == "eager":  # eager adds the mask to the scores; sdpa takes booleans
             mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
         return {"input_ids": self.input_ids, "attention_mask": mask, "position_ids": self.position_ids}
-
-    def pair_sums(self, per_token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sum a `[rows, L-1]` per-token value over each pair's chosen and over its rejected tokens ->
-        two `[pairs]`."""
-        per_token = per_token[:, -self.target_pair.size(1) :]
-
-        def total(which: torch.Tensor) -> torch.Tensor:
-            out = per_token.new_zeros(self.num_pairs)
-            return out.index_add(0, self.target_pair[which], per_token[which])
-
-        return total(self.target_chosen), total(self.target_rejected)
 
     def unshared_token_count(self) -> torch.Tensor:
         """Tokens of TRL's unshared rows (prompt twice, each completion once): `num_tokens` stays comparable."""
