@@ -439,13 +439,26 @@ def dpo_runs(
     # whichever layout ran first about 2x slow on an H200, warm-up steps inside the run notwithstanding.
     train(*runs[0], steps=opts.warmup + 1, warmup=opts.warmup)
     rounds: dict[tuple[str, bool], list[tuple[dict, int | None]]] = {run: [] for run in runs}
+    failed: dict[str, str] = {}  # a layout that raises is recorded and left out of later rounds; the others go on
     for r in range(opts.rounds):
         for layout, precompute in runs if r % 2 == 0 else runs[::-1]:  # A..Z, then Z..A: no layout always first
+            if run_label(layout, precompute) in failed:
+                continue
             reset_peak(device)
-            res = train(layout, precompute, opts.steps, opts.warmup)
+            try:
+                res = train(layout, precompute, opts.steps, opts.warmup)
+            except Exception as exc:  # noqa: BLE001 - recorded in the JSON, printed, and the check exits 1
+                failed[run_label(layout, precompute)] = failure(exc)
+                print(f"{run_label(layout, precompute)}: FAILED: {failed[run_label(layout, precompute)]}", flush=True)
+                continue
             rounds[layout, precompute].append((res, peak_bytes(device)))
+            # as it goes: a check stopped from outside mid-part still shows what it measured
+            print(f"round {r + 1}: {run_label(layout, precompute)} {res['steps_per_s']:.3f} steps/s", flush=True)
+    out["failed"] = failed
     for (layout, precompute), timed in rounds.items():
         label = run_label(layout, precompute)
+        if label in failed:
+            continue
         results = [res for res, _ in timed]
         speeds = [res["steps_per_s"] for res in results]
         res = min(results, key=lambda x: abs(x["steps_per_s"] - statistics.median(speeds)))  # the median round
@@ -861,6 +874,16 @@ def lora_row(opts, dataset, tokenizer, device: str, peak: float, workdir: Path) 
     }
 
 
+def failure(exc: BaseException) -> str:
+    """One line for the JSON: the exception and where it was raised (the full traceback is printed)."""
+    import traceback
+
+    traceback.print_exception(exc)
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" (at {Path(where.filename).name}:{where.lineno})" if where else ""
+    return f"{type(exc).__name__}: {exc}{at}"
+
+
 def log_run(label: str, r: dict) -> None:
     peak = f"{r['peak_memory_bytes'] / 2**30:.2f} GiB" if r.get("peak_memory_bytes") else "n/a"
     print(
@@ -923,17 +946,30 @@ def run(opts) -> int:
             "smol": lambda: smol_row(opts, device, peak, tmp),  # ~15-45 s on an H200
             "llama8b_lora": lambda: lora_row(opts, dataset, tokenizer, device, peak, tmp),  # ~30-45 s on an H200
         }
+        failed = {}
         for name, part in parts.items():
-            results[name] = part()
-            # after every part: a later part that fails (it raises) leaves the numbers measured before it on disk
+            # A part (or a DPO layout) that raises is recorded as {"failed": ...} and the check goes on: on a GPU lent
+            # for minutes the parts after it are worth more than an early stop. The exit status is 1 then.
+            try:
+                results[name] = part()
+            except Exception as exc:  # noqa: BLE001 - recorded, printed with its traceback, exit 1 below
+                failed[name] = failure(exc)
+                results[name] = {"failed": failed[name]}
+                print(f"{name}: FAILED: {failed[name]}", flush=True)
+            if name == "dpo":
+                failed.update({f"dpo {label}": why for label, why in results["dpo"].get("failed", {}).items()})
+            # after every part, so a check stopped from outside leaves the numbers measured before on disk
             write_json(opts.json, {**results, "complete": False, "total_s": time.perf_counter() - started})
         print(f"equality: {json.dumps(results['equality'])}", flush=True)
-        print(f"HF generation: {results['generation']['tokens_per_s']:.0f} tokens/s", flush=True)
-    results.update(complete=True, total_s=time.perf_counter() - started)
+        if "tokens_per_s" in results["generation"]:
+            print(f"HF generation: {results['generation']['tokens_per_s']:.0f} tokens/s", flush=True)
+    results.update(complete=not failed, failed=failed, total_s=time.perf_counter() - started)
     write_json(opts.json, results)
     if opts.docs_copy and not opts.smoke:
         write_json(str(REPO_ROOT / "docs" / "bench" / f"gpu-{results['date']}.json"), results)
-    return 0
+    for name, why in failed.items():
+        print(f"gpu-check: {name} FAILED: {why}", file=sys.stderr, flush=True)
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,3 +113,38 @@ def test_smol_row_refuses_a_named_gguf_that_is_not_there(tmp_path, monkeypatch):
     with pytest.raises(RecipeError, match="TIMEALIGN_SMOL_GGUF names .*missing.gguf, which is not a file") as err:
         smol_row(options_class()(smoke=True), "cpu", 1.0, tmp_path)
     assert len(str(err.value).splitlines()) == 1
+
+
+def test_a_dpo_layout_that_fails_is_recorded_and_the_others_are_still_timed(tmp_path, monkeypatch):
+    """On a GPU lent for minutes one layout's crash must not lose the others: it is recorded under dpo.failed (its
+    exception and where), left out of later rounds, and every other layout still gets its rounds. The trainers are
+    not what is tested here (the smoke test above runs them): a stand-in for `timed_train` raises for one layout."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    import benchmarks.trainer_ab
+    from benchmarks.gpu_check import SMOKE_SHAPE, dpo_runs, options_class
+    from timealign.models.tiny import ensure_tiny_model
+
+    calls = []
+
+    def timed_train(label, build, workdir, steps, warmup, sync):
+        calls.append(label)
+        if label == "offset":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return {"steps_per_s": 2.0, "tokens_per_s": 1000.0, "construct_s": 0.1, "train_loss": 0.69}
+
+    monkeypatch.setattr(benchmarks.trainer_ab, "timed_train", timed_train)
+    opts = options_class()(smoke=True, rounds=2, batch_size=2)
+    pairs = Dataset.from_dict(
+        {"prompt": ["a b c"] * 2, "chosen": ["d"] * 2, "rejected": ["e f"] * 2, "margin": [1.0] * 2}
+    )
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
+    out = dpo_runs(opts, dict(SMOKE_SHAPE), 10**6, tmp_path, pairs, tokenizer, "cpu", 1.0, tmp_path)
+    assert set(out["failed"]) == {"offset"}
+    assert out["failed"]["offset"].startswith("RuntimeError: CUDA error: an illegal memory access")
+    assert "test_gpu_check.py" in out["failed"]["offset"]  # where it was raised
+    assert "offset" not in out["runs"] and calls.count("offset") == 1  # not retried in round 2
+    others = {"trl", "trl+precomputed_ref", "offset+precomputed_ref", "shared_sdpa", "shared_sdpa+precomputed_ref"}
+    assert set(out["runs"]) == others
+    assert all(len(run["steps_per_s_rounds"]) == 2 for run in out["runs"].values())
