@@ -68,6 +68,7 @@ def test_planner_within_tolerance_of_every_measured_gpu_peak(where, tictoc_v1_di
             shared=layout.startswith("shared"),
             precompute=label.endswith("+precomputed_ref"),
             shared_row=shared_row,
+            prompt_cache=layout == "shared_cache",
         )
         ratios[label] = estimate / measured["peak_memory_bytes"]
     for kind, measured in run["sft"]["runs"].items():
