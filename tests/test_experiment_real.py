@@ -79,6 +79,56 @@ def test_reduced_experiment_writes_every_arm(smol_model_dir, tictoc_v1_dir, tmp_
     assert trained["training"]["use_cpu"] is True
 
 
+def test_parallel_runs_each_arm_and_seed_apart_and_merges_them(tictoc_v1_dir, tmp_path, capsys):
+    """parallel=2: the untrained arms in one process, each trained arm and seed in its own, two at a time, under
+    <out>/runs/ (folder and log each); the merged report holds every unit's numbers unchanged, the differences between
+    arms of different units paired from their decisions, and what was asked. The tiny model stands in for smol (the
+    plumbing, not the numbers: the reduced smol run above covers the arms themselves)."""
+    from timealign.experiment.real import main
+
+    out = tmp_path / "par"
+    env = launcher_env(OMP_NUM_THREADS="1")
+    run_checked(
+        [sys.executable, "-m", "timealign.experiment.real", f"out={out}", f"data={tictoc_v1_dir}", "base=tiny",
+         "arms=base,method,clock", "seeds=0,1", "train_pairs=1", "batch_pairs=1", "eval_backend=hf",
+         "eval_samples=4", "curve_every=0", "resamples=50", "parallel=2"],
+        env,
+        timeout=900,
+    )  # fmt: skip
+    summary = json.loads((out / "real.json").read_text())
+    units = ["untrained", "method-seed0", "method-seed1"]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(units + [f"{u}.log" for u in units])
+    assert summary["settings"]["parallel"] == {
+        "processes": 2,
+        "units": 3,
+        "seconds_of_the_runs": pytest.approx(
+            sum(json.loads((out / "runs" / u / "real.json").read_text())["seconds"] for u in units)
+        ),  # fmt: skip
+    }
+    options = summary["settings"]["options"]
+    assert (options["parallel"], options["arms"], options["seeds"], options["out"]) == (2, "base,method,clock", "0,1",
+                                                                                        str(out))  # fmt: skip
+    for unit, arm, seed in (("untrained", "base", "0"), ("untrained", "clock", "0"), ("method-seed0", "method", "0"),
+                            ("method-seed1", "method", "1")):  # fmt: skip
+        own = json.loads((out / "runs" / unit / "real.json").read_text())
+        assert own["settings"]["options"]["eval_samples"] == 4 and own["settings"]["options"]["resamples"] == 50
+        assert (own["settings"]["options"]["parallel"], own["settings"]["options"]["overlap"]) == (1, False)
+        assert {k: v for k, v in summary["arms"][arm][seed].items() if k != "decisions"} == {
+            k: v for k, v in own["arms"][arm][seed].items() if k != "decisions"
+        }
+    for seed in ("0", "1"):  # paired across units: the same samples, so the difference of the two NARs
+        difference = summary["differences"][f"method - clock, seed {seed}"]["difference"]
+        assert difference == pytest.approx(
+            summary["arms"]["method"][seed]["nar"] - summary["arms"]["clock"]["0"]["nar"]
+        )
+    assert "Run as 3 processes, 2 at a time (`parallel=`)" in (out / "real.md").read_text()
+    assert main([f"out={tmp_path / 'x'}", "parallel=-1"]) == 2
+    assert main([f"out={tmp_path / 'x'}", "parallel=2", "timer=true", "base=tiny"]) == 2
+    refusals = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert "parallel must be >= 0" in refusals[0] and "timer=true runs in one process: parallel=1" in refusals[1]
+    assert not (tmp_path / "x").exists()
+
+
 def test_the_gpu_path_resolves_before_training(monkeypatch, tmp_path, capsys):
     """device/eval_backend `auto` become what this machine has; a GPU or vLLM asked for and absent is refused in one
     line before any training; on a GPU the arms train with training.use_cpu=false and score at batch 64."""
