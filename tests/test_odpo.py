@@ -237,6 +237,36 @@ def test_margin_modes_match_hand_computation(layout, mode, precompute_trainer, u
         assert metrics["weight/mean"][-1] == pytest.approx(sum(margins) / 4)
 
 
+@pytest.mark.parametrize("layout", ["trl", "shared", "cache"])
+def test_sft_term_matches_hand_computation(layout, tmp_path, tiny_model_dir, tiny_tokenizer):
+    """loss_type ["sigmoid", "sft"] with loss_weights [w1, w2]: w1 x the offset loss + w2 x the mean negative log-prob
+    of the micro-batch's chosen tokens (TRL's "sft"), in TRL's layout (TRL computes it), the tree and the prompt cache
+    (timealign computes it); the chosen tokens' log-probs from plain unpadded forwards."""
+    trainer = OffsetDPOTrainer(
+        model=load_model(tiny_model_dir),
+        args=make_config(tmp_path, precompute_ref_log_probs=True, loss_type=["sigmoid", "sft"],
+                         loss_weights=[0.75, 0.5]),
+        train_dataset=make_dataset(tiny_tokenizer, [0.0, 1.5, 0.5, 1.0]),
+        processing_class=tiny_tokenizer,
+        shared_prompt=layout != "trl",
+        prompt_cache=layout == "cache",
+    )  # fmt: skip
+    policy = load_model(tiny_model_dir).eval()
+    lr_w, lr_l, margins = [0.5, -2.0, 3.0, 10.0], [-1.0, 1.0, 2.0, -4.0], [0.0, 1.5, 0.25, 1.0]
+    batch = batch_with_logratios(trainer, policy, lr_w, lr_l, margins)
+    trainer.model.train()
+    loss = trainer.compute_loss(trainer.model, batch)
+    rows = list(trainer.train_dataset)
+    chosen_logps = sum(completion_logp(policy, r["prompt_ids"], r["chosen_ids"]) for r in rows)
+    chosen_tokens = sum(len(r["chosen_ids"]) for r in rows)
+    offset_loss = sum(map(odpo_loss, lr_w, lr_l, margins)) / len(margins)
+    assert loss.item() == pytest.approx(0.75 * offset_loss + 0.5 * -chosen_logps / chosen_tokens, abs=2e-5)
+    metrics = trainer._metrics["train"]  # the rewards are the offset loss's, the SFT term leaves them alone
+    assert metrics["rewards/margins"][-1] == pytest.approx(
+        sum(BETA * (w - l) for w, l in zip(lr_w, lr_l)) / 4, abs=2e-5
+    )
+
+
 def test_weight_mode_needs_the_shared_layout(tmp_path, tiny_model_dir, tiny_tokenizer):
     with pytest.raises(ValueError, match="dpo.shared_prompt=true"):
         OffsetDPOTrainer(
@@ -444,7 +474,9 @@ def test_missing_or_negative_margin_is_an_error(tmp_path, tiny_model_dir, tiny_t
     "overrides",
     [
         {"loss_type": ["hinge"]},
-        {"loss_type": ["sigmoid", "sft"]},
+        {"loss_type": ["sft"]},
+        {"loss_type": ["sigmoid", "hinge"]},
+        {"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, -0.5]},
         {"label_smoothing": 0.1},
         {"f_divergence_type": "js_divergence"},
         {"ld_alpha": 0.5},

@@ -27,8 +27,12 @@ per-example policy log-probs are read off the policy's forward output (a forward
 `rewards/chosen|rejected|margins|accuracies` are rewritten with the true, un-shifted values. Two metrics are added:
 `offset/mean` and `rewards/margin_above_offset` (fraction of pairs with beta * (lr_w - lr_l) > delta).
 
-The identity is exact only for loss_type "sigmoid" with the reverse-KL score, plain summed log-probs (no `ld_alpha`),
-no WPO weighting and no label smoothing; everything else is refused at construction.
+`loss_type=["sigmoid", "sft"]` (TRL's combined loss, with `loss_weights`) adds TRL's SFT term, the mean negative
+log-prob of the chosen tokens, to the offset loss: the SFT term reads the policy alone, so the shift does not touch it
+(the shared layouts compute it from the same per-token log-probs).
+
+The identity is exact only for loss_type "sigmoid" (plus "sft") with the reverse-KL score, plain summed log-probs
+(no `ld_alpha`), no WPO weighting and no label smoothing; everything else is refused at construction.
 
 The offset must also survive the data path: it is kept as a signature column (so `remove_unused_columns` keeps it),
 carried through the collator by a wrapper (`timealign.train.collators`; TRL's `DataCollatorForPreference` drops
@@ -388,7 +392,9 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
         chosen_logratios = chosen_logps - ref_chosen
         rejected_logratios = rejected_logps - ref_rejected
         per_pair = -F.logsigmoid(self.beta * (chosen_logratios - rejected_logratios) - offsets)
-        loss = (per_pair if weights is None else weights * per_pair).mean()
+        loss = (per_pair if weights is None else weights * per_pair).mean() * self.loss_weights[0]
+        if "sft" in self.loss_types:  # TRL's "sft": the mean negative log-prob of the micro-batch's chosen tokens
+            loss = loss - chosen_logps.sum() / tree.target_chosen.sum().clamp(min=1) * self.loss_weights[1]
         if weights is not None:
             self._metrics[mode]["weight/mean"].append(self.accelerator.gather(weights).mean().item())
 
@@ -509,10 +515,14 @@ def _bind_dpo_args(args: tuple, kwargs: dict) -> dict[str, Any]:
 
 def _check_loss_config(args: DPOConfig) -> None:
     """Refuse settings under which the shifted-reference identity is not the ODPO formula."""
-    if list(args.loss_type) != ["sigmoid"]:
-        raise ValueError(f"OffsetDPOTrainer implements loss_type='sigmoid' only; got {args.loss_type}.")
-    if args.loss_weights is not None and [float(w) for w in args.loss_weights] != [1.0]:
-        raise ValueError(f"OffsetDPOTrainer needs loss_weights None or [1.0]; got {args.loss_weights}.")
+    if list(args.loss_type) not in (["sigmoid"], ["sigmoid", "sft"]):
+        raise ValueError(
+            f"OffsetDPOTrainer implements loss_type 'sigmoid', or ['sigmoid', 'sft'] (the offset loss plus TRL's SFT "
+            f"term on the chosen replies); got {args.loss_type}."
+        )
+    weights = args.loss_weights
+    if weights is not None and not all(math.isfinite(float(w)) and float(w) >= 0 for w in weights):
+        raise ValueError(f"OffsetDPOTrainer needs finite loss_weights >= 0; got {weights}.")
     if args.label_smoothing != 0.0:
         raise ValueError(f"OffsetDPOTrainer needs label_smoothing=0 (got {args.label_smoothing}).")
     if args.f_divergence_type != "reverse_kl":
