@@ -403,8 +403,19 @@ def sft_row_lengths(rows, max_length: int) -> dict[str, int]:
 
 
 def dpo_runs(
-    opts, shape: dict, n_params: int, model_dir: Path, dataset, tokenizer, device: str, peak: float, workdir: Path
+    opts,
+    shape: dict,
+    n_params: int,
+    model_dir: Path,
+    dataset,
+    tokenizer,
+    device: str,
+    peak: float,
+    workdir: Path,
+    progress=None,
 ) -> dict:
+    """Every DPO layout, timed in interleaved rounds. `progress(partial)` gets the result so far after each timed run
+    (its `timed` list), so a check stopped from outside keeps what it measured."""
     import statistics
 
     from benchmarks.dpo_variants import pair_tokens
@@ -422,6 +433,7 @@ def dpo_runs(
         "longest_shared_row_tokens": shared_row,
         "stock_tokens_per_pair": stock_tokens,
         "runs": {},
+        "timed": [],  # every timed run in the order it ran (the rounds), as it goes
     }
 
     def train(layout: str, precompute: bool, steps: int, warmup: int) -> dict:
@@ -452,8 +464,22 @@ def dpo_runs(
                 print(f"{run_label(layout, precompute)}: FAILED: {failed[run_label(layout, precompute)]}", flush=True)
                 continue
             rounds[layout, precompute].append((res, peak_bytes(device)))
+            out["timed"].append(
+                {
+                    "round": r + 1,
+                    "run": run_label(layout, precompute),
+                    **{k: res[k] for k in ("steps_per_s", "tokens_per_s", "construct_s", "train_call_s")},
+                    "peak_memory_bytes": rounds[layout, precompute][-1][1],
+                }
+            )
+            if progress is not None:
+                progress(out)
             # as it goes: a check stopped from outside mid-part still shows what it measured
-            print(f"round {r + 1}: {run_label(layout, precompute)} {res['steps_per_s']:.3f} steps/s", flush=True)
+            print(
+                f"round {r + 1}: {run_label(layout, precompute)} {res['steps_per_s']:.3f} steps/s (built in "
+                f"{res['construct_s']:.1f} s, train() {res['train_call_s']:.1f} s)",  # where a run's time goes
+                flush=True,
+            )
     out["failed"] = failed
     for (layout, precompute), timed in rounds.items():
         label = run_label(layout, precompute)
@@ -940,7 +966,20 @@ def run(opts) -> int:
         results["pairs_left_out_too_long"] = too_long
         parts = {
             "equality": lambda: equality(opts, model_dir, dataset, tokenizer, device, tmp),
-            "dpo": lambda: dpo_runs(opts, shape, n_params, model_dir, dataset, tokenizer, device, peak, tmp),
+            "dpo": lambda: dpo_runs(
+                opts,
+                shape,
+                n_params,
+                model_dir,
+                dataset,
+                tokenizer,
+                device,
+                peak,
+                tmp,
+                progress=lambda partial: write_json(
+                    opts.json, {**results, "dpo": partial, "complete": False}, say=False
+                ),
+            ),
             "sft": lambda: sft_runs(opts, shape, n_params, model_dir, device, peak, tmp),
             "generation": lambda: generation(opts, model_dir, dataset, device),
             "smol": lambda: smol_row(opts, device, peak, tmp),  # ~15-45 s on an H200

@@ -280,11 +280,12 @@ def verdict(goal_met: bool, within_noise: bool | None) -> str:
     )
 
 
-def write_json(path: str | None, results: dict) -> None:
-    """Every number to `path` (nothing when no path was given)."""
+def write_json(path: str | None, results: dict, say: bool = True) -> None:
+    """Every number to `path` (nothing when no path was given); `say`: print where."""
     if not path:
         return
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(results, indent=2, default=str))
-    print(f"wrote {target}")
+    if say:
+        print(f"wrote {target}")

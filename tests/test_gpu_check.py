@@ -68,6 +68,7 @@ def test_gpu_check_code_path_on_cpu(tmp_path, tictoc_v1_dir):
         "shared_sdpa",
         "shared_sdpa+precomputed_ref",
     }  # shared_flex: GPU only
+    assert len(res["dpo"]["timed"]) == 2 * len(runs)  # every timed run as it ran, kept as the check goes
     for run in runs.values():  # two interleaved rounds after an untimed throwaway run: median, min, max
         assert len(run["steps_per_s_rounds"]) == 2
         assert run["steps_per_s_min"] <= run["steps_per_s"] <= run["steps_per_s_max"]
@@ -132,7 +133,13 @@ def test_a_dpo_layout_that_fails_is_recorded_and_the_others_are_still_timed(tmp_
         calls.append(label)
         if label == "offset":
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
-        return {"steps_per_s": 2.0, "tokens_per_s": 1000.0, "construct_s": 0.1, "train_loss": 0.69}
+        return {
+            "steps_per_s": 2.0,
+            "tokens_per_s": 1000.0,
+            "construct_s": 0.1,
+            "train_call_s": 1.5,
+            "train_loss": 0.69,
+        }
 
     monkeypatch.setattr(benchmarks.trainer_ab, "timed_train", timed_train)
     opts = options_class()(smoke=True, rounds=2, batch_size=2)
@@ -140,7 +147,13 @@ def test_a_dpo_layout_that_fails_is_recorded_and_the_others_are_still_timed(tmp_
         {"prompt": ["a b c"] * 2, "chosen": ["d"] * 2, "rejected": ["e f"] * 2, "margin": [1.0] * 2}
     )
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
-    out = dpo_runs(opts, dict(SMOKE_SHAPE), 10**6, tmp_path, pairs, tokenizer, "cpu", 1.0, tmp_path)
+    seen = []  # what a check stopped from outside would have kept: the timed runs so far, after each
+    out = dpo_runs(
+        opts, dict(SMOKE_SHAPE), 10**6, tmp_path, pairs, tokenizer, "cpu", 1.0, tmp_path,
+        progress=lambda partial: seen.append(len(partial["timed"])),
+    )  # fmt: skip
+    assert seen == list(range(1, 11))  # 5 layouts that ran x 2 rounds, one call after each
+    assert [t["run"] for t in out["timed"][:5]] == [t["run"] for t in out["timed"][5:]][::-1]  # reversed in round 2
     assert set(out["failed"]) == {"offset"}
     assert out["failed"]["offset"].startswith("RuntimeError: CUDA error: an illegal memory access")
     assert "test_gpu_check.py" in out["failed"]["offset"]  # where it was raised
