@@ -187,8 +187,8 @@ class RealOptions:
         0,
         "runs at once: N > 1 runs each trained arm and seed (and the untrained arms together) as its own process, N "
         "at a time, in <out>/runs/, then merges them into <out> as merge= does; 1: one process, arms one after the "
-        "other; 0: 1 on a CPU, on a GPU as many as its free memory holds at 10 GB a run (at most 8, the most "
-        "measured: 8 smol runs on one H200 finished together in 253 s)",
+        "other; 0: 1 on a CPU or with timer=true, on a GPU as many as its free memory holds at 10 GB a run (at "
+        "most 8, the most measured: 8 smol runs on one H200 finished together in 253 s)",
     )
     merge: str = opt(
         "",
@@ -816,7 +816,7 @@ def run_in_parallel(o: RealOptions, units: list, processes: int) -> dict:
     folders = run_units(o, units, min(processes, len(units)), Path(o.out) / "runs")
     summary = merge_runs([str(f) for f in folders], TRAINED, COMPARISONS, o.resamples)
     # what was asked, not the units' own options (one arm and seed each, parallel=1): the command that reruns it
-    summary["settings"]["options"].update(out=o.out, arms=o.arms, parallel=processes, merge="")
+    summary["settings"]["options"].update(out=o.out, arms=o.arms, parallel=o.parallel, merge="")
     summary["settings"]["parallel"] = {
         "processes": min(processes, len(units)),
         "units": len(units),
@@ -861,7 +861,7 @@ def run(invocation: Invocation) -> int:
         raise RecipeError(f"parallel must be >= 0, got {o.parallel}")
     resolve_device(o)
     units = plan_units(arms, seeds, TRAINED)
-    processes = o.parallel or auto_processes(o.device, len(units))
+    processes = o.parallel or (1 if o.timer else auto_processes(o.device, len(units)))  # auto never refuses
     if processes > 1 and o.timer:
         raise RecipeError("timer=true runs in one process: parallel=1, or the TIMER part on its own (arms=clock "
                           "timer=true)")  # fmt: skip
