@@ -232,7 +232,8 @@ def test_heldout_validation_and_overrides_reach_the_recipes(tictoc_v1_dir, tmp_p
     "name",
     ["real", "real-182", "real-182-control", "real-182-seeds"]
     + [f"validation-{c}" for c in ("lr1e-4", "lr3e-4", "elapsed-newline", "elapsed-newline-sft")]
-    + ["test-elapsed-newline-s1", "test-elapsed-newline-cpu", "h200-182-seeds", "h200-elapsed-newline"]
+    + ["test-elapsed-newline-s1", "test-elapsed-newline-cpu", "test-elapsed-newline-sft-cpu"]
+    + ["h200-182-seeds", "h200-elapsed-newline"]
     + [f"h200-validation-{e}" for e in ("1-epoch", "2-epochs", "3-epochs")],
 )
 def test_committed_result_is_the_report_it_prints(name):
