@@ -11,10 +11,11 @@ import time
 import pytest
 import torch
 from datasets import Dataset
+from dpo_layouts import BETA
+from dpo_layouts import make_config as layouts_config
 
 from timealign.train.odpo import OffsetDPOTrainer
 
-BETA = 0.1
 LOG2 = 0.693147  # -log sigmoid(0)
 LOSS_AT_1_5 = 1.701413  # -log sigmoid(-1.5)
 
@@ -52,27 +53,9 @@ def make_dataset(tokenizer, margins, margin_column: str = "margin") -> Dataset:
 
 
 def make_config(tmp_path, **overrides):
-    from trl import DPOConfig
-
-    kwargs = dict(
-        output_dir=str(tmp_path / "out"),
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to=[],
-        use_cpu=True,
-        logging_steps=1,
-        max_length=96,
-        per_device_train_batch_size=8,  # the whole tiny dataset is one batch: step-0 loss is over all rows
-        max_steps=2,
-        learning_rate=1e-3,
-        beta=BETA,
-        save_strategy="no",
-        seed=0,
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
-    kwargs.update(overrides)
-    return DPOConfig(**kwargs)
+    """The layout tests' config (tests/dpo_layouts.py) with room for the tiny pairs and all of them in one batch."""
+    # the whole tiny dataset is one batch: step-0 loss is over all rows
+    return layouts_config(tmp_path, **{"max_length": 96, "per_device_train_batch_size": 8, **overrides})
 
 
 class ForwardKwargsRecorder:
