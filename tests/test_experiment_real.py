@@ -231,8 +231,12 @@ def test_heldout_validation_and_overrides_reach_the_recipes(tictoc_v1_dir, tmp_p
 @pytest.mark.parametrize(
     "name",
     ["real", "real-182", "real-182-control", "real-182-seeds"]
-    + [f"validation-{c}" for c in ("lr1e-4", "lr3e-4", "elapsed-newline", "elapsed-newline-sft")]
+    + [
+        f"validation-{c}"
+        for c in ("lr1e-4", "lr3e-4", "elapsed-newline", "elapsed-newline-sft", "elapsed-newline-sft-lora")
+    ]
     + ["test-elapsed-newline-s1", "test-elapsed-newline-cpu", "test-elapsed-newline-sft-cpu"]
+    + ["test-elapsed-newline-sft-curve"]
     + ["h200-182-seeds", "h200-elapsed-newline"]
     + [f"h200-validation-{e}" for e in ("1-epoch", "2-epochs", "3-epochs")],
 )

@@ -813,12 +813,13 @@ def resolve_device(o: RealOptions) -> None:
 def run_in_parallel(o: RealOptions, units: list, processes: int) -> dict:
     """`parallel=N`: every unit (timealign.experiment.parallel) as its own run under <out>/runs/, merged into <out>."""
     start = time.perf_counter()
-    folders = run_units(o, units, min(processes, len(units)), Path(o.out) / "runs")
+    processes = min(processes, len(units))  # no more processes than units
+    folders = run_units(o, units, processes, Path(o.out) / "runs")
     summary = merge_runs([str(f) for f in folders], TRAINED, COMPARISONS, o.resamples)
     # what was asked, not the units' own options (one arm and seed each, parallel=1): the command that reruns it
     summary["settings"]["options"].update(out=o.out, arms=o.arms, parallel=o.parallel, merge="")
     summary["settings"]["parallel"] = {
-        "processes": min(processes, len(units)),
+        "processes": processes,
         "units": len(units),
         "seconds_of_the_runs": summary["seconds"],  # each run's own clock, slowed by the sharing
     }
