@@ -75,9 +75,10 @@ test-vllm: $(VLLM_VENV)/.installed
 
 # The method learning on the tiny default (~5 min on 2 cores): offset-DPO on the time-blind tiny agent (held-out NAR
 # before/after, a no-timestamp control, the NAR curve while training) and TIMER SFT (delay F1 before/after);
-# prints the table, writes $(DEMO_DIR)/summary.json and $(DEMO_DIR)/demo.png.
+# prints the table, writes $(DEMO_DIR)/summary.json and $(DEMO_DIR)/demo.png. DEMO_ARGS: options of
+# timealign/experiment/demo.py (`--help`), e.g. DEMO_ARGS="ablations=true" (what tests/test_experiment.py asserts).
 demo: env
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment.demo out=$(DEMO_DIR)
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(PY) -m timealign.experiment.demo out=$(DEMO_DIR) $(DEMO_ARGS)
 
 EXPERIMENT_DIR ?= results/experiment
 experiment: env

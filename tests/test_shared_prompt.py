@@ -257,6 +257,24 @@ def test_synthetic_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer, sou
     assert_same(step(shared), step(trl_trainer))
 
 
+@pytest.mark.parametrize("source", ["reload", "ref_model", "lora"])
+def test_one_mask_per_batch_for_policy_and_reference(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch, source):
+    """The policy's forward and the reference's use the batch's one tree mask (built once, not once a forward)."""
+    built = []
+
+    def counted(pair_ids, branch_ids):
+        built.append(pair_ids.shape)
+        return real(pair_ids, branch_ids)
+
+    real = shared_prompt.tree_attention_mask
+    monkeypatch.setattr(shared_prompt, "tree_attention_mask", counted)
+    trainer = build(tmp_path, tiny_model_dir, tiny_tokenizer, synthetic_pairs(tiny_tokenizer), True, source)
+    batch = trainer._prepare_inputs(trainer.data_collator([trainer.train_dataset[i] for i in range(4)]))
+    with trainer.compute_loss_context_manager():
+        trainer.compute_loss(trainer.model, batch).backward()
+    assert len(built) == 1, built  # the step ran both forwards (the reference is not precomputed) on one mask
+
+
 def test_padding_free_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer):
     dataset = synthetic_pairs(tiny_tokenizer)
     trl = step(build(tmp_path, tiny_model_dir, tiny_tokenizer, dataset, False, "precompute"))

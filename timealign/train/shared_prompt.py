@@ -250,24 +250,32 @@ class PairTree(PairTargets):
         self.target_pair = self.pair_ids[:, 1:]
         self.target_chosen = self.branch_ids[:, 1:] == CHOSEN
         self.target_rejected = self.branch_ids[:, 1:] == REJECTED
+        self._masks: dict[tuple[str, torch.dtype], Any] = {}  # (attention implementation, dtype) -> its mask
 
     @property
     def labels(self) -> torch.Tensor:
         return self.input_ids.masked_fill(~self.completion, -100)
 
     def model_inputs(self, attn_implementation: str, dtype: torch.dtype) -> dict[str, Any]:
+        """The model's inputs. The mask is built once per batch: the policy's forward and the reference's (and every
+        layer of each) share it."""
+        if attn_implementation == "flex_attention" and self.input_ids.device.type == "cpu" and torch.is_grad_enabled():
+            raise ValueError(
+                "model.attn_implementation=flex_attention: torch has no FlexAttention backward on "
+                "CPU; train with sdpa on CPU (flex is for GPUs)"
+            )
+        key = (attn_implementation, dtype)
+        if key not in self._masks:
+            self._masks[key] = self._mask(attn_implementation, dtype)
+        return {"input_ids": self.input_ids, "attention_mask": self._masks[key], "position_ids": self.position_ids}
+
+    def _mask(self, attn_implementation: str, dtype: torch.dtype):
         if attn_implementation == "flex_attention":
-            if self.input_ids.device.type == "cpu" and torch.is_grad_enabled():
-                raise ValueError(
-                    "model.attn_implementation=flex_attention: torch has no FlexAttention backward on "
-                    "CPU; train with sdpa on CPU (flex is for GPUs)"
-                )
-            mask = tree_block_mask(self.pair_ids, self.branch_ids)
-            return {"input_ids": self.input_ids, "attention_mask": mask, "position_ids": self.position_ids}
+            return tree_block_mask(self.pair_ids, self.branch_ids)
         mask = tree_attention_mask(self.pair_ids, self.branch_ids)
         if attn_implementation == "eager":  # eager adds the mask to the scores; sdpa takes booleans
             mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
-        return {"input_ids": self.input_ids, "attention_mask": mask, "position_ids": self.position_ids}
+        return mask
 
     def unshared_token_count(self) -> torch.Tensor:
         """Tokens of TRL's unshared rows (prompt twice, each completion once): `num_tokens` stays comparable."""
