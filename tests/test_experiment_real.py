@@ -129,6 +129,59 @@ def test_parallel_runs_each_arm_and_seed_apart_and_merges_them(tictoc_v1_dir, tm
     assert not (tmp_path / "x").exists()
 
 
+def test_rescore_scores_a_runs_models_again_and_counts_the_decisions_alike(tictoc_v1_dir, tmp_path, capsys):
+    """rescore=: a finished run's models scored again on the same samples (here the same hf backend at another batch
+    size, so every decision must match), nothing trained, the run's own folder untouched; the options are the run's
+    except the evaluation's; what cannot be rescored is refused in one line before any scoring."""
+    import shutil
+
+    from timealign.experiment.real import main
+
+    run = tmp_path / "run"
+    run_checked(
+        [sys.executable, "-m", "timealign.experiment.real", f"out={run}", f"data={tictoc_v1_dir}", "base=tiny",
+         "arms=base,method,clock", "seeds=0", "train_pairs=1", "batch_pairs=1", "eval_backend=hf", "eval_samples=4",
+         "curve_every=0", "resamples=50", "overlap=false"],
+        launcher_env(OMP_NUM_THREADS="1"),
+        timeout=900,
+    )  # fmt: skip
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    again = tmp_path / "again"
+    run_checked(
+        [sys.executable, "-m", "timealign.experiment.real", f"out={again}", f"rescore={run}", "eval_batch_size=1",
+         "eval_backend=hf", "resamples=50"],
+        launcher_env(OMP_NUM_THREADS="1"),
+        timeout=900,
+    )  # fmt: skip
+    original, summary = (json.loads((folder / "real.json").read_text()) for folder in (run, again))
+    assert summary["rescore"]["agreement"] == {
+        f"{arm}-seed0": {"same": 4, "of": 4, "differ": []} for arm in ("base", "method", "clock")
+    }
+    assert (summary["rescore"]["from"], summary["rescore"]["eval_backend"]) == (str(run), "hf")
+    assert summary["arms"] == original["arms"] and summary["samples"] == original["samples"]
+    assert summary["runs"]["method-seed0"]["train"] == original["runs"]["method-seed0"]["train"]  # its training's
+    options = summary["settings"]["options"]
+    assert (options["base"], options["train_pairs"], options["eval_samples"], options["eval_batch_size"]) == (
+        "tiny", 1, 4, 1)  # fmt: skip
+    assert not list(again.rglob("*.safetensors"))  # scored from the run's folder, nothing trained again
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
+    report = (again / "real.md").read_text()
+    assert report == markdown_report(summary) and "- method-seed0: 4 of 4 samples" in report
+    broken = tmp_path / "broken"
+    shutil.copytree(run, broken, ignore=shutil.ignore_patterns("config.json", "*.safetensors"))
+    capsys.readouterr()
+    for args in ([f"rescore={tmp_path / 'none'}"], [f"rescore={broken}"], [f"rescore={run}", "merge=a,b"]):
+        assert main([f"out={tmp_path / 'x'}", "eval_backend=hf", *args]) == 2
+    assert main([f"out={run}", f"rescore={run}", "eval_backend=hf"]) == 2
+    refusals = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(refusals) == 4, refusals
+    assert "no real.json there" in refusals[0] and f"{broken / 'models' / 'method-seed0'}: no trained model" in (
+        refusals[1]
+    )  # fmt: skip
+    assert "merge=a,b: a rescored run keeps its own arms" in refusals[2] and "is the run" in refusals[3]
+    assert not (tmp_path / "x").exists()
+
+
 def test_the_gpu_path_resolves_before_training(monkeypatch, tmp_path, capsys):
     """device/eval_backend `auto` become what this machine has; a GPU or vLLM asked for and absent is refused in one
     line before any training; on a GPU the arms train with training.use_cpu=false and score at batch 64."""

@@ -35,7 +35,9 @@ samples; the untrained arms are scored once and stand for every seed. real.json 
 decisions, and `merge=` joins runs made apart (other seeds, other arms) into one report with the across-seed tables
 and picture (`timealign.experiment.seeds`). `heldout=validation` scores on a validation split carved from the train
 split (`data.validation_share`) instead of the test split, and `overrides=` changes the trained arms' recipe: the
-two together choose a configuration without looking at the test split.
+two together choose a configuration without looking at the test split. `rescore=RUN` scores a finished run's models
+again (another backend, batch size or device; no training) and counts, per arm and seed, the held-out samples on which
+it decides as RUN did: a number checked with a second backend before it is believed.
 
 Writes `<out>/real.json` (every number), `<out>/real.md` (the report, made from that JSON alone), `<out>/real.png`,
 every evaluator report under `<out>/eval/` and the models under `<out>/models/`.
@@ -57,7 +59,7 @@ from timealign.config.schema import opt
 from timealign.eval.bootstrap import fmt_interval
 from timealign.experiment.parallel import auto_processes, plan_units, run_units
 from timealign.experiment.report import fmt
-from timealign.experiment.seeds import across_seeds, decisions, merge_runs, sample_keys
+from timealign.experiment.seeds import across_seeds, agreement, decisions, load_run, merge_runs, sample_keys
 from timealign.experiment.spec import comma_choices, comma_seeds
 
 logger = logging.getLogger("timealign.experiment.real")
@@ -195,6 +197,14 @@ class RealOptions:
         "comma list of finished runs (folders holding real.json, or the files) to combine into <out> without "
         "training: seeds and arms run apart, one report with the across-seed summary; the runs must share model, "
         "pairs, batch, lr, beta and held-out samples (timealign/experiment/seeds.py)",
+    )
+    rescore: str = opt(
+        "",
+        "a finished run's folder (real.json, models/) to score again without training: its models on the same "
+        "held-out samples with this eval_backend, eval_batch_size and device (every other option is the run's), "
+        "into out=; real.json and real.md then say per arm and seed on how many samples it decides as the run did "
+        "(a number checked with a second backend). A parallel or merged run: rescore each run it joined "
+        "(<out>/runs/<unit>), then merge= the rescored folders",
     )
 
 
@@ -535,6 +545,20 @@ def before_after(before: dict, after: dict, key: str) -> str:
     return f"{fmt(before[key])} -> {fmt(after[key])} {fmt_interval(after.get('intervals', {}).get(key))}"
 
 
+def rescore_markdown(summary: dict) -> list[str]:
+    """A rescored run's lines (`rescore=`): where its models were trained and first scored, and per arm and seed the
+    decisions made alike."""
+    r = summary.get("rescore")
+    if not r:
+        return []
+    lines = ["", f"Scored again (`rescore=`): the models of `{r['from']}`, trained and first scored there with "
+             f"eval.backend={r['eval_backend']} on {r['device']}. The same decision as there:", ""]  # fmt: skip
+    for key, a in r["agreement"].items():
+        shown = ", ".join(a["differ"][:10]) + (" ..." if len(a["differ"]) > 10 else "")
+        lines.append(f"- {key}: {a['same']} of {a['of']} samples" + (f" (differ: {shown})" if a["differ"] else ""))
+    return lines
+
+
 def markdown_report(summary: dict, picture: str = "real.png") -> str:
     """real.md, made from real.json alone (a test checks the committed pair agrees)."""
     s = summary["settings"]
@@ -550,6 +574,7 @@ def markdown_report(summary: dict, picture: str = "real.png") -> str:
         f"v1 train pairs, {s['steps']} steps of {o['batch_pairs']}, lr {o['learning_rate']:g}, beta {o['beta']:g}, "
         f"full fine-tuning in fp32; seeds {s['seeds']}. Total {summary['seconds']:.0f} s."
         + (f" Trained arms' overrides: `{o['overrides']}`." if o.get("overrides") else ""),
+        *rescore_markdown(summary),
         "",
         "## Held-out NAR and attempt rates per arm",
         "",
@@ -828,8 +853,90 @@ def run_in_parallel(o: RealOptions, units: list, processes: int) -> dict:
     return summary
 
 
+# What `rescore=` takes from this invocation; every other option is the rescored run's own.
+RESCORE_OWN = ("out", "device", "eval_backend", "eval_batch_size", "resamples", "rescore")
+
+
+def rescore_run(o: RealOptions) -> dict:
+    """`rescore=RUN`: RUN's models scored again on the same held-out samples (this invocation's backend, batch size
+    and device), no training; `rescore.agreement` in the summary: per arm and seed, the decisions RUN made alike."""
+    from dataclasses import fields, replace
+
+    from timealign.experiment.analysis import machine_info
+
+    start = time.perf_counter()
+    folder, original = load_run(o.rescore, "rescore")
+    out = Path(o.out)
+    if out.resolve() == folder.resolve():
+        raise RecipeError(f"rescore: out={o.out} is the run {o.rescore} itself; give a new folder as out=")
+    if original["settings"].get("sources") or original["settings"].get("parallel"):
+        raise RecipeError(f"rescore: {o.rescore} joins runs made apart (merge= or parallel=): its models are in those "
+                          "runs' folders (<out>/runs/<unit> for parallel=); rescore each, then merge= the rescored "
+                          "folders")  # fmt: skip
+    defaults = RealOptions()
+    given = [f.name for f in fields(RealOptions) if f.name not in (*RESCORE_OWN, "data")
+             and getattr(o, f.name) != getattr(defaults, f.name)]  # fmt: skip
+    if given:
+        raise RecipeError(f"rescore: {', '.join(f'{k}={getattr(o, k)}' for k in given)}: a rescored run keeps its "
+                          f"own arms, seeds, samples, recipe; give only {', '.join(RESCORE_OWN)}, data")  # fmt: skip
+    kept = {k: v for k, v in original["settings"]["options"].items() if k not in RESCORE_OWN}
+    kept = {f.name: kept[f.name] for f in fields(RealOptions) if f.name in kept}
+    if o.data != defaults.data or not Path(kept.get("data", o.data)).is_dir():
+        kept["data"] = o.data  # given, or the run was made on another machine: the same samples are checked below
+    opts = replace(o, **{**kept, "timer": False, "overlap": False, "parallel": 1, "merge": ""})
+    arms, seeds = comma_choices(opts.arms, tuple(ARMS), "arms"), comma_seeds(opts.seeds)
+    experiment = RealExperiment(out, opts, arms, seeds)
+    checkpoints = {}
+    for seed in seeds:
+        for arm in arms:
+            if ARMS[arm].trained:
+                checkpoint = checkpoints[arm, seed] = folder / "models" / f"{arm}-seed{seed}"
+                if not any((checkpoint / name).is_file() for name in ("config.json", "adapter_config.json")):
+                    raise RecipeError(f"rescore: {checkpoint}: no trained model there (the run's models "
+                                      "are scored from <run>/models/; a run whose models were removed cannot be "
+                                      "rescored)")  # fmt: skip
+            elif seed == seeds[0]:  # untrained: scored once, standing for every seed (as in the run)
+                checkpoints[arm, seed] = experiment.train_arm(arm, seed)[0]
+    out.mkdir(parents=True, exist_ok=True)
+    reports: dict[str, dict[int, dict]] = {arm: {} for arm in arms}
+    runs: dict[str, dict] = {}
+    for (arm, seed), checkpoint in checkpoints.items():
+        t0 = time.perf_counter()
+        reports[arm][seed] = experiment.evaluate_arm(arm, seed, str(checkpoint))
+        facts = dict(original.get("runs", {}).get(f"{arm}-seed{seed}") or {"arm": arm, "seed": seed})
+        runs[f"{arm}-seed{seed}"] = {**facts, "eval_seconds": round(time.perf_counter() - t0, 1), "eval_cores": None}
+        logger.info("%s seed %d rescored: NAR %s", arm, seed, reports[arm][seed]["overall"]["nar"])
+    for arm in arms:
+        for seed in seeds[1:]:
+            if not ARMS[arm].trained:
+                reports[arm][seed] = reports[arm][seeds[0]]
+                runs[f"{arm}-seed{seed}"] = {"arm": arm, "seed": seed, "same_as_seed": seeds[0]}
+    summary = analyse(reports, runs, opts, arms, seeds, experiment.steps)
+    before = (original["settings"].get("data") or {}).get("sample_sha256")
+    if before != (summary["settings"].get("data") or {}).get("sample_sha256"):
+        raise RecipeError(f"rescore: {o.rescore} was scored on other held-out samples than these (settings.data."
+                          f"sample_sha256 differs; data={opts.data}): give data= the run's v1 folder")  # fmt: skip
+    summary["settings"]["machine"] = machine_info()
+    summary["rescore"] = {
+        "from": str(folder),
+        "eval_backend": original["settings"]["options"].get("eval_backend"),
+        "device": original["settings"]["options"].get("device", "cpu"),
+        "machine": original["settings"].get("machine"),
+        "agreement": agreement(folder, original, summary),
+    }
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    write_outputs(summary, out)
+    return summary
+
+
 def run(invocation: Invocation) -> int:
     o = invocation.options
+    if o.rescore:
+        resolve_device(o)
+        summary = rescore_run(o)
+        print(markdown_report(summary))
+        print(f"wrote {Path(o.out) / 'real.json'}, real.md and real.png ({summary['seconds']:.0f} s)")
+        return 0
     if o.merge:
         paths = [p.strip() for p in o.merge.split(",") if p.strip()]
         out = Path(o.out).resolve()

@@ -124,16 +124,34 @@ def spread(values: list[float]) -> dict:
 # ------------------------------------------------------------------------------------------------------ merge
 
 
-def load_run(path: str) -> tuple[Path, dict]:
-    """(the run's folder, its real.json) for a folder holding real.json or the file itself; one line if neither."""
+def load_run(path: str, option: str = "merge") -> tuple[Path, dict]:
+    """(the run's folder, its real.json) for a folder holding real.json or the file itself; one line (naming
+    `option`) if neither."""
     p = Path(path)
     file = p / "real.json" if p.is_dir() else p
     if not file.is_file():
-        raise RecipeError(f"merge: {path}: no real.json there (give a finished run's folder or its real.json)")
+        raise RecipeError(f"{option}: {path}: no real.json there (give a finished run's folder or its real.json)")
     try:
         return file.parent, json.loads(file.read_text())
     except json.JSONDecodeError as e:
-        raise RecipeError(f"merge: {file}: not JSON ({e.msg} at line {e.lineno}); give a real.json") from None
+        raise RecipeError(f"{option}: {file}: not JSON ({e.msg} at line {e.lineno}); give a real.json") from None
+
+
+def agreement(folder: Path, original: dict, rescored: dict) -> dict:
+    """Per arm and seed of a rescored run (`rescore=`): on how many held-out samples it decides as the original
+    run (in `folder`) did in its own evaluation, and the keys of those that differ (id@elapse_level)."""
+    keys = rescored["samples"]["keys"]
+    out = {}
+    for arm, by_seed in rescored["arms"].items():
+        for seed, numbers in by_seed.items():
+            their_keys, theirs = run_decisions(folder, original, arm, seed)
+            if theirs is None:
+                raise RecipeError(f"rescore: {folder} kept no per-sample decisions of {arm} seed {seed} (neither in "
+                                  "real.json nor in eval/): nothing to compare with")  # fmt: skip
+            theirs = realign(theirs, their_keys["keys"], keys)
+            differ = [k for k, a, b in zip(keys, numbers["decisions"], theirs, strict=True) if a != b]
+            out[f"{arm}-seed{seed}"] = {"same": len(keys) - len(differ), "of": len(keys), "differ": differ}
+    return out
 
 
 def run_decisions(folder: Path, summary: dict, arm: str, seed: str) -> tuple[dict | None, str | None]:
