@@ -167,6 +167,10 @@ def test_rescore_scores_a_runs_models_again_and_counts_the_decisions_alike(ticto
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == files
     report = (again / "real.md").read_text()
     assert report == markdown_report(summary) and "- method-seed0: 4 of 4 samples" in report
+    assert main([f"out={tmp_path / 'merged'}", f"merge={again}"]) == 0  # rescored runs merge, and say so
+    merged = json.loads((tmp_path / "merged" / "real.json").read_text())
+    assert merged["rescore"] == {k: summary["rescore"][k] for k in ("from", "eval_backend", "device", "agreement")}
+    assert "- method-seed0: 4 of 4 samples" in (tmp_path / "merged" / "real.md").read_text()
     broken = tmp_path / "broken"
     shutil.copytree(run, broken, ignore=shutil.ignore_patterns("config.json", "*.safetensors"))
     capsys.readouterr()

@@ -253,6 +253,13 @@ def merge_runs(paths: list[str], trained: dict[str, bool], comparisons, resample
         "runs": merged["runs"],
         "seconds": round(sum(s.get("seconds") or 0 for _, s in runs), 1),
     }
+    rescored = [s["rescore"] for _, s in runs if s.get("rescore")]
+    if rescored:  # runs made by `rescore=`: where their models were first scored, and the decisions made alike
+        summary["rescore"] = {
+            "from": ", ".join(r["from"] for r in rescored),
+            **{k: ", ".join(sorted({str(r[k]) for r in rescored})) for k in ("eval_backend", "device")},
+            "agreement": {key: a for r in rescored for key, a in r["agreement"].items()},
+        }
     summary["across_seeds"] = across_seeds(summary, trained)
     return summary
 
