@@ -302,6 +302,47 @@ def test_balance_train_labels_equalises_each_scenario(tmp_path):
     assert len(data["test"]) == 180  # the held-out split is never touched
 
 
+def test_balance_within_split_keeps_every_scenario_and_gap_in_proportion(tictoc_v1_dir, tmp_path):
+    """On the v1 release: per-scenario balancing keeps 6 of the 18 train scenarios and no high-sensitivity sample
+    1-6 minutes old (every one is in a scenario with one label); balancing over the split keeps the 135 prefer-noTool
+    pairs and 135 prefer-Tool pairs drawn from every (scenario, gap level) cell in proportion (largest remainders)."""
+    import math
+    from collections import Counter
+
+    from timealign.data.pairs import balance_labels
+
+    def prepared(name, **kw):
+        prepare(DataSection(source="v1", path=str(tictoc_v1_dir), **kw), tmp_path / name)
+        return load_prepared(tmp_path / name)["train"].to_list()
+
+    every = prepared("all")
+    by_scenario = prepared("scenario", balance_train_labels=True)
+    by_split = prepared("split", balance_train_labels=True, balance_within="split")
+    high_minutes = [r for r in every if r["sensitivity"] == "high" and r["elapse_level"] == 1]
+    assert len(high_minutes) == 99 and all(r["label"] == "prefer_tool" for r in high_minutes)
+    assert not [r for r in by_scenario if r["sensitivity"] == "high" and r["elapse_level"] == 1]
+    assert len({r["scenario"] for r in by_scenario}) < len({r["scenario"] for r in every}) == 18
+    labels = Counter(r["label"] for r in by_split)
+    assert labels["prefer_no_tool"] == labels["prefer_tool"] == 135
+    assert {r["scenario"] for r in by_split} == {r["scenario"] for r in every}
+    # every prefer-noTool pair kept; the prefer-Tool cells hold their share of 135 (floor or ceiling of it)
+    tool_cells = Counter((r["scenario"], r["elapse_level"]) for r in every if r["label"] == "prefer_tool")
+    kept_cells = Counter((r["scenario"], r["elapse_level"]) for r in by_split if r["label"] == "prefer_tool")
+    total = sum(tool_cells.values())
+    for cell, size in tool_cells.items():
+        assert kept_cells[cell] in (math.floor(135 * size / total), math.ceil(135 * size / total))
+    assert (
+        sum(1 for r in by_split if r["sensitivity"] == "high" and r["elapse_level"] == 1)
+        == sum(kept_cells[c] for c in kept_cells if c in {(r["scenario"], 1) for r in high_minutes})
+        > 20
+    )
+    # seeded, and refused outside its choices
+    again, _ = balance_labels(every, 0, "split")
+    assert [r["id"] for r in balance_labels(every, 0, "split")[0]] == [r["id"] for r in again]
+    with pytest.raises(ValueError, match="data.balance_within must be one of scenario, split"):
+        balance_labels(every, 0, "label")
+
+
 def test_validation_share_sets_whole_trajectories_aside_before_balancing(tictoc_v1_dir, tmp_path, caplog):
     """On the v1 release: a quarter of each scenario's train trajectories (every gap level of one together) become
     split 'validation', the same whatever data.seed and balancing; the rest is balanced; the test split untouched."""

@@ -165,7 +165,14 @@ class DataSection:
         0.0, "train split: share of tools given another sensitivity (see timealign/data/synthetic/generator.py)"
     )
     balance_train_labels: bool = opt(
-        False, "subsample the train split to equal prefer-Tool/noTool counts per scenario"
+        False, "subsample the train split to equal prefer-Tool/noTool counts (within data.balance_within)"
+    )
+    balance_within: str = opt(
+        "scenario",
+        "with balance_train_labels: scenario (equal labels in every scenario; a scenario with one label is dropped) "
+        "| split (equal labels over the whole train split, the larger side drawn in proportion from every scenario "
+        "and gap level: every scenario kept). timealign/data/pairs.py balance_labels",
+        choices=("scenario", "split"),
     )
     validation_share: float = opt(
         0.0,

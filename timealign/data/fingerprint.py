@@ -80,6 +80,7 @@ _TICTOC_ONLY = {
     "data.synthetic_max_rounds",
     "data.synthetic_sensitivity_swap",
     "data.balance_train_labels",
+    "data.balance_within",
     "data.validation_share",
 }
 _TIMER_TRAINING = {

@@ -65,27 +65,63 @@ def load_samples(data: DataSection) -> LoadResult[TicTocSample]:
     raise RecipeError(f"data.source={data.source!r} is not one of: {', '.join(SOURCES)}")
 
 
-def balance_labels(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]:
-    """Keep equal prefer-Tool and prefer-noTool counts within every scenario (seeded subsample of the larger side).
+BALANCE_WITHIN = ("scenario", "split")
 
-    Removes the label-prior shortcut: a model that ignores time then scores exactly chance on every training
-    scenario, so whatever it learns beyond chance has to come from the conversation's times. Returns (kept, dropped).
+
+def balance_labels(rows: list[dict], seed: int, within: str = "scenario") -> tuple[list[dict], list[dict]]:
+    """Keep equal prefer-Tool and prefer-noTool counts, subsampling the larger side (seeded). Returns (kept, dropped).
+
+    `within="scenario"`: equal counts within every scenario. A model that ignores time then scores exactly chance on
+    every training scenario, so whatever it learns has to come from the times; but a scenario with one label keeps
+    nothing (on v1 train 12 of 18 scenarios go, every high-sensitivity sample 1-6 minutes old with them, so the kept
+    pairs hold no case where the same gap means "call" for one tool and "answer" for another).
+    `within="split"`: equal counts over the whole split, the larger side drawn from every (scenario, elapse level)
+    cell in proportion to its size, so every scenario and gap keeps its share: the scenario (what goes stale) and the
+    gap both carry signal, and the label prior over the split is still 50/50.
     """
     import random
 
-    by_scenario: dict[str, dict[str, list[dict]]] = {}
-    for row in rows:
-        by_scenario.setdefault(row["scenario"], {PREFER_TOOL: [], PREFER_NO_TOOL: []})[row["label"]].append(row)
+    if within not in BALANCE_WITHIN:
+        raise ValueError(f"data.balance_within must be one of {', '.join(BALANCE_WITHIN)}, got {within!r}")
     rng = random.Random(seed)
     keep_ids: set[int] = set()
-    for scenario in sorted(by_scenario):
-        groups = by_scenario[scenario]
-        n = min(len(groups[PREFER_TOOL]), len(groups[PREFER_NO_TOOL]))
-        for label in (PREFER_TOOL, PREFER_NO_TOOL):
-            keep_ids.update(id(r) for r in rng.sample(groups[label], n))
+    if within == "scenario":
+        by_scenario: dict[str, dict[str, list[dict]]] = {}
+        for row in rows:
+            by_scenario.setdefault(row["scenario"], {PREFER_TOOL: [], PREFER_NO_TOOL: []})[row["label"]].append(row)
+        for scenario in sorted(by_scenario):
+            groups = by_scenario[scenario]
+            n = min(len(groups[PREFER_TOOL]), len(groups[PREFER_NO_TOOL]))
+            for label in (PREFER_TOOL, PREFER_NO_TOOL):
+                keep_ids.update(id(r) for r in rng.sample(groups[label], n))
+    else:
+        by_label: dict[str, list[dict]] = {PREFER_TOOL: [], PREFER_NO_TOOL: []}
+        for row in rows:
+            by_label[row["label"]].append(row)
+        n = min(len(v) for v in by_label.values())
+        for label, members in by_label.items():
+            keep_ids.update(id(r) for r in _proportional_sample(members, n, rng))
     kept = [r for r in rows if id(r) in keep_ids]
     dropped = [r for r in rows if id(r) not in keep_ids]
     return kept, dropped
+
+
+def _proportional_sample(rows: list[dict], n: int, rng) -> list[dict]:
+    """`n` of `rows`, each (scenario, elapse level) cell's count its proportional share (largest remainders, ties
+    broken by cell name), the rows within a cell drawn by `rng`."""
+    cells: dict[tuple[str, int], list[dict]] = {}
+    for row in rows:
+        cells.setdefault((str(row["scenario"]), int(row["elapse_level"])), []).append(row)
+    total = len(rows)
+    quotas = {cell: n * len(members) / total for cell, members in cells.items()}
+    counts = {cell: int(q) for cell, q in quotas.items()}
+    by_remainder = sorted(cells, key=lambda cell: (-(quotas[cell] - counts[cell]), cell))
+    for cell in by_remainder[: n - sum(counts.values())]:
+        counts[cell] += 1
+    chosen: list[dict] = []
+    for cell in sorted(cells):
+        chosen += rng.sample(cells[cell], counts[cell])
+    return chosen
 
 
 VALIDATION = "validation"
@@ -149,13 +185,14 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
         rows = set_aside_validation(rows, data.train_split, data.validation_share)
     if data.balance_train_labels:
         train = [r for r in rows if r["split"] == data.train_split]
-        kept, dropped = balance_labels(train, data.seed)
+        kept, dropped = balance_labels(train, data.seed, data.balance_within)
         rows = [r for r in rows if r["split"] != data.train_split] + kept
         logger.info(
-            "balance_train_labels: kept %d of %d %s pairs (equal labels per scenario)",
+            "balance_train_labels: kept %d of %d %s pairs (equal labels per %s)",
             len(kept),
             len(train),
             data.train_split,
+            data.balance_within,
         )
     if not rows:
         where = f"data.path={data.path} (data.source={data.source})" if data.path else f"data.source={data.source}"
