@@ -368,6 +368,32 @@ def test_validation_share_sets_whole_trajectories_aside_before_balancing(tictoc_
         assert len(ids["validation"]) == min(total - 1, round(0.25 * total))
 
 
+def test_validation_by_scenario_sets_whole_scenarios_aside_per_class(tictoc_v1_dir, tmp_path):
+    """On the v1 release: validation_by=scenario moves a quarter (rounded) of each sensitivity class's train
+    scenarios, whole, into 'validation' (a class with one scenario keeps it), the same whatever data.seed; no
+    validation scenario is left in train; the test split untouched."""
+    from collections import defaultdict
+
+    from timealign.data.pairs import set_aside_validation
+
+    def splits(name, **kw):
+        section = DataSection(source="v1", path=str(tictoc_v1_dir), validation_share=0.25, **kw)
+        prepare(section, tmp_path / name)
+        return load_prepared(tmp_path / name)
+
+    a, b = splits("a", validation_by="scenario"), splits("b", validation_by="scenario", seed=3)
+    assert a["validation"].to_list() == b["validation"].to_list() and len(a["test"]) == 685
+    held, kept = set(a["validation"]["scenario"]), set(a["train"]["scenario"])
+    assert held and not held & kept
+    classes = defaultdict(set)
+    for row in a["validation"].to_list() + a["train"].to_list():
+        classes[row["sensitivity"]].add(row["scenario"])
+    for sensitivity, names in classes.items():
+        assert len(names & held) == min(len(names) - 1, round(0.25 * len(names)))
+    with pytest.raises(ValueError, match="data.validation_by must be one of trajectory, scenario"):
+        set_aside_validation(a["train"].to_list(), "train", 0.25, "sample")
+
+
 def test_offset_scale_scales_the_rendered_offsets(tiny_tokenizer, tmp_path):
     from timealign.render.chat import PromptRenderer
     from timealign.train.dpo import render_split

@@ -180,6 +180,13 @@ class DataSection:
         "of each scenario) set aside as split 'validation' before label balancing, to choose a configuration "
         "without the test split (eval_split=validation); the same trajectories whatever data.seed; 0: none",
     )
+    validation_by: str = opt(
+        "trajectory",
+        "with validation_share: trajectory (that share of each scenario's trajectories: validation scenarios are "
+        "training scenarios) | scenario (that share of each sensitivity class's scenarios, whole: validation asks, "
+        "as the test split does, about tools never trained on)",
+        choices=("trajectory", "scenario"),
+    )
     seed: int = opt(0, "seed of the synthetic generators and of label balancing")
     train_split: str = opt("train", "split that training reads")
     eval_split: str = opt("test", "held-out split that evaluation reads")

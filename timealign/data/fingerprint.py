@@ -82,6 +82,7 @@ _TICTOC_ONLY = {
     "data.balance_train_labels",
     "data.balance_within",
     "data.validation_share",
+    "data.validation_by",
 }
 _TIMER_TRAINING = {
     "timer.lambda_time",

@@ -128,17 +128,38 @@ VALIDATION = "validation"
 VALIDATION_SEED = 0  # not data.seed: every training seed and configuration is chosen on the same trajectories
 
 
-def set_aside_validation(rows: list[dict], train_split: str, share: float) -> list[dict]:
-    """Move about `share` of each scenario's train trajectories (a trajectory's every gap level together, so no
-    conversation is both trained on and scored) into split VALIDATION; a scenario with one trajectory stays in train.
+VALIDATION_BY = ("trajectory", "scenario")
+
+
+def set_aside_validation(rows: list[dict], train_split: str, share: float, by: str = "trajectory") -> list[dict]:
+    """Move about `share` of the train split into split VALIDATION, seeded by VALIDATION_SEED.
+
+    `by="trajectory"`: about `share` of each scenario's trajectories (a trajectory's every gap level together, so no
+    conversation is both trained on and scored); a scenario with one trajectory stays in train. The validation
+    scenarios are then the training ones.
+    `by="scenario"`: about `share` of the scenarios of each sensitivity class, whole (a class with one scenario keeps
+    it in train), so validation asks what the test split asks: how stale does a tool the model was never trained on
+    go.
     """
     import random
 
-    by_scenario: dict[str, list[str]] = {}
-    for row in rows:
-        if row["split"] == train_split and row["id"] not in by_scenario.setdefault(row["scenario"], []):
-            by_scenario[row["scenario"]].append(row["id"])
+    if by not in VALIDATION_BY:
+        raise ValueError(f"data.validation_by must be one of {', '.join(VALIDATION_BY)}, got {by!r}")
     rng = random.Random(VALIDATION_SEED)
+    train = [r for r in rows if r["split"] == train_split]
+    if by == "scenario":
+        by_class: dict[str, set[str]] = {}
+        for row in train:
+            by_class.setdefault(str(row.get("sensitivity")), set()).add(row["scenario"])
+        held: set[str] = set()
+        for sensitivity in sorted(by_class):
+            names = sorted(by_class[sensitivity])
+            held.update(rng.sample(names, min(len(names) - 1, round(share * len(names)))))
+        return [{**r, "split": VALIDATION} if r["split"] == train_split and r["scenario"] in held else r for r in rows]
+    by_scenario: dict[str, list[str]] = {}
+    for row in train:
+        if row["id"] not in by_scenario.setdefault(row["scenario"], []):
+            by_scenario[row["scenario"]].append(row["id"])
     chosen: set[str] = set()
     for scenario in sorted(by_scenario):
         ids = sorted(by_scenario[scenario])
@@ -182,7 +203,7 @@ def prepare(data: DataSection, out_dir: str | Path, fingerprint: Fingerprint | N
     rows, rejects = pairs.samples, loaded.rejects + pairs.rejects
     dropped: list[dict] = []
     if data.validation_share > 0:
-        rows = set_aside_validation(rows, data.train_split, data.validation_share)
+        rows = set_aside_validation(rows, data.train_split, data.validation_share, data.validation_by)
     if data.balance_train_labels:
         train = [r for r in rows if r["split"] == data.train_split]
         kept, dropped = balance_labels(train, data.seed, data.balance_within)
