@@ -94,7 +94,7 @@ experiment-margins: env
 # Issue 34: does timealign teach a real model time? smol (SmolLM2-135M-Instruct) with offset-DPO on the v1 release vs
 # its base, a no-timestamp control, plain DPO, the elapsed badge and the clock rule, on the whole held-out v1 test
 # split (REAL_ARGS="timer=true": plus TIMER SFT of smol). Runs in the vLLM venv (the held-out evaluations use the
-# vLLM CPU engine); options of timealign/experiment/real.py (`--help`):
+# vLLM CPU engine); options of timealign/experiment/real/options.py (`--help`):
 #   make experiment-real REAL_ARGS="arms=base,method,clock eval_samples=160"
 REAL_DIR ?= results/experiment-real
 REAL_ARGS ?=

@@ -1,4 +1,4 @@
-"""`make experiment-real` (timealign/experiment/real.py): a reduced run of every arm on the real model, and the
+"""`make experiment-real` (timealign/experiment/real/): a reduced run of every arm on the real model, and the
 committed result's report made from its JSON.
 
 The reduced run trains each DPO arm for one step of one v1 pair and scores four held-out samples with the hf backend:

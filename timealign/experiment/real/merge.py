@@ -1,0 +1,45 @@
+"""Runs joined into one report: `merge=RUN,RUN,...` (runs made apart) and `parallel=N` (each arm and seed its own
+process under <out>/runs/, then merged)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from timealign.config import RecipeError
+from timealign.experiment.parallel import run_units
+from timealign.experiment.real.arms import COMPARISONS, TRAINED
+from timealign.experiment.real.options import RealOptions
+from timealign.experiment.real.outputs import write_outputs
+from timealign.experiment.seeds import merge_runs
+
+
+def merge_into(o: RealOptions) -> dict:
+    """`merge=RUN,RUN,...`: the runs joined into one summary, written into `out=`."""
+    paths = [p.strip() for p in o.merge.split(",") if p.strip()]
+    out = Path(o.out).resolve()
+    for path in paths:  # the merged real.json, .md and .png must not replace a run's own
+        if Path(path).resolve() in (out, out / "real.json"):
+            raise RecipeError(f"merge: out={o.out} is the run {path} itself; give a new folder as out=")
+    summary = merge_runs(paths, TRAINED, COMPARISONS, o.resamples)
+    Path(o.out).mkdir(parents=True, exist_ok=True)
+    write_outputs(summary, Path(o.out))
+    return summary
+
+
+def run_in_parallel(o: RealOptions, units: list, processes: int) -> dict:
+    """`parallel=N`: every unit (timealign.experiment.parallel) as its own run under <out>/runs/, merged into <out>."""
+    start = time.perf_counter()
+    processes = min(processes, len(units))  # no more processes than units
+    folders = run_units(o, units, processes, Path(o.out) / "runs")
+    summary = merge_runs([str(f) for f in folders], TRAINED, COMPARISONS, o.resamples)
+    # what was asked, not the units' own options (one arm and seed each, parallel=1): the command that reruns it
+    summary["settings"]["options"].update(out=o.out, arms=o.arms, parallel=o.parallel, merge="")
+    summary["settings"]["parallel"] = {
+        "processes": processes,
+        "units": len(units),
+        "seconds_of_the_runs": summary["seconds"],  # each run's own clock, slowed by the sharing
+    }
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    write_outputs(summary, Path(o.out))
+    return summary

@@ -1,0 +1,94 @@
+"""`rescore=RUN`: a finished run's models scored again (another backend, batch size or device), no training."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from timealign.config import RecipeError
+from timealign.experiment.real.arms import ARMS
+from timealign.experiment.real.experiment import RealExperiment
+from timealign.experiment.real.options import RealOptions
+from timealign.experiment.real.outputs import write_outputs
+from timealign.experiment.real.summary import analyse
+from timealign.experiment.seeds import agreement, load_run
+from timealign.experiment.spec import comma_choices, comma_seeds
+
+logger = logging.getLogger("timealign.experiment.real")
+
+
+# What `rescore=` takes from this invocation; every other option is the rescored run's own.
+RESCORE_OWN = ("out", "device", "eval_backend", "eval_batch_size", "resamples", "rescore")
+
+
+def rescore_run(o: RealOptions) -> dict:
+    """`rescore=RUN`: RUN's models scored again on the same held-out samples (this invocation's backend, batch size
+    and device), no training; `rescore.agreement` in the summary: per arm and seed, the decisions RUN made alike."""
+    from dataclasses import fields, replace
+
+    from timealign.experiment.analysis import machine_info
+
+    start = time.perf_counter()
+    folder, original = load_run(o.rescore, "rescore")
+    out = Path(o.out)
+    if out.resolve() == folder.resolve():
+        raise RecipeError(f"rescore: out={o.out} is the run {o.rescore} itself; give a new folder as out=")
+    if original["settings"].get("sources") or original["settings"].get("parallel"):
+        raise RecipeError(f"rescore: {o.rescore} joins runs made apart (merge= or parallel=): its models are in those "
+                          "runs' folders (<out>/runs/<unit> for parallel=); rescore each, then merge= the rescored "
+                          "folders")  # fmt: skip
+    defaults = RealOptions()
+    given = [f.name for f in fields(RealOptions) if f.name not in (*RESCORE_OWN, "data")
+             and getattr(o, f.name) != getattr(defaults, f.name)]  # fmt: skip
+    if given:
+        raise RecipeError(f"rescore: {', '.join(f'{k}={getattr(o, k)}' for k in given)}: a rescored run keeps its "
+                          f"own arms, seeds, samples, recipe; give only {', '.join(RESCORE_OWN)}, data")  # fmt: skip
+    kept = {k: v for k, v in original["settings"]["options"].items() if k not in RESCORE_OWN}
+    kept = {f.name: kept[f.name] for f in fields(RealOptions) if f.name in kept}
+    if o.data != defaults.data or not Path(kept.get("data", o.data)).is_dir():
+        kept["data"] = o.data  # given, or the run was made on another machine: the same samples are checked below
+    opts = replace(o, **{**kept, "timer": False, "overlap": False, "parallel": 1, "merge": ""})
+    arms, seeds = comma_choices(opts.arms, tuple(ARMS), "arms"), comma_seeds(opts.seeds)
+    experiment = RealExperiment(out, opts, arms, seeds)
+    checkpoints = {}
+    for seed in seeds:
+        for arm in arms:
+            if ARMS[arm].trained:
+                checkpoint = checkpoints[arm, seed] = folder / "models" / f"{arm}-seed{seed}"
+                if not any((checkpoint / name).is_file() for name in ("config.json", "adapter_config.json")):
+                    raise RecipeError(f"rescore: {checkpoint}: no trained model there (the run's models "
+                                      "are scored from <run>/models/; a run whose models were removed cannot be "
+                                      "rescored)")  # fmt: skip
+            elif seed == seeds[0]:  # untrained: scored once, standing for every seed (as in the run)
+                checkpoints[arm, seed] = experiment.train_arm(arm, seed)[0]
+    out.mkdir(parents=True, exist_ok=True)
+    reports: dict[str, dict[int, dict]] = {arm: {} for arm in arms}
+    runs: dict[str, dict] = {}
+    for (arm, seed), checkpoint in checkpoints.items():
+        t0 = time.perf_counter()
+        reports[arm][seed] = experiment.evaluate_arm(arm, seed, str(checkpoint))
+        facts = dict(original.get("runs", {}).get(f"{arm}-seed{seed}") or {"arm": arm, "seed": seed})
+        runs[f"{arm}-seed{seed}"] = {**facts, "eval_seconds": round(time.perf_counter() - t0, 1), "eval_cores": None}
+        logger.info("%s seed %d rescored: NAR %s", arm, seed, reports[arm][seed]["overall"]["nar"])
+    for arm in arms:
+        for seed in seeds[1:]:
+            if not ARMS[arm].trained:
+                reports[arm][seed] = reports[arm][seeds[0]]
+                runs[f"{arm}-seed{seed}"] = {"arm": arm, "seed": seed, "same_as_seed": seeds[0]}
+    summary = analyse(reports, runs, opts, arms, seeds, experiment.steps)
+    before = (original["settings"].get("data") or {}).get("sample_sha256")
+    if before != (summary["settings"].get("data") or {}).get("sample_sha256"):
+        raise RecipeError(f"rescore: {o.rescore} was scored on other held-out samples than these (settings.data."
+                          f"sample_sha256 differs; data={opts.data}): give data= the run's v1 folder")  # fmt: skip
+    summary["settings"]["machine"] = machine_info()
+    summary["rescore"] = {
+        "from": str(folder),
+        "eval_backend": original["settings"]["options"].get("eval_backend"),
+        "device": original["settings"]["options"].get("device", "cpu"),
+        "machine": original["settings"].get("machine"),
+        "agreement": agreement(folder, original, summary),
+    }
+    summary["seconds"] = round(time.perf_counter() - start, 1)
+    write_outputs(summary, out)
+    return summary
