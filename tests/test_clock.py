@@ -198,10 +198,20 @@ def test_rule_nar_on_the_v1_test_split_by_hand(tictoc_v1_dir, tmp_path, capsys):
         assert {k: got[k] for k in counts} == levels[level]
     assert report["backend"]["name"] == "clock" and report["settings"]["clock_seconds"] == 1800
     assert report["generation"]["cache_file"] is None and report["generation"]["generated"] == len(samples)
-    assert (
-        "decided by (no model) | the elapsed-time rule"
-        in (tmp_path / "run" / "eval-clock-1800s" / "report.md").read_text()
-    )
+    md = (tmp_path / "run" / "eval-clock-1800s" / "report.md").read_text()
+    assert "decided by (no model) | the elapsed-time rule" in md
+    # Beside it, the volatility-aware reference (tests/test_volatility_rule.py): fit on the 694 train samples,
+    # about 0.95 on these (the 0.952-0.968 of train-optimal thresholds), high's threshold between the
+    # train split's high prefer-noTool gaps (<= 10 s) and its high prefer-Tool ones (>= 65 s).
+    reference = report["volatility_rule"]
+    assert reference["fit_on"]["split"] == "train" and reference["fit_on"]["rows"] == 694
+    assert 10 <= reference["thresholds"]["high"] < 65 and set(reference["thresholds"]) == {"high", "medium", "low"}
+    ref_nar, (ref_low, ref_high) = reference["overall"]["nar"], reference["intervals"]["metrics"]["nar"]
+    assert 0.94 <= ref_nar <= 0.97 and ref_low <= ref_nar <= ref_high and reference["overall"]["n"] == len(samples)
+    assert reference["overall"]["attempt_rate_prefer_tool"] is not None and reference["by_elapse_level"]
+    assert f"the volatility-aware reference (thresholds per class): NAR {ref_nar:.3f}" in out
+    assert f"| NAR of the volatility-aware reference on these {len(samples)} samples (one threshold per" in md
+    assert "reads the registry's sensitivity class, which a model must infer from the scenario) | " in md
 
 
 def test_model_report_carries_the_rule_and_compare_sets_them_side_by_side(
@@ -238,6 +248,12 @@ def test_model_report_carries_the_rule_and_compare_sets_them_side_by_side(
     assert f"the elapsed-time rule (1800 s) on the same samples: NAR {clock['overall']['nar']:.3f}" in out
     md = (tmp_path / "model" / "report.md").read_text()
     assert "| NAR of the elapsed-time rule on these 6 samples (a tool call when the last tool result is older" in md
+    # and the volatility-aware reference, fit on the train split, never on these samples: as in the clock run's
+    reference = model["volatility_rule"]
+    assert reference["thresholds"] == clock["volatility_rule"]["thresholds"] and reference["fit_on"]["rows"] == 694
+    assert reference["overall"] == clock["volatility_rule"]["overall"]
+    assert reference["by_sensitivity"] == clock["volatility_rule"]["by_sensitivity"]
+    assert "| NAR of the volatility-aware reference on these 6 samples (one threshold per sensitivity class" in md
     # compare: the rule beside the model, paired over the same samples.
     assert compare([f"before={clock_dir}", f"after={tmp_path / 'model'}", "resamples=200"]) == 0
     printed = capsys.readouterr().out

@@ -245,6 +245,9 @@ def nar_line(report: dict) -> str:
     rule = report.get("clock_rule")
     if rule:
         line += f"; the elapsed-time rule ({rule['seconds']:g} s) on the same samples: NAR {with_interval(rule)}"
+    reference = report.get("volatility_rule")
+    if reference:  # one threshold per sensitivity class, fit on the train split (suites/tictoc/volatility.py)
+        line += f"; the volatility-aware reference (thresholds per class): NAR {with_interval(reference)}"
     return line
 
 

@@ -267,22 +267,14 @@ def run_tictoc_suite(backend, ctx: EvalContext) -> dict:
             resamples=recipe.eval.bootstrap,
             confidence=recipe.eval.confidence,
         )
+    # beside the global rule, for a model's report and the rule's own: one threshold per class, fit on train
+    report["volatility_rule"] = volatility_reference(recipe, report, rows)
     report["markdown"] = markdown_summary(report)
     return report
 
 
-def clock_on_same_samples(
-    report: dict, rows: list[dict], seconds: float, *, resamples: int = 1000, confidence: float = 0.95
-) -> dict:
-    """The elapsed-time rule (`timealign.backends.clock`) scored on exactly the samples `report`'s rates are over.
-
-    The samples the model's rates count (not failed; under `paper` not empty either) are taken from `rows` (the
-    prepared pairs the report scored), the rule's replies are detected and scored by the same code as the model's
-    (`detect`, `tictoc_report`, under the report's detection protocol), with a bootstrap interval of the same kind
-    (`resamples` 0: none). Returns the rule, its threshold, `overall` and the breakdowns (and `intervals`).
-    """
-    from timealign.eval.bootstrap import SEED, bootstrap_intervals
-
+def same_samples(report: dict, rows: list[dict]) -> list[dict]:
+    """The rows of the samples `report`'s rates count (not failed; under `paper` not empty either), in row order."""
     protocol = report["settings"]["protocol"]
     counted = {
         (s["id"], s["elapse_level"])
@@ -295,19 +287,91 @@ def clock_on_same_samples(
             f"the report counts {len(counted)} samples but {len(same)} rows match them by id and elapse level: "
             "the rows are not the ones the report scored"
         )
-    rule = ClockBackend(seconds)
-    outputs = rule.generate(tictoc_prompts(ClockRequestRenderer(), same))
+    return same
+
+
+def score_rule_replies(
+    rows: list[dict], outputs: list[str], protocol: str, *, resamples: int, confidence: float
+) -> dict:
+    """A rule's replies to `rows` detected and scored by the same code as a model's (`detect`, `tictoc_report`,
+    under `protocol`), with a bootstrap interval of the same kind (`resamples` 0: none)."""
+    from timealign.eval.bootstrap import SEED, bootstrap_intervals
+
     attempted, empty = detect(outputs, "api", protocol)
-    result = {"rule": rule.rule, "seconds": rule.seconds, "detection": protocol}
-    result.update(tictoc_report(same, attempted, empty, protocol))
+    result = tictoc_report(rows, attempted, empty, protocol)
     if resamples > 0:
         samples = [
             {"id": r["id"], "elapse_level": r["elapse_level"], "label": r["label"], "tool_call": a, "empty_output": e}
-            for r, a, e in zip(same, attempted, empty, strict=True)
+            for r, a, e in zip(rows, attempted, empty, strict=True)
         ]
         units = tictoc_units({"settings": {"protocol": protocol}, "samples": samples})
         result["intervals"] = bootstrap_intervals(units, resamples=resamples, confidence=confidence, seed=SEED)
     return result
+
+
+def clock_on_same_samples(
+    report: dict, rows: list[dict], seconds: float, *, resamples: int = 1000, confidence: float = 0.95
+) -> dict:
+    """The elapsed-time rule (`timealign.backends.clock`) scored on exactly the samples `report`'s rates are over.
+
+    The samples the model's rates count (not failed; under `paper` not empty either) are taken from `rows` (the
+    prepared pairs the report scored), the rule's replies are detected and scored by the same code as the model's
+    (`detect`, `tictoc_report`, under the report's detection protocol), with a bootstrap interval of the same kind
+    (`resamples` 0: none). Returns the rule, its threshold, `overall` and the breakdowns (and `intervals`).
+    """
+    protocol = report["settings"]["protocol"]
+    same = same_samples(report, rows)
+    rule = ClockBackend(seconds)
+    outputs = rule.generate(tictoc_prompts(ClockRequestRenderer(), same))
+    result = {"rule": rule.rule, "seconds": rule.seconds, "detection": protocol}
+    result.update(score_rule_replies(same, outputs, protocol, resamples=resamples, confidence=confidence))
+    return result
+
+
+def volatility_on_same_samples(
+    report: dict, rows: list[dict], fit: dict, *, resamples: int = 1000, confidence: float = 0.95
+) -> dict:
+    """The volatility-aware reference (`timealign.suites.tictoc.volatility`, fit `fit` on the train split) scored on
+    exactly the samples `report`'s rates are over, as `clock_on_same_samples` scores the global rule: its replies
+    are the rule's at each sample's class threshold. Returns the thresholds, the classes that took the fallback, what
+    it was fit on and its train NAR, `overall` and the breakdowns (and `intervals`)."""
+    from timealign.suites.tictoc.volatility import READS, class_order, volatility_replies
+
+    protocol = report["settings"]["protocol"]
+    same = same_samples(report, rows)
+    requests = tictoc_prompts(ClockRequestRenderer(), same)
+    outputs = volatility_replies(requests, [r["sensitivity"] for r in same], fit)
+    result = {
+        "rule": "a tool call when the last tool result is older than its sensitivity class's threshold, or when "
+        "there is none",
+        "reads": READS,
+        "thresholds": fit["thresholds"],
+        "fallback_seconds": fit["fallback"],
+        "fallback_classes": sorted({r["sensitivity"] for r in same} - set(fit["thresholds"]), key=class_order),
+        "fit_on": fit["fit_on"],
+        "fit": {"classes": fit["classes"], "fallback": fit["fallback_fit"], "train": fit["train"]},
+        "detection": protocol,
+    }
+    result.update(score_rule_replies(same, outputs, protocol, resamples=resamples, confidence=confidence))
+    return result
+
+
+def volatility_reference(recipe, report: dict, rows: list[dict]) -> dict | None:
+    """The reference for `report` (None when the recipe scores its own train split: it would be fit on the samples
+    it scores), with a report note saying why it is absent."""
+    from timealign.data.prepared import ensure_prepared
+    from timealign.suites.tictoc.volatility import fit_for_recipe
+
+    if recipe.data.eval_split == recipe.data.train_split:
+        report["notes"].append(
+            f"no volatility-aware reference: it is fit on data.train_split={recipe.data.train_split}, the split "
+            "scored here, and never on the samples it scores"
+        )
+        return None
+    fit = fit_for_recipe(recipe, ensure_prepared(recipe, kind="pairs"))
+    return volatility_on_same_samples(
+        report, rows, fit, resamples=recipe.eval.bootstrap, confidence=recipe.eval.confidence
+    )
 
 
 SUITE = Suite(
@@ -350,16 +414,33 @@ def markdown_summary(report: dict) -> str:
         lines.append(f"| release rows of the split not scored (its retention rule) | {left_out['rows']} ({reasons}) |")
     if settings.get("rule"):
         lines.insert(3, f"| decided by (no model) | the elapsed-time rule: {settings['rule']} |")
+
+    def with_interval(block: dict) -> str:
+        interval = ((block.get("intervals") or {}).get("metrics") or {}).get("nar")
+        shown = fmt(block["overall"]["nar"])
+        if interval is not None and block["overall"]["nar"] is not None:
+            shown += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+        return shown
+
+    def attempt_rates(block: dict) -> str:
+        o = block["overall"]
+        return f"{fmt(o['attempt_rate_prefer_tool'])} / {fmt(o['attempt_rate_prefer_no_tool'])}"
+
     rule = report.get("clock_rule")
     if rule:
-        interval = ((rule.get("intervals") or {}).get("metrics") or {}).get("nar")
-        shown = fmt(rule["overall"]["nar"])
-        if interval is not None and rule["overall"]["nar"] is not None:
-            shown += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
         lines += [
-            f"| NAR of the elapsed-time rule on these {rule['overall']['n']} samples ({rule['rule']}) | {shown} |",
-            f"| its attempt rates, prefer-Tool / prefer-noTool | {fmt(rule['overall']['attempt_rate_prefer_tool'])} / "
-            f"{fmt(rule['overall']['attempt_rate_prefer_no_tool'])} |",
+            f"| NAR of the elapsed-time rule on these {rule['overall']['n']} samples ({rule['rule']}) | "
+            f"{with_interval(rule)} |",
+            f"| its attempt rates, prefer-Tool / prefer-noTool | {attempt_rates(rule)} |",
+        ]
+    reference = report.get("volatility_rule")
+    if reference:
+        from timealign.suites.tictoc.volatility import describe_fit
+
+        lines += [
+            f"| NAR of the volatility-aware reference on these {reference['overall']['n']} samples "
+            f"({describe_fit(reference)}; {reference['reads']}) | {with_interval(reference)} |",
+            f"| its attempt rates, prefer-Tool / prefer-noTool | {attempt_rates(reference)} |",
         ]
     failed = len(report.get("errors") or [])
     if failed:
