@@ -176,9 +176,7 @@ def _rebuilt_train_rows(data) -> list[dict]:
     )
     rows = pairs.samples
     if data.validation_share > 0:
-        # data.validation_by (how validation is drawn) where this timealign has it: the default otherwise
-        by = getattr(data, "validation_by", None)
-        rows = set_aside_validation(rows, data.train_split, data.validation_share, *([by] if by else []))
+        rows = set_aside_validation(rows, data.train_split, data.validation_share, data.validation_by)
     return [r for r in rows if r["split"] == data.train_split]
 
 
