@@ -212,9 +212,14 @@ class Cluster:
         return pids
 
     def stop(self) -> None:
-        """Cancel every job, then SIGTERM the daemons this cluster started (by their pid files), slurmd first."""
+        """Cancel every job and wait (up to a minute) until Slurm has ended them, then SIGTERM the daemons this
+        cluster started (by their pid files), slurmd first. Without the wait, a job still running when a test fails
+        outlives its slurmd: its slurmstepd and trainers go on using the CPUs after the cluster is gone."""
         if self.conf.exists():
             self._run("scancel", "--full", "--user=root", check=False)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and self._run("squeue", "--noheader", check=False).stdout.strip():
+                time.sleep(1)
         pids = self._pids()
         for pid in sorted(pids, key=lambda p: p == self._ctld_pid()):
             try:

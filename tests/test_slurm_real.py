@@ -363,9 +363,11 @@ def test_usr1_preemption_requeues_once_and_resumes_bit_identical(job_env, tmp_pa
 @real_slurm
 def test_plain_scancel_and_usr1_to_the_steps_only_do_not_requeue(job_env, tmp_path):
     """A plain `scancel` (SIGTERM) and `scancel --signal=USR1 JOB` (the job steps only, not the batch shell, which
-    alone requeues): both checkpoint, neither is requeued, and each trainer says so. Two jobs at once, one wait."""
+    alone requeues): both checkpoint, neither is requeued, and each trainer says so. Two jobs at once, one wait.
+    The submitted one also has a known lead shorter than its saves (launch.signal_seconds=1, 2 s saves): it warns."""
     out, steps_out = tmp_path / "cancelled", tmp_path / "steps"
-    job = submit(job_env, "task=dpo", *TRAIN, "training.max_steps=400", f"output_dir={out}")
+    slow = {**job_env, "TIMEALIGN_TEST_SLOW_SAVE": "2"}  # with the stop's own save, well within KillWait (10 s)
+    job = submit(slow, "task=dpo", *TRAIN, "training.max_steps=400", "launch.signal_seconds=1", f"output_dir={out}")
     steps = sbatch(
         job_env,
         "--gres=none",
@@ -392,6 +394,8 @@ def test_plain_scancel_and_usr1_to_the_steps_only_do_not_requeue(job_env, tmp_pa
         assert "so the job is requeued" not in log and "requeues job" not in log, log
     log = job_log(job_env, job)
     assert f"job {job} was cancelled (scancel): it is not requeued" in log, log  # what Slurm says, not a guess
+    # submit's --signal, known to the trainer without accounting (TIMEALIGN_SUBMIT_SIGNAL): a 2 s save outgrows 1 s
+    assert "more than the warning's lead of 1 s (--signal=B:USR1@1 from `python -m timealign.cluster submit`" in log
     log = job_log(job_env, steps)
     assert re.search(r"preempted \(SIGUSR1\) at step \d+; checkpoint \S*checkpoint-\d+", log), log
     assert f"job {steps} is not requeued: signal the batch shell (--batch or --full)" in log, log
@@ -492,23 +496,26 @@ SIGNAL_FORMS = {
     "--full": (["scancel", "--signal=USR1", "--full"], "the batch script requeues job {job}", SLOW_SAVE),
     "preempt-requeue": (["scontrol", "requeue"], "Slurm requeues job {job}", 3),  # SIGTERM, as PreemptMode=REQUEUE
 }
-# The same jobs check the save budget against the job's own lead, not the recipe's (plain sbatch, no --signal on the
-# command line): form -> (extra recipe args, extra environment, what the log must say, what it must not).
+# The same jobs check the save budget against the job's own lead, never one the trainer cannot see (this cluster has
+# no accounting: a --signal on sbatch's command line shows nowhere): form -> (extra sbatch options, extra recipe args,
+# extra environment, what the log must say, what it must not).
 LEAD_CHECKS = {
-    # the recipe says 1 s, the job has the scripts' #SBATCH 120 s: no false warning about the 6 s saves
+    # the documented 8B form typed on the command line: the job's 600 s is invisible, the script's #SBATCH 120 s only
+    # a default it overrides: the lead is unknown, said with the measured save, and no warning about 120 s
     "--batch": (
-        ["launch.signal_seconds=1"],
+        ["--signal=B:USR1@600"],
+        ["launch.signal_seconds=600"],
         {},
-        "launch.signal_seconds=1, but job {job}'s warning comes 120 s before its time limit (#SBATCH "
-        "--signal=B:USR1@120 of its batch script",
-        "more than the warning's lead",
+        "warning lead is unknown (its batch script's #SBATCH --signal=B:USR1@120",
+        ("120 s before its time limit", "more than the warning's lead"),
     ),
     # the recipe says 120 s, the job 5 s (SBATCH_SIGNAL, as sbatch reads it): the 6 s saves do not fit, said with 5 s
     "--full": (
         [],
+        [],
         {"SBATCH_SIGNAL": "B:USR1@5"},
         "more than the warning's lead of 5 s (SBATCH_SIGNAL=B:USR1@5 where it was submitted",
-        "more than the warning's lead of 120 s",
+        ("more than the warning's lead of 120 s", "warning lead is unknown"),
     ),
 }
 
@@ -523,13 +530,14 @@ def test_signal_forms_with_a_slow_save_requeue_once_and_resume_from_that_save(jo
     (3 s under SIGTERM: KillWait): one clean checkpoint, the line saying who requeues, one requeue, the resumed job
     starts from that very checkpoint and finishes."""
     command, says, slow = SIGNAL_FORMS[form]
-    lead_args, lead_env, lead_says, lead_never = LEAD_CHECKS.get(form, ([], {}, "", None))
+    lead_options, lead_args, lead_env, lead_says, lead_never = LEAD_CHECKS.get(form, ([], [], {}, "", ()))
     out = tmp_path / "out"
     env = {**job_env, "TIMEALIGN_TEST_SLOW_SAVE": str(slow), **lead_env}
     job = sbatch(
         env,
         "--gres=none",
         "--cpus-per-task=2",
+        *lead_options,
         "slurm/dpo.sbatch",
         *TRAIN,
         "processes_per_node=2",
@@ -550,7 +558,18 @@ def test_signal_forms_with_a_slow_save_requeue_once_and_resume_from_that_save(jo
     assert (f"requeueing job {job}" in log) == (form != "preempt-requeue"), log  # Slurm's requeue, not ours
     assert float(re.search(rf"checkpoint-{saved} saved in (\d+\.\d) s", log).group(1)) >= slow, log  # measured
     assert "killed by SIGUSR1" not in log and "SignalException" not in log, log
-    assert lead_says.format(job=job) in log and (lead_never is None or lead_never not in log), log
+    assert lead_says.format(job=job) in log and not [never for never in lead_never if never in log], log
+    if form == "--batch":
+        unknown = (
+            rf"job {job}'s warning lead is unknown \(its batch script's #SBATCH --signal=B:USR1@120, but a --signal"
+        )
+        assert len(re.findall(unknown + r".*: checkpoint saves are timed, not checked", log)) == 2, log  # each run
+        assert re.search(r"one step \+ a checkpoint took \d+\.\d s; " + unknown, log), log  # the measured save
+        assert "SBATCH_SIGNAL=B:USR1@600 sbatch" in log, log  # how to make it known, with the recipe's lead
+        warned = [
+            line for line in log.splitlines() if "WARNING timealign.train.preemption:" in line and "lead" in line
+        ]
+        assert not warned, warned  # nothing asserted about a lead the trainer cannot see
     if form != "preempt-requeue":
         assert "USR1 to the batch shell (no time limit: sent by hand)" in log, log
     run_info = json.loads((out / "run_info.json").read_text())
@@ -620,3 +639,6 @@ def test_the_time_limit_signal_with_a_slow_save_requeues_then_stops_at_the_cap(j
     # trainer only through sacct, which this cluster has not): within the 2 min limit, before it
     left = [int(s) for s in re.findall(r"USR1 to the batch shell \(the time limit is (-?\d+) s away\)", log)]
     assert len(left) == 2 and all(0 < s <= 120 for s in left), log
+    # so the trainer never took the script's #SBATCH 120 s for the job's lead: unknown, in each run
+    assert log.count(f"job {job}'s warning lead is unknown (its batch script's #SBATCH --signal=B:USR1@120") >= 2, log
+    assert "120 s before its time limit" not in log and "more than the warning's lead" not in log, log

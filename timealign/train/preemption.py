@@ -14,9 +14,11 @@ shell, which alone requeues, then never made the stop file).
 
 Save budget: `SaveTimingCallback` logs how long each checkpoint took (rank 0) and warns when the last optimizer step
 plus that save took longer than the job's real warning lead (`job_signal`: the `--signal` the job was submitted with,
-read from Slurm; the recipe's `launch.signal_seconds` only outside a job or where Slurm cannot say). Slurm 22.05 shows
-a job's `--signal` in neither `scontrol show job` nor the job's environment: it is read from `sacct`'s SubmitLine
-(accounting), `submit`'s TIMEALIGN_SUBMIT_SIGNAL, SBATCH_SIGNAL, or the batch script's `#SBATCH --signal` line.
+read from Slurm; the recipe's `launch.signal_seconds` only outside a Slurm job). Slurm 22.05 shows a job's
+`--signal` in neither `scontrol show job` nor the job's environment: it is known from `sacct`'s SubmitLine
+(accounting), `submit`'s TIMEALIGN_SUBMIT_SIGNAL or SBATCH_SIGNAL. The batch script's `#SBATCH --signal` line is only
+sbatch's default (a `--signal` on the command line overrides it): without accounting the lead is then unknown, and
+the log says so with the measured save time instead of checking against a lead that may not be the job's.
 `TIMEALIGN_TEST_SLOW_SAVE` (test-only, tests/test_slurm_real.py) makes every checkpoint save sleep that many seconds.
 """
 
@@ -178,7 +180,7 @@ def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> t
         return False, (
             f"job {job} reached its time limit before a checkpoint on the warning (USR1, launch."
             f"signal_seconds before the limit) was done: it is not requeued; raise launch.signal_seconds "
-            f"(sbatch --signal=B:USR1@N) and {resubmit}"
+            f"(SBATCH_SIGNAL=B:USR1@N sbatch ...) and {resubmit}"
         )
     if state in ("CANCELLED", "COMPLETING"):
         return False, f"job {job} was cancelled (scancel): it is not requeued; {resubmit}"
@@ -206,11 +208,12 @@ def stop_outcome(reason: str | None, env=None, job_fields=slurm_job_fields) -> t
 class JobSignal:
     """The warning a Slurm job gets before its time limit: sbatch's `--signal=[{R|B}:]<sig>[@sig_time]`."""
 
-    spec: str  # as given, e.g. "B:USR1@120"; "" when the job has no --signal
+    spec: str  # as given, e.g. "B:USR1@120"; "" when the job has no --signal (or it is unknown)
     name: str  # "USR1" ("" when none)
     seconds: int  # sig_time: how long before the time limit (sbatch's default 60)
     batch: bool  # B: the batch shell only; without it the job steps only, never the batch shell
-    source: str  # where it was read, for the messages
+    source: str  # where it was read (or, when not known, why not), for the messages
+    known: bool = True  # False: Slurm cannot say which --signal the job has; spec..batch say nothing then
 
 
 def parse_signal(spec: str, source: str = "") -> JobSignal | None:
@@ -226,6 +229,11 @@ def parse_signal(spec: str, source: str = "") -> JobSignal | None:
     except (KeyError, ValueError):
         return None
     return JobSignal(spec.strip(), name, int(seconds) if seconds else 60, "B" in (flags or ""), source)
+
+
+def unknown_signal(why: str) -> JobSignal:
+    """A job whose --signal Slurm cannot show: `why` says what was read and what may override it."""
+    return JobSignal("", "", 0, False, why, known=False)
 
 
 def submit_line_signal(line: str) -> str | None:
@@ -257,15 +265,24 @@ def _slurm_output(cmd: list[str]) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def job_signal(env=None, run=_slurm_output) -> JobSignal | None:
-    """The `--signal` this Slurm job was submitted with (what Slurm will send, and how long before the time limit),
-    or None outside a job or where Slurm cannot say (not a batch job, no scontrol).
+def _environment_kept(env) -> bool:
+    """Whether the job got the submitting shell's whole environment (sbatch's default --export=ALL): only then does
+    the job's environment show an SBATCH_SIGNAL sbatch read. A restricted --export shows as SLURM_EXPORT_ENV."""
+    exported = env.get("SLURM_EXPORT_ENV")
+    return not exported or "ALL" in exported.split(",")
 
-    Slurm 22.05 shows it neither in `scontrol show job` nor in the job's environment, so in sbatch's own order
-    (command line over SBATCH_SIGNAL over the script): `sacct`'s SubmitLine (needs accounting), the --signal
-    `python -m timealign.cluster submit` passed (TIMEALIGN_SUBMIT_SIGNAL), SBATCH_SIGNAL, the batch script's
-    `#SBATCH --signal` (`scontrol write batch_script`). Without accounting a --signal typed on the sbatch command
-    line is visible nowhere: the source then says so."""
+
+def job_signal(env=None, run=_slurm_output) -> JobSignal | None:
+    """The `--signal` this Slurm job was submitted with (what Slurm will send, and how long before the time limit);
+    None outside a job; `known` False where Slurm cannot say.
+
+    Slurm 22.05 shows it neither in `scontrol show job` nor in the job's environment (checked on the real Slurm of
+    `make test-slurm`), so in sbatch's own order (command line over SBATCH_SIGNAL over the script): `sacct`'s
+    SubmitLine (needs accounting), the --signal `python -m timealign.cluster submit` put on its command line
+    (TIMEALIGN_SUBMIT_SIGNAL), SBATCH_SIGNAL, the batch script's `#SBATCH --signal` (`scontrol write batch_script`).
+    The script's line is only a default: it is the job's lead only where the SubmitLine shows no --signal and the
+    job's environment would show an SBATCH_SIGNAL; otherwise the lead is unknown (never the script's 120 s asserted
+    for a job whose command line said 600)."""
     env = os.environ if env is None else env
     job = env.get("SLURM_JOB_ID")
     if not job:
@@ -275,20 +292,35 @@ def job_signal(env=None, run=_slurm_output) -> JobSignal | None:
     spec = submit_line_signal(line) if line else None
     if spec:
         return parse_signal(spec, f"--signal={spec} on its sbatch command line")
-    if env.get(SUBMIT_SIGNAL_ENV):
+    if env.get(SUBMIT_SIGNAL_ENV):  # `submit` wrote the whole command line: nothing overrides its --signal
         spec = env[SUBMIT_SIGNAL_ENV]
         return parse_signal(spec, f"--signal={spec} from `python -m timealign.cluster submit`: launch.signal_seconds")
-    unseen = "" if line else ", unless its sbatch command line had a --signal: Slurm shows that only with accounting"
+    unseen = (
+        ""
+        if line
+        else "; a --signal on its sbatch command line would override it: Slurm shows that only with accounting"
+    )
     if env.get("SBATCH_SIGNAL"):
         spec = env["SBATCH_SIGNAL"]
         return parse_signal(spec, f"SBATCH_SIGNAL={spec} where it was submitted{unseen}")
     script = run(["scontrol", "write", "batch_script", job, "-"])
     if script is None:
-        return None
+        return unknown_signal("Slurm shows no batch script for it (`scontrol write batch_script` failed)")
     spec = batch_script_signal(script)
+    default = f"its batch script's #SBATCH --signal={spec}" if spec else "its batch script has no #SBATCH --signal"
+    if not line:
+        return unknown_signal(
+            f"{default}, but a --signal on the sbatch command line overrides that, and without Slurm accounting "
+            "(sacct) no command line shows"
+        )
+    if not _environment_kept(env):
+        return unknown_signal(
+            f"{default}, but an SBATCH_SIGNAL overrides that, and --export={env['SLURM_EXPORT_ENV']} keeps it from "
+            "the job's environment"
+        )
     if spec:
-        return parse_signal(spec, f"#SBATCH --signal={spec} of its batch script{unseen}")
-    return JobSignal("", "", 0, False, f"no --signal: no warning before its time limit{unseen}")
+        return parse_signal(spec, f"#SBATCH --signal={spec} of its batch script")
+    return JobSignal("", "", 0, False, "no --signal: no warning before its time limit")
 
 
 class SaveTimingCallback(TrainerCallback):
@@ -296,17 +328,19 @@ class SaveTimingCallback(TrainerCallback):
     warning when one optimizer step plus the save no longer fits in the warning's lead (the time limit's SIGTERM, and
     Slurm's SIGKILL KillWait seconds later, would cut a save short). The lead is the job's own (`job_signal`, read
     once at the start of training, which also says where the job's warning differs from the recipe's
-    `signal_seconds`); outside a Slurm job, or where Slurm cannot say, the recipe's `signal_seconds`. None: no
-    check (launch.requeue off). The test-only TIMEALIGN_TEST_SLOW_SAVE sleeps here, in the save path, before the
-    measurement."""
+    `signal_seconds`); outside a Slurm job the recipe's `signal_seconds`. Where Slurm cannot say which --signal the
+    job has, nothing is checked: the log says the lead is unknown, and what lead the measured step + save need.
+    None: no check (launch.requeue off). The test-only TIMEALIGN_TEST_SLOW_SAVE sleeps here, in the save path, before
+    the measurement."""
 
     def __init__(self, signal_seconds: int | None, env=None, read_job_signal=job_signal):
         self.signal_seconds = signal_seconds  # the recipe's launch.signal_seconds
         self.env = os.environ if env is None else env
         self.read_job_signal = read_job_signal
         self.lead_seconds = signal_seconds
-        where = "not in a Slurm job" if not self.env.get("SLURM_JOB_ID") else "the job's could not be read"
-        self.lead_source = f"launch.signal_seconds, the recipe's: {where}"
+        self.lead_source = "launch.signal_seconds, the recipe's: not in a Slurm job"
+        self.lead_unknown: str | None = None  # why the job's lead cannot be known (then nothing is checked)
+        self._unknown_said = 0.0  # the longest step + save already logged against an unknown lead
         self.job_signal: JobSignal | None = None
         self._read = False
         self.step_started = self.step_ended = None
@@ -321,16 +355,30 @@ class SaveTimingCallback(TrainerCallback):
         if self._read or self.signal_seconds is None:
             return
         self._read = True
-        found = self.job_signal = self.read_job_signal(self.env)
+        found = self.read_job_signal(self.env)
+        if found is None and self.env.get("SLURM_JOB_ID"):  # in a job, the recipe's number is no more than a plan
+            found = unknown_signal("Slurm could not say")
+        self.job_signal = found
         if found is None:
             return
         job, recipe = self.env.get("SLURM_JOB_ID"), self.signal_seconds
+        if not found.known:
+            self.lead_seconds, self.lead_unknown = None, found.source
+            logger.info(
+                "job %s's warning lead is unknown (%s): checkpoint saves are timed, not checked against it; for a "
+                "checked lead submit with SBATCH_SIGNAL=B:USR1@%d sbatch ... (or `python -m timealign.cluster "
+                "submit`)",
+                job,
+                found.source,
+                recipe,
+            )
+            return
         if not found.spec:
             self.lead_seconds = None
             logger.warning(
                 "job %s has no warning signal (%s): its time limit ends it with SIGTERM and SIGKILL KillWait s later, "
-                "mid-save, and nothing requeues it; submit with --signal=B:USR1@%d (or `python -m timealign.cluster "
-                "submit`)",
+                "mid-save, and nothing requeues it; submit with SBATCH_SIGNAL=B:USR1@%d sbatch ... (or `python -m "
+                "timealign.cluster submit`)",
                 job,
                 found.source,
                 recipe,
@@ -345,7 +393,7 @@ class SaveTimingCallback(TrainerCallback):
                 else "slurm/*.sbatch checkpoint and requeue on USR1 to the batch shell only"
             )
             logger.warning(
-                "job %s's warning is --signal=%s (%s): %s; submit with --signal=B:USR1@%d",
+                "job %s's warning is --signal=%s (%s): %s; submit with SBATCH_SIGNAL=B:USR1@%d sbatch ...",
                 job,
                 found.spec,
                 found.source,
@@ -361,7 +409,7 @@ class SaveTimingCallback(TrainerCallback):
                 found.seconds,
                 found.source,
                 found.seconds,
-                f"; for the recipe's {recipe} s, submit with --signal=B:USR1@{recipe} (or `python -m "
+                f"; for the recipe's {recipe} s, submit with SBATCH_SIGNAL=B:USR1@{recipe} sbatch ... (or `python -m "
                 "timealign.cluster submit`)"
                 if found.seconds < recipe
                 else "",
@@ -399,14 +447,31 @@ class SaveTimingCallback(TrainerCallback):
         self.read_lead()
         step = self.step_seconds or 0.0
         logger.info("checkpoint-%d saved in %.1f s (its step: %.1f s)", state.global_step, self.save_seconds, step)
-        if self.lead_seconds is not None and step + self.save_seconds > self.lead_seconds:
-            need = int(2 * (step + self.save_seconds)) + 30
+        took = step + self.save_seconds
+        need = int(2 * took) + 30  # the lead to ask for: twice what was measured, and a margin
+        if self.lead_unknown is not None:
+            if took > 1.25 * self._unknown_said:  # said at the first save, again when one takes a quarter longer
+                self._unknown_said = took
+                logger.info(
+                    "one step + a checkpoint took %.1f s; job %s's warning lead is unknown (%s), so it is not "
+                    "checked: the job's --signal must come more than %.1f s before its time limit (ask for %d: "
+                    "SBATCH_SIGNAL=B:USR1@%d sbatch ..., or launch.signal_seconds=%d with `python -m "
+                    "timealign.cluster submit`)",
+                    took,
+                    self.env.get("SLURM_JOB_ID"),
+                    self.lead_unknown,
+                    took,
+                    need,
+                    need,
+                    need,
+                )
+        elif self.lead_seconds is not None and took > self.lead_seconds:
             logger.warning(
-                "one step + a checkpoint took %.0f s, more than the warning's lead of %d s (%s): near the time "
+                "one step + a checkpoint took %.1f s, more than the warning's lead of %d s (%s): near the time "
                 "limit the save would be cut short and the job would resume from an older checkpoint; resubmit "
-                "with a lead of at least %d s: sbatch --signal=B:USR1@%d, or launch.signal_seconds=%d with "
-                "`python -m timealign.cluster submit`",
-                step + self.save_seconds,
+                "with a lead of at least %d s: SBATCH_SIGNAL=B:USR1@%d sbatch ..., or launch.signal_seconds=%d "
+                "with `python -m timealign.cluster submit`",
+                took,
                 self.lead_seconds,
                 self.lead_source,
                 need,
