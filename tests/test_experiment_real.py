@@ -274,6 +274,10 @@ def test_heldout_validation_and_overrides_reach_the_recipes(tictoc_v1_dir, tmp_p
     method, base = experiment.recipe("method", 1), experiment.recipe("base", 1)
     for recipe in (method, base):
         assert (recipe.data.eval_split, recipe.data.validation_share) == ("validation", 0.25)
+        assert recipe.data.validation_by == "trajectory"
+    by_scenario = RealExperiment(tmp_path, replace(opts, validation_by="scenario"), ("clock", "method"), (1,))
+    for arm in ("clock", "method"):  # every arm, trained or not, scores the same whole-scenario validation split
+        assert by_scenario.recipe(arm, 1, evaluation=True).data.validation_by == "scenario"
     assert method.lora.enabled and method.training["lr_scheduler_type"] == "cosine"
     assert not base.lora.enabled and base.training["lr_scheduler_type"] == "constant"
     assert method.data.seed == 1 and experiment.recipe("method", 1, evaluation=True).data.seed == HELDOUT_SEED

@@ -62,7 +62,13 @@ class RealExperiment:
             **ARMS[arm].overrides,
         }
         if o.heldout == "validation":
-            overrides.update({"data.validation_share": str(o.validation_share), "data.eval_split": "validation"})
+            overrides.update(
+                {
+                    "data.validation_share": str(o.validation_share),
+                    "data.validation_by": o.validation_by,
+                    "data.eval_split": "validation",
+                }
+            )
         if ARMS[arm].trained:
             overrides.update(recipe_overrides(o.overrides))
         if o.eval_batch_size > 0:  # 0: not resolved yet (run() sets it), the recipe's

@@ -90,6 +90,13 @@ class RealOptions:
         "configuration without looking at the test split)",
         choices=("test", "validation"),
     )
+    validation_by: str = opt(
+        "trajectory",
+        "with heldout=validation: data.validation_by (trajectory: a share of each train scenario's trajectories; "
+        "scenario: a share of each sensitivity class's train scenarios, whole: validation then asks, as the test "
+        "split does, about tools never trained on)",
+        choices=("trajectory", "scenario"),
+    )
     validation_share: float = opt(0.25, "with heldout=validation: data.validation_share (the v1 train split: 169 "
                                   "validation samples at 0.25, 138 balanced pairs left to train on)")  # fmt: skip
     overrides: str = opt(
