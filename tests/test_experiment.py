@@ -56,7 +56,13 @@ def experiment(tmp_path_factory):
         )
         assert proc.returncode == 0, proc.stderr[-4000:]
         assert "TicToc NAR, held-out scenarios" in proc.stdout  # the demo's before/after table
-    demo = json.loads((out / "summary.json").read_text())
+    summary_path = out / "summary.json"
+    try:
+        demo = json.loads(summary_path.read_text())
+    except json.JSONDecodeError as err:  # a demo killed while writing it, or another file: name it, not just the error
+        message = f"{summary_path}: not JSON ({err}); run the demo again (make demo DEMO_ARGS=ablations=true)"
+        raise pytest.fail.Exception(message, pytrace=False) from None  # the message alone, no chained decode error
+    assert isinstance(demo, dict) and "experiment" in demo, f"{summary_path}: not a demo summary (no 'experiment')"
     summary = demo["experiment"]
     assert summary["settings"]["ablations"] and summary["settings"]["seed"] == 0, summary["settings"]
     return out, summary, demo

@@ -72,6 +72,24 @@ def _setup_empty_recipe(tmp: Path) -> None:
     (tmp / "empty.yaml").write_text("")
 
 
+def _setup_release_linking_to_its_parent(tmp: Path) -> None:
+    """A hub-layout release D with a link to the folder around it (`ln -s .. D/up`): the walk meets D again as
+    D/up/D, which is no link itself (os.readlink of it was the traceback)."""
+    write_v1(tmp / "P" / "D", {"preferTool_elapse_1.json": [v1_record(rid(1))]})
+    (tmp / "P" / "D" / "up").symlink_to("..")
+
+
+def _missing_integration() -> tuple[str, str]:
+    """A training.report_to integration not installed here (tensorboard where it is not), and its pip package."""
+    from timealign.config.validate import REPORT_TO_PACKAGES, _installed
+
+    for name in ("tensorboard", *REPORT_TO_PACKAGES):
+        modules, package = REPORT_TO_PACKAGES[name]
+        if not any(_installed(m) for m in modules):
+            return name, package
+    pytest.skip("every training.report_to integration is installed here")
+
+
 # (class id, how users run it, what the one error line says, a setup of the case's folder or None, whether the
 # mistake is found before anything is written). {tmp} is the case's own working folder.
 CLI_CASES = [
@@ -233,6 +251,65 @@ CLI_CASES = [
         True,
     ),
     (
+        "loss-weights-negative",
+        ["train/dpo.py", "recipe=tiny", "training.loss_type=[sigmoid,sft]", "training.loss_weights=[1,-1]"],
+        "training.loss_weights=[1, -1]: each weight must be a finite number >= 0 ([-1] is not)",
+        None,
+        True,
+    ),
+    (
+        "loss-weights-not-numbers",
+        ["train/dpo.py", "recipe=tiny", "training.loss_type=[sigmoid,sft]", "training.loss_weights=[1,abc]"],
+        "training.loss_weights=[1, abc] must be a list of numbers, one per training.loss_type entry ([sigmoid, sft])",
+        None,
+        True,
+    ),
+    (
+        "loss-weights-all-zero",
+        ["train/dpo.py", "recipe=tiny", "training.loss_type=[sigmoid,sft]", "training.loss_weights=[0,0]"],
+        "training.loss_weights=[0, 0]: every weight 0 makes the loss 0, so nothing would be learnt",
+        None,
+        True,
+    ),
+    (
+        "loss-type-unknown-order",
+        ["train/dpo.py", "recipe=tiny", "training.loss_type=[sft,sigmoid]"],
+        "training.loss_type=[sft, sigmoid]: offset-DPO implements [sigmoid] (the offset loss) or [sigmoid, sft]",
+        None,
+        True,
+    ),
+    (
+        "loss-type-on-sft",
+        ["train/sft.py", "recipe=tiny-timer", "training.loss_type=[sigmoid,sft]"],
+        "training.loss_type=[sigmoid,sft]: timealign sft (the TIMER trainer) implements loss_type=nll only",
+        None,
+        True,
+    ),
+    (
+        "prompt-cache-attention",
+        ["train/dpo.py", "recipe=tiny", "dpo.prompt_cache=true", "model.attn_implementation=flex_attention"],
+        "dpo.prompt_cache=true is verified with model.attn_implementation sdpa or eager, not flex_attention: set "
+        "model.attn_implementation=sdpa, or dpo.prompt_cache=false",
+        None,
+        True,
+    ),
+    (
+        "report-to-not-installed",
+        ["train/dpo.py", "recipe=tiny", "training.report_to=[{missing}]"],
+        "training.report_to=[{missing}]: {missing} is not installed here (the Trainer would stop on it after data "
+        "prep): `pip install {package}`, or take it out of training.report_to (none: no reporting)",
+        None,
+        True,
+    ),
+    (
+        "hub-link-to-parent",
+        ["data_prep/tictoc.py", "recipe=tiny", "data.source=hub", "data.path={tmp}/P/D", "out={tmp}/out"],
+        "data.path={tmp}/P/D (data.source=hub): {tmp}/P/D/up is a link to .., a loop: it leads back to {tmp}/P/D, "
+        "which holds it; remove the link",
+        _setup_release_linking_to_its_parent,
+        False,
+    ),
+    (
         "trl-config-refuses",
         [
             "train/dpo.py",
@@ -290,6 +367,10 @@ def test_cli_mistake(case, args, message, setup, before_any_write, tmp_path, mon
     if setup:
         setup(work)
     before = sorted(p.relative_to(work) for p in work.rglob("*"))
+    if case == "report-to-not-installed":
+        missing, package = _missing_integration()
+        args = [a.format(missing=missing, tmp="{tmp}") for a in args]
+        message = message.format(missing=missing, package=package, tmp="{tmp}")
     code, err = run_main(args, work, capsys)
     line = assert_one_line(code, err, message.format(tmp=work))
     if case == "source-unknown-before-path":
@@ -477,6 +558,53 @@ def test_a_removed_split_in_an_unsealed_folder_names_the_prepared_folder(tmp_pat
         load_prepared(out)
 
 
+def _doubled_margin(row):  # a module function: datasets fingerprints it alike in every run, as it does the render
+    return {"margin": row["margin"] * 2}
+
+
+def _plus_one_margin(row):
+    return {"margin": row["margin"] + 1}
+
+
+def _rewrite_margins(arrow: Path, value: float) -> None:
+    import pyarrow as pa
+
+    table = pa.ipc.open_stream(pa.py_buffer(arrow.read_bytes())).read_all()
+    column = table.column_names.index("margin")
+    table = table.set_column(column, "margin", pa.array([value] * table.num_rows, table.schema.field("margin").type))
+    with pa.OSFile(str(arrow), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def test_an_edited_or_truncated_map_cache_is_never_read(tmp_path):
+    """Issue 51: `.map` on a memory-mapped split wrote `cache-*.arrow` beside it (not sealed: data prep did not
+    write it), and the next run with the same function read it back: a cache whose margins were set to 50 trained
+    on them (first-step loss 50.0 vs 1.68), a truncated one was a pyarrow traceback. The splits are read into
+    memory now, so no map reads or writes a cache in the prepared folder."""
+    import datasets
+
+    from timealign.data.pairs import load_prepared
+
+    out = _prepared(tmp_path)
+    split = out / "dataset" / "train"
+    mapped = datasets.load_from_disk(str(out / "dataset"))["train"]  # as training loaded it before
+    margins = mapped["margin"]
+    doubled = mapped.map(_doubled_margin)
+    plus_one = mapped.map(_plus_one_margin)
+    assert doubled["margin"] == [m * 2 for m in margins]
+    edited, truncated = (Path(d.cache_files[0]["filename"]) for d in (doubled, plus_one))
+    assert edited.parent == truncated.parent == split and edited != truncated  # the caches lie beside the data
+    _rewrite_margins(edited, 50.0)
+    os.truncate(truncated, truncated.stat().st_size // 2)
+    files = sorted(split.iterdir())
+
+    train = load_prepared(out)["train"]
+    assert train.map(_doubled_margin)["margin"] == [m * 2 for m in margins]  # not the edited 50s
+    assert train.map(_plus_one_margin)["margin"] == [m + 1 for m in margins]  # not the truncated file
+    assert train.cache_files == []  # in memory: a map has nowhere on disk to look
+    assert sorted(split.iterdir()) == files  # nothing written beside the sealed data either
+
+
 def test_a_full_disk_while_saving_says_so(tmp_path):
     """A real ENOSPC (the kernel's /dev/full) at data prep's save point: `No space left on device writing <folder>`,
     an exit-2 error of the commands; another OSError passes unchanged."""
@@ -570,6 +698,182 @@ def test_evaluating_a_pickle_that_is_not_weights_is_one_line(tiny_model_dir, tmp
     assert not marker.exists() and not (tmp_path / "eval").exists()
 
 
+def _save_trained_recipe(folder: Path, recipe) -> Path:
+    """`folder` as training leaves it for the evaluator: the resolved recipe beside the weights (final_model)."""
+    import yaml
+
+    from timealign.config.secrets import redact
+    from timealign.render.checkpoint import CHECKPOINT_RECIPE
+
+    folder.mkdir(parents=True)
+    (folder / CHECKPOINT_RECIPE).write_text(yaml.safe_dump(redact(recipe.to_dict()), sort_keys=False))
+    return folder
+
+
+def test_evaluating_with_other_render_settings_than_training_is_said(tmp_path):
+    """Issue 51: a model trained with data.elapsed_separator=newline and evaluated with the default separator scored
+    with no warning (the comparison held timestamps, elapsed and protocol only). Every render setting is compared."""
+    from timealign.eval.data_identity import training_differences
+
+    newline = {"data.elapsed": "true", "data.elapsed_separator": "newline"}
+    checkpoint = _save_trained_recipe(tmp_path / "run", load_recipe("tiny", newline))
+    assert training_differences(load_recipe("tiny", newline), checkpoint) == []  # as trained: nothing to say
+    evaluated = load_recipe("tiny", {"data.elapsed": "true", "eval.reasoning": "true"})
+    assert training_differences(evaluated, checkpoint) == [
+        "data.elapsed_separator: newline (trained) -> direct (evaluated)",
+        "eval.reasoning: None (trained) -> True (evaluated)",
+    ]
+
+
+def _data_fields_read_by_the_render_code() -> set[str]:
+    """The DataSection fields the render code reads, from its source: `data.FIELD`, `recipe.data.FIELD` and
+    `getattr(data, "FIELD", ...)` in timealign/render/ and the chat-API renderer, on every branch."""
+    import ast
+    import dataclasses
+
+    from timealign.config.schema import DataSection
+
+    fields = {f.name for f in dataclasses.fields(DataSection)}
+
+    def is_data(node) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "data") or (
+            isinstance(node, ast.Attribute) and node.attr == "data"
+        )
+
+    files = [
+        *sorted((REPO_ROOT / "timealign" / "render").glob("*.py")),
+        REPO_ROOT / "timealign/suites/tictoc/requests.py",
+    ]
+    read = set()
+    for file in files:
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.Attribute) and is_data(node.value) and node.attr in fields:
+                read.add(node.attr)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "getattr"
+                and len(node.args) >= 2
+                and is_data(node.args[0])
+                and isinstance(node.args[1], ast.Constant)
+            ):
+                read.add(node.args[1].value)
+    return read
+
+
+class _ReadRecorder:
+    """A recipe's data section that notes each field read from it."""
+
+    def __init__(self, data):
+        self._data, self.read = data, set()
+
+    def __getattr__(self, name):
+        self.read.add(name)
+        return getattr(self._data, name)
+
+
+def test_the_compared_render_settings_are_the_ones_the_renderer_reads(tiny_tokenizer):
+    """A render setting added to the renderer and not to the evaluator's comparison fails here: the data fields the
+    render code reads (its source, every branch; and what `for_data` reads when it runs, in both protocols) are
+    `RENDER_KEYS`, and every keyword `PromptRenderer.for_data` takes is placed (compared, or the evaluation's)."""
+    import inspect
+
+    from timealign.config import DataSection
+    from timealign.eval.data_identity import RENDER_ARGUMENTS, RENDER_KEYS, RENDER_SETTINGS
+    from timealign.render.chat import PromptRenderer
+    from timealign.suites.tictoc.requests import ChatRequestRenderer
+
+    assert _data_fields_read_by_the_render_code() == set(RENDER_KEYS)
+    for protocol in ("timealign", "paper"):
+        data = _ReadRecorder(DataSection(protocol=protocol, timestamps=False))
+        PromptRenderer.for_data(tiny_tokenizer, data, reasoning=False)
+        ChatRequestRenderer.for_data(data)
+        assert data.read <= set(RENDER_KEYS), data.read - set(RENDER_KEYS)
+    keywords = [p for p in inspect.signature(PromptRenderer.for_data).parameters if p not in ("tokenizer", "data")]
+    assert set(keywords) == set(RENDER_ARGUMENTS), "place the renderer's new keyword in RENDER_ARGUMENTS"
+    assert {source for source in RENDER_ARGUMENTS.values() if source} <= set(RENDER_SETTINGS)
+
+
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        ("[1,nan]", "training.loss_weights=[1, nan] must be a list of numbers, one per training.loss_type entry"),
+        ("[1,.nan]", "training.loss_weights=[1, nan]: each weight must be a finite number >= 0 ([nan] is not)"),
+        ("[1,true]", "training.loss_weights=[1, True] must be a list of numbers"),
+        ("[1]", "training.loss_weights=[1] gives 1 weights for 2 loss types (training.loss_type=[sigmoid, sft])"),
+        ("[0,0.0]", "training.loss_weights=[0, 0.0]: every weight 0 makes the loss 0"),
+    ],
+)
+def test_loss_weights_the_trainer_would_refuse_are_refused_when_the_recipe_loads(weights, message):
+    """Issue 51: these came back as OffsetDPOTrainer's ValueError traceback after data prep (all zero: a zero loss,
+    trained and saved). Now `load_recipe` refuses them in one line; a valid mix loads."""
+    with pytest.raises(RecipeError) as err:
+        load_recipe("tiny", {"training.loss_type": "[sigmoid,sft]", "training.loss_weights": weights})
+    assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)
+    recipe = load_recipe("tiny", {"training.loss_type": "[sigmoid,sft]", "training.loss_weights": "[1,0]"})
+    assert recipe.training["loss_weights"] == [1, 0]
+
+
+def test_the_recipe_load_checks_agree_with_what_they_stand_in_for(tmp_path):
+    """The load-time lists are the trainers' and transformers' own: the attention kernels each shared-prompt layout
+    takes, the loss types OffsetDPOTrainer implements, and whether transformers finds each report_to integration."""
+    from transformers.integrations import integration_utils
+    from trl import DPOConfig
+
+    from timealign.config import validate
+    from timealign.train import odpo, prompt_cache, shared_prompt
+
+    assert validate.PROMPT_CACHE_ATTENTION == prompt_cache.SUPPORTED_ATTENTION
+    assert validate.SHARED_PROMPT_ATTENTION == shared_prompt.SUPPORTED_ATTENTION
+    args = dict(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none")
+    for loss_type in validate.DPO_LOSS_TYPES:
+        odpo._check_loss_config(DPOConfig(loss_type=loss_type, **args))
+    with pytest.raises(ValueError, match="OffsetDPOTrainer implements loss_type"):
+        odpo._check_loss_config(DPOConfig(loss_type=["sft", "sigmoid"], **args))
+    assert set(validate.REPORT_TO_PACKAGES) == set(validate.REPORT_TO_NAMES) - {"kubeflow"}  # kubeflow: no package
+    available = {
+        "azure_ml": "is_azureml_available",
+        "comet_ml": "is_comet_available",
+        "flyte": "is_flytekit_available",
+    }
+    for name, (modules, _) in validate.REPORT_TO_PACKAGES.items():
+        found = getattr(integration_utils, available.get(name, f"is_{name}_available"))()
+        assert any(validate._installed(m) for m in modules) == bool(found), name
+
+
+def test_a_demo_summary_that_is_not_json_is_named(tmp_path):
+    """Issue 51: TIMEALIGN_DEMO_OUT (CI's demo folder) whose summary.json is not JSON failed the experiment tests
+    with a bare JSONDecodeError naming no file. Now one message naming it and the fix."""
+    import subprocess
+    import time
+
+    summary = tmp_path / "summary.json"
+    summary.write_text('{"experiment": ')  # a demo killed while writing it
+    later = time.time() + 86400  # newer than every source file, even one saved while this runs: not a stale demo
+    os.utime(summary, (later, later))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_experiment.py::test_offset_dpo_teaches_the_tool_call_decision",
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, "TIMEALIGN_DEMO_OUT": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert f"{summary}: not JSON (Expecting value: line 1 column 16 (char 15)); run the demo again" in proc.stdout
+    assert "(make demo DEMO_ARGS=ablations=true)" in proc.stdout, proc.stdout[-3000:]
+    assert "another exception" not in proc.stdout and "JSONDecodeError" not in proc.stdout, proc.stdout[-3000:]
+
+
 # Every class docs/bad_input.md lists (its "User mistakes" table), and the test that checks it.
 CLASS_TESTS = {
     **{case[0]: f"test_cli_mistake[{case[0]}]" for case in CLI_CASES},
@@ -580,7 +884,12 @@ CLASS_TESTS = {
     "removed-split": "test_a_removed_split_names_the_file_and_the_fix",
     "truncated-arrow-unsealed": "test_a_truncated_arrow_file_in_an_unsealed_folder_names_the_prepared_folder",
     "removed-split-unsealed": "test_a_removed_split_in_an_unsealed_folder_names_the_prepared_folder",
+    "edited-map-cache": "test_an_edited_or_truncated_map_cache_is_never_read",
     "disk-full": "test_a_full_disk_while_saving_says_so",
+    "render-setting-skew": "test_evaluating_with_other_render_settings_than_training_is_said",
+    "render-settings-compared": "test_the_compared_render_settings_are_the_ones_the_renderer_reads",
+    "loss-weights-refused": "test_loss_weights_the_trainer_would_refuse_are_refused_when_the_recipe_loads",
+    "demo-summary-not-json": "test_a_demo_summary_that_is_not_json_is_named",
     "skip-counts-records": "test_skip_mode_counts_the_records_of_a_rejected_file",
     "ranks-by-hand": "test_launch_check.py::test_ranks_set_by_hand_without_a_launcher_stop_in_seconds",
     "checkpoint-not-weights": "test_evaluating_a_pickle_that_is_not_weights_is_one_line",

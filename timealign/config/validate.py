@@ -3,14 +3,17 @@
 - `check_values(recipe)`: numbers in their range (training.learning_rate > 0, training.beta > 0,
   training.max_steps -1 or >= 1, offsets and margins >= 0, batch sizes >= 1, ...), data.source a source of the
   recipe's task, the recipe `name` safe as a file name and a Slurm job name, `output_dir` naming no placeholder but
-  `{name}`, a file source with its `data.path`. (The enumerated fields' `choices` are checked where the recipe is
+  `{name}`, a file source with its `data.path`, training.loss_type / loss_weights a loss the task's trainer
+  implements (`loss_problems`: not all weights 0), and the shared-prompt layouts with an attention implementation
+  they are verified with (`attention_problems`). (The enumerated fields' `choices` are checked where the recipe is
   merged, `timealign.config.options.merge`.) `load_recipe` calls it, so every entry point (training, data prep,
   evaluation, the cluster launcher, the experiment) refuses a bad value while it reads its command line: nothing
   is prepared, built or written first.
 - `check_inputs(recipe)`: what the command reads on this machine exists (`data.path` of a file source, a local
-  `model.name_or_path`). Not part of `load_recipe`: a cluster `plan`/`submit` may name paths that exist on the
-  nodes only. The commands that read them say so (`Command(reads_inputs=True)`: training and data prep) and
-  `timealign.config.cli.parse` calls it right after loading the recipe.
+  `model.name_or_path`, the packages of the `training.report_to` integrations). Not part of `load_recipe`: a
+  cluster `plan`/`submit` may name paths that exist on the nodes only, and evaluation reads a checkpoint's saved
+  recipe on machines without its trackers. The commands that read them say so (`Command(reads_inputs=True)`:
+  training and data prep) and `timealign.config.cli.parse` calls it right after loading the recipe.
   Evaluation checks `data.path` when a suite reads the recipe's data (tictoc's held-out pairs; `check_data_path`).
 - `check_model_reference(value, key)`: an existing local model folder (config.json or adapter_config.json; another
   folder or a file is refused, naming a model folder inside it when there is one), or a hub id (`org/name` or a
@@ -62,6 +65,34 @@ REPORT_TO_NAMES = (
     "swanlab",
     "kubeflow",
 )
+# training.report_to integrations and what transformers looks for to use each (its `is_*_available`: any one of the
+# module sets, every module of a set), with the pip package: the Trainer stops on a missing one only after data prep.
+# kubeflow is no package (an environment variable), so it is not checked here.
+REPORT_TO_PACKAGES: dict[str, tuple[tuple[tuple[str, ...], ...], str]] = {
+    "azure_ml": ((("azureml.core.run",),), "azureml-core"),
+    "comet_ml": ((("comet_ml",),), "comet-ml"),
+    "mlflow": ((("mlflow",),), "mlflow"),
+    "neptune": ((("neptune",),), "neptune"),
+    "tensorboard": ((("tensorboard",), ("tensorboardX",)), "tensorboard"),
+    "trackio": ((("trackio",),), "trackio"),
+    "wandb": ((("wandb",),), "wandb"),
+    "codecarbon": ((("codecarbon",),), "codecarbon"),
+    "clearml": ((("clearml",),), "clearml"),
+    "dagshub": ((("dagshub", "mlflow"),), "dagshub mlflow"),
+    "flyte": ((("flytekit",),), "flytekit"),
+    "dvclive": ((("dvclive",),), "dvclive"),
+    "swanlab": ((("swanlab",),), "swanlab"),
+}
+# training.loss_type: what timealign's trainers implement. dpo: the offset loss, alone or with TRL's SFT term on the
+# chosen replies (timealign/train/odpo.py `_check_loss_config`, which refuses the rest after data prep); sft: the
+# TIMER trainer's nll (timealign/train/timer.py).
+DPO_LOSS_TYPES = (["sigmoid"], ["sigmoid", "sft"])
+SFT_LOSS_TYPES = ("nll",)
+# model.attn_implementation each shared-prompt layout is verified with (`SUPPORTED_ATTENTION` of
+# timealign/train/shared_prompt.py and prompt_cache.py, which refuse the rest after data prep); unset: the model's own
+# default (sdpa, else eager).
+SHARED_PROMPT_ATTENTION = ("sdpa", "eager", "flex_attention")
+PROMPT_CACHE_ATTENTION = ("sdpa", "eager")
 # The Hugging Face hub's repo id: `name` or `namespace/name` (huggingface_hub.utils.validate_repo_id).
 HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 
@@ -211,6 +242,69 @@ def report_to_problem(value: Any) -> str | None:
     return f"training.report_to={shown}: {', '.join(unknown)} is not one of: none, all, {', '.join(known)}{hint}"
 
 
+def _listed(value: Any) -> str:
+    """A list value as users write it on the command line: [a, b]."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def loss_problems(recipe) -> list[str]:
+    """Why `training.loss_type` / `training.loss_weights` cannot train this task as asked (the trainers refuse them
+    only after data prep, and all-zero weights would train a zero loss and call it trained); empty when fine."""
+    training = recipe.training or {}
+    loss_type = training.get("loss_type")
+    if recipe.task == "sft":
+        if loss_type is not None and loss_type not in SFT_LOSS_TYPES:
+            return [
+                f"training.loss_type={_listed(loss_type)}: timealign sft (the TIMER trainer) implements loss_type=nll "
+                "only; the SFT term beside the offset loss is timealign dpo's training.loss_type=[sigmoid,sft]"
+            ]
+        return []
+    types = ["sigmoid"] if loss_type is None else [loss_type] if isinstance(loss_type, str) else loss_type
+    if not isinstance(types, (list, tuple)) or list(types) not in DPO_LOSS_TYPES:
+        return [
+            f"training.loss_type={_listed(loss_type)}: offset-DPO implements [sigmoid] (the offset loss) or "
+            "[sigmoid, sft] (plus TRL's SFT term on the chosen replies, weighted by training.loss_weights)"
+        ]
+    weights = training.get("loss_weights")
+    if weights is None:
+        return []
+    shown = f"training.loss_weights={_listed(weights)}"
+    if not isinstance(weights, (list, tuple)) or not all(_number(w) for w in weights):
+        return [f"{shown} must be a list of numbers, one per training.loss_type entry ({_listed(types)})"]
+    if len(weights) != len(types):
+        return [
+            f"{shown} gives {len(weights)} weights for {len(types)} loss types (training.loss_type="
+            f"{_listed(types)}): give one per loss type"
+        ]
+    bad = [w for w in weights if not (math.isfinite(w) and w >= 0)]
+    if bad:
+        return [f"{shown}: each weight must be a finite number >= 0 ({_listed(bad)} is not)"]
+    if not any(weights):
+        return [f"{shown}: every weight 0 makes the loss 0, so nothing would be learnt: give a loss a weight > 0"]
+    return []
+
+
+def attention_problems(recipe) -> list[str]:
+    """The shared-prompt layouts (task dpo) with a model.attn_implementation they are not verified with."""
+    attn = recipe.model.attn_implementation
+    if recipe.task != "dpo" or attn is None:
+        return []
+    if recipe.dpo.prompt_cache and attn not in PROMPT_CACHE_ATTENTION:
+        return [
+            f"dpo.prompt_cache=true is verified with model.attn_implementation {' or '.join(PROMPT_CACHE_ATTENTION)}, "
+            f"not {attn}: set model.attn_implementation=sdpa, or dpo.prompt_cache=false (the tree-mask layout)"
+        ]
+    if recipe.dpo.shared_prompt and attn not in SHARED_PROMPT_ATTENTION:
+        return [
+            f"dpo.shared_prompt=true needs a custom 4D attention mask, which model.attn_implementation={attn} does "
+            f"not take: set model.attn_implementation to one of {', '.join(SHARED_PROMPT_ATTENTION)}, or "
+            "dpo.shared_prompt=false (TRL's unshared layout, any attention implementation)"
+        ]
+    return []
+
+
 def value_problems(recipe) -> list[str]:
     """Every value of `recipe` out of its range, as `key=value must be ...` texts (empty: all fine)."""
     problems = []
@@ -226,6 +320,7 @@ def value_problems(recipe) -> list[str]:
     report_to = report_to_problem(training.get("report_to"))
     if report_to:
         problems.append(report_to)
+    problems += loss_problems(recipe) + attention_problems(recipe)
     steps, epochs = training.get("max_steps"), training.get("num_train_epochs")
     if _number(epochs) and epochs == 0 and not (_number(steps) and steps > 0):
         problems.append("training.num_train_epochs=0 with no training.max_steps > 0 trains nothing")
@@ -409,6 +504,38 @@ def _push_problem(recipe) -> str | None:
     return None
 
 
+def _installed(modules: tuple[str, ...]) -> bool:
+    import importlib.util
+
+    try:
+        return all(importlib.util.find_spec(module) is not None for module in modules)
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
+def report_to_missing_problem(recipe) -> str | None:
+    """Which `training.report_to` integrations are not installed here (transformers' Trainer would stop on them after
+    data prep, leaving the prepared data behind), with what to pip install; None when all are."""
+    value = (recipe.training or {}).get("report_to")
+    names = [value] if isinstance(value, str) else value
+    if report_to_problem(value) or not names:  # not names at all: value_problems says so
+        return None
+    missing = [
+        name
+        for name in names
+        if name in REPORT_TO_PACKAGES and not any(_installed(modules) for modules in REPORT_TO_PACKAGES[name][0])
+    ]
+    if not missing:
+        return None
+    packages = " ".join(REPORT_TO_PACKAGES[name][1] for name in missing)
+    one = len(missing) == 1
+    return (
+        f"training.report_to={_listed(value)}: {', '.join(missing)} {'is' if one else 'are'} not installed here "
+        f"(the Trainer would stop on {'it' if one else 'them'} after data prep): `pip install {packages}`, or take "
+        f"{'it' if one else 'them'} out of training.report_to (none: no reporting)"
+    )
+
+
 def input_problems(recipe) -> list[str]:
     """What the recipe reads on this machine and is not there (data.path of a file source, a local model path)."""
     problems = [p for p in (data_path_problem(recipe),) if p]
@@ -419,6 +546,9 @@ def input_problems(recipe) -> list[str]:
     push = _push_problem(recipe)
     if push:
         problems.append(push)
+    reporting = report_to_missing_problem(recipe)
+    if reporting:
+        problems.append(reporting)
     data = recipe.data
     if data.direct_answer == "generate" and data.direct_answer_model and data.direct_answer_backend != "openai":
         try:

@@ -50,7 +50,9 @@ DATA_FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 CONTENT = "content"  # manifest key: {relative path: sha256} of every file data prep wrote
 MANIFEST_SHA = "manifest_sha256"  # manifest key: the hash of the manifest's other keys
-DATASETS_CACHE = re.compile(r"^(cache-[0-9a-f]+\.arrow|tmp[\w-]*)$")  # `Dataset.map` caches beside the data
+# `Dataset.map` caches beside the data, written by an older timealign's training (the splits are read into memory
+# now, so no map writes or reads one: `timealign.data.records.load_saved_datasets`); not data prep's, so not sealed
+DATASETS_CACHE = re.compile(r"^(cache-[0-9a-f]+\.arrow|tmp[\w-]*)$")
 COUNT_KEYS = {"pairs": "pairs", "dialogs": "dialogs"}  # the manifest's row count per split, by kind
 DIRECT_ANSWER_SOURCE = "direct_answer_model"  # sources key: the checkpoint that wrote the direct answers
 KINDS = ("pairs", "dialogs")
@@ -309,7 +311,7 @@ def read_fingerprint(folder: str | Path, kind: str) -> Fingerprint | None:
 
 
 def _content(folder: Path) -> dict[str, str]:
-    """sha256 per file data prep wrote (less the manifest, and the `datasets` map caches training adds later)."""
+    """sha256 per file data prep wrote (less the manifest, and the `datasets` map caches an older training added)."""
     return {
         rel: digest
         for rel, digest in source_files(folder).items()

@@ -134,10 +134,13 @@ def data_files_in(folder: Path, path: str | None = None) -> list[Path]:
             if key in entered:
                 first = entered[key]
                 if first == Path(root) or first in Path(root).parents:
-                    link, what = sub, f"a loop: it leads back to {first}, which holds it"
+                    link, what = _link_on_the_way(sub, folder), f"a loop: it leads back to {first}, which holds it"
                 else:  # two ways into one folder: name the one that is a link
-                    link, other = (sub, first) if sub.is_symlink() else (first, sub)
+                    link, other = (sub, first) if _link_on_the_way(sub, folder).is_symlink() else (first, sub)
+                    link = _link_on_the_way(link, folder)
                     what = f"the same folder as {other}, whose files would be read twice"
+                if not link.is_symlink():  # one folder under two names without a link (a bind mount)
+                    raise RecipeError(f"{where}: {sub} is {what}; remove one of the two")
                 raise RecipeError(f"{where}: {link} is a link to {os.readlink(link)}, {what}; remove the link")
             entered[key] = sub
             kept.append(name)
@@ -149,6 +152,17 @@ def data_files_in(folder: Path, path: str | None = None) -> list[Path]:
                 raise RecipeError(f"{where}: {file} is {problem}; replace it with the data file or remove it")
             out.append(file)
     return out
+
+
+def _link_on_the_way(path: Path, top: Path) -> Path:
+    """The link the walk from `top` followed to reach `path`: `path` itself or its nearest parent below `top` that is
+    a link (`ln -s .. D/up` leads back into D as D/up/D, which is no link itself); `path` when there is none."""
+    for candidate in (path, *path.parents):
+        if candidate == top or Path(top) not in candidate.parents:
+            break
+        if candidate.is_symlink():
+            return candidate
+    return path
 
 
 def _folder_key(folder: Path) -> tuple[int, int]:

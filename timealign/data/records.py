@@ -64,12 +64,18 @@ class DamagedPreparedData(RecipeError):
 
 def load_saved_datasets(prepared: Path, command: str):
     """The `datasets.DatasetDict` saved in `prepared`/dataset (datasets reads every Arrow stream to its end here);
-    a damaged one is a one-line error naming the folder and how to write it again."""
+    a damaged one is a one-line error naming the folder and how to write it again.
+
+    Read into memory, not memory-mapped: `.map` on a memory-mapped split writes its result as `cache-*.arrow` beside
+    the split, and the next run with the same function read that file back unchecked (the seal leaves such caches
+    out): an edited cache (a pair's margin) trained silently, a truncated one was a pyarrow traceback. In memory, no
+    map writes or reads a cache on disk, so every run renders and tokenizes from the sealed data (v1 with the tiny
+    model: about 4.5 CPU s to build the trainer against 1.1 s on a cache hit; the prepared data is a few MB)."""
     from datasets import load_from_disk
 
     path = Path(prepared) / "dataset"
     try:
-        data = load_from_disk(str(path))
+        data = load_from_disk(str(path), keep_in_memory=True)
     except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError and names no file
         detail = " ".join(str(err).split())[:200]
         raise DamagedPreparedData(

@@ -7,8 +7,8 @@
   the folder, or the one around a `checkpoint-N`), not `outputs/NAME/` under the current folder.
 - `training_differences`: how the evaluated data differs from the data the checkpoint was trained with (its saved
   recipe): the prepared-data fingerprint's differences (`timealign.data.fingerprint.Fingerprint.differences`: source,
-  files, split names, data settings) and the render settings. Logged as a warning and written into each report's
-  `data.differs_from_training`.
+  files, split names, data settings) and the render settings (`RENDER_SETTINGS`). Logged as a warning and written
+  into each report's `data.differs_from_training`.
 - `run_label`: the W&B name of one evaluation: short (no absolute paths) and unique per run,
   `eval:FOLDER:SUITE@DATA#RUN`.
 """
@@ -24,7 +24,23 @@ from timealign.render.checkpoint import CHECKPOINT_RECIPE
 
 logger = logging.getLogger("timealign.eval")
 
-RENDER_KEYS = ("timestamps", "elapsed", "protocol")  # data.* settings that shape the prompts, not the data
+# The recipe settings that shape a rendered prompt, not the data, compared with the checkpoint's training: the data.*
+# fields the prompt renderers read (`PromptRenderer.for_data`, `ChatRequestRenderer.for_data`; timealign serve
+# compares these too) ...
+RENDER_KEYS = ("timestamps", "elapsed", "elapsed_separator", "protocol")
+# ... and what training hands the renderer besides (`PromptRenderer.for_data`'s keywords, train/dpo.py), by where it
+# comes from: eval.reasoning is the Qwen3 thinking switch of the template. None: a choice of the evaluation, not of
+# the recipe: prompt_mode (the eval command's; training renders none) and family (read off the checkpoint's own
+# tokenizer). The TIMER renderer's timer.special_tokens and timer.order are read from the checkpoint itself
+# (`timealign.render.checkpoint.timer_renderer_for_checkpoint`), so they cannot differ unless the suite is told to.
+# tests/test_user_mistakes.py derives both lists from the render code: a new setting the renderer reads fails there.
+RENDER_ARGUMENTS = {
+    "timestamps": "data.timestamps",
+    "reasoning": "eval.reasoning",
+    "prompt_mode": None,
+    "family": None,
+}
+RENDER_SETTINGS = (*(f"data.{key}" for key in RENDER_KEYS), "eval.reasoning")
 
 
 def saved_recipe_file(checkpoint: str | Path | None) -> Path | None:
@@ -120,12 +136,13 @@ def training_differences(recipe, checkpoint: str | Path | None, *, timestamps: b
         ]
     elif trained.data.path != recipe.data.path and recipe.data.source != "synthetic":
         lines.append(f"data.path: {trained.data.path} (trained) -> {recipe.data.path} (evaluated; same files)")
-    for key in RENDER_KEYS:
-        old, new = getattr(trained.data, key), getattr(recipe.data, key)
-        if key == "timestamps" and timestamps is not None:
+    for key in RENDER_SETTINGS:
+        section, field = key.split(".")
+        old, new = getattr(getattr(trained, section), field), getattr(getattr(recipe, section), field)
+        if key == "data.timestamps" and timestamps is not None:
             new = timestamps
         if old != new:
-            lines.append(f"data.{key}: {old} (trained) -> {new} (evaluated)")
+            lines.append(f"{key}: {old} (trained) -> {new} (evaluated)")
     if recipe.data.eval_split == recipe.data.train_split:
         lines.append(f"data.eval_split={recipe.data.eval_split!r} is the training split: the samples were trained on")
     return lines
