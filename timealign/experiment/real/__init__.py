@@ -40,7 +40,9 @@ again (another backend, batch size or device; no training) and counts, per arm a
 it decides as RUN did: a number checked with a second backend before it is believed.
 
 Writes `<out>/real.json` (every number), `<out>/real.md` (the report, made from that JSON alone), `<out>/real.png`,
-every evaluator report under `<out>/eval/` and the models under `<out>/models/`.
+every evaluator report under `<out>/eval/` and the models under `<out>/models/`, into a folder that is new, empty or
+this very command's own run (`claim`: its record `timealign_experiment.json`, a rerun goes on there); `rescore=` and
+`merge=` first check that the runs scored the same data and prompts (`identity`: every arm's `scored_on` in real.json).
 """
 
 from timealign.experiment.real.arms import ARMS, COMPARISONS, RECIPE, TIMER_RECIPE, TRAINED, Arm

@@ -9,6 +9,7 @@ from timealign.config import RecipeError
 from timealign.config.cli import Command, Invocation, run_command
 from timealign.experiment.parallel import auto_processes, plan_units
 from timealign.experiment.real.arms import TRAINED
+from timealign.experiment.real.claim import check_out, claim_out
 from timealign.experiment.real.experiment import RealExperiment
 from timealign.experiment.real.markdown import markdown_report
 from timealign.experiment.real.merge import merge_into, run_in_parallel
@@ -42,15 +43,19 @@ def run(invocation: Invocation) -> int:
         return 0
     arms, seeds = validate(o)
     resolve_device(o)
+    check_out(o)  # out= holds nothing but this command's own run (its options as resolved)
     units = plan_units(arms, seeds, TRAINED)
     processes = o.parallel or (1 if o.timer else auto_processes(o.device, len(units)))  # auto never refuses
     if processes > 1 and o.timer:
         raise RecipeError("timer=true runs in one process: parallel=1, or the TIMER part on its own (arms=clock "
                           "timer=true)")  # fmt: skip
+    experiment = RealExperiment(Path(o.out), o, arms, seeds)
+    experiment.check_recipes()  # every unit's too: a misspelt override is refused before the first one runs
+    claim_out(o)
     if processes > 1:
         summary = run_in_parallel(o, units, processes)
     else:
-        summary = RealExperiment(Path(o.out), o, arms, seeds).run()
+        summary = experiment.run()
     print(markdown_report(summary))
     print(f"wrote {Path(o.out) / 'real.json'}, real.md and real.png ({summary['seconds']:.0f} s)")
     return 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from timealign.experiment.real.arms import ARMS, RECIPE, TIMER_RECIPE
+from timealign.experiment.real.identity import scored_on
 from timealign.experiment.real.options import RealOptions, recipe_overrides
 from timealign.experiment.real.outputs import write_outputs
 from timealign.experiment.real.summary import analyse
@@ -165,14 +166,20 @@ class RealExperiment:
         }
         return result
 
+    def check_recipes(self) -> None:
+        """Every arm's recipe on every seed loads (and refuses bad input, e.g. a misspelt `overrides=` key) before
+        anything runs: the caller's check, before the first training or the first `parallel=` unit."""
+        for arm in self.arms:
+            for seed in self.seeds:
+                self.recipe(arm, seed)
+
     def run(self) -> dict:
+        """Every arm and seed, then the TIMER part; the recipes were checked (`check_recipes`) and out= claimed
+        (`timealign.experiment.real.claim`) by the caller."""
         from timealign.experiment.analysis import machine_info
 
         start = time.perf_counter()
         self.out.mkdir(parents=True, exist_ok=True)
-        for arm in self.arms:  # every recipe loads (and refuses bad input) before the first training starts
-            for seed in self.seeds:
-                self.recipe(arm, seed)
         reports: dict[str, dict[int, dict]] = {arm: {} for arm in self.arms}
         runs: dict[str, dict] = {}
         self.train_and_evaluate(reports, runs)
@@ -214,6 +221,7 @@ class RealExperiment:
                     if not ARMS[arm].trained and seed != self.seeds[0]:
                         continue  # greedy decisions of an untrained model ignore the seed: scored once, below
                     checkpoint, facts = self.train_arm(arm, seed)
+                    facts["scored_on"] = scored_on(self.recipe(arm, seed, evaluation=True))  # rescore=, merge= check
                     if pending is not None:
                         collect()
                         pending = None

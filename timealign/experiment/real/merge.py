@@ -4,25 +4,46 @@ process under <out>/runs/, then merged)."""
 from __future__ import annotations
 
 import time
+from dataclasses import fields
 from pathlib import Path
 
 from timealign.config import RecipeError
 from timealign.experiment.parallel import run_units
 from timealign.experiment.real.arms import COMPARISONS, TRAINED
+from timealign.experiment.real.claim import check_out, claim_out
+from timealign.experiment.real.identity import check_merge, read_run
 from timealign.experiment.real.options import RealOptions
 from timealign.experiment.real.outputs import write_outputs
 from timealign.experiment.seeds import merge_runs
 
+# What `merge=` takes from this invocation; every other option is the merged runs' own (given: refused).
+MERGE_OWN = ("out", "merge", "resamples")
+
 
 def merge_into(o: RealOptions) -> dict:
-    """`merge=RUN,RUN,...`: the runs joined into one summary, written into `out=`."""
+    """`merge=RUN,RUN,...`: the runs joined into one summary, written into `out=`. Every check before anything is
+    written: the options, each run's real.json, the data and prompts they scored (`timealign.experiment.real.
+    identity`), out= (`timealign.experiment.real.claim`) and the runs' settings and samples (`merge_runs`)."""
     paths = [p.strip() for p in o.merge.split(",") if p.strip()]
+    if not paths:
+        raise RecipeError(f"merge={o.merge!r} names no run; give finished runs' folders (or real.json files), "
+                          "separated by commas")  # fmt: skip
+    defaults = RealOptions()
+    given = [f.name for f in fields(RealOptions) if f.name not in MERGE_OWN
+             and getattr(o, f.name) != getattr(defaults, f.name)]  # fmt: skip
+    if given:
+        raise RecipeError(f"merge: {', '.join(f'{k}={getattr(o, k)}' for k in given)}: merged runs keep their own "
+                          f"arms, seeds, samples, recipe; give only {', '.join(MERGE_OWN)}")  # fmt: skip
+    if o.resamples < 1:
+        raise RecipeError(f"resamples must be >= 1, got {o.resamples}")
     out = Path(o.out).resolve()
     for path in paths:  # the merged real.json, .md and .png must not replace a run's own
         if Path(path).resolve() in (out, out / "real.json"):
             raise RecipeError(f"merge: out={o.out} is the run {path} itself; give a new folder as out=")
+    check_merge([read_run(path, "merge") for path in paths])
+    check_out(o)
     summary = merge_runs(paths, TRAINED, COMPARISONS, o.resamples)
-    Path(o.out).mkdir(parents=True, exist_ok=True)
+    claim_out(o)
     write_outputs(summary, Path(o.out))
     return summary
 

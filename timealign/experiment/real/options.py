@@ -21,7 +21,11 @@ READABLE_CURVE_SAMPLES = 64  # fewer held-out samples a curve point are noise (1
 
 @dataclass
 class RealOptions:
-    out: str = opt("results/experiment-real", "output folder: real.json, real.md, real.png, eval/, models/")
+    out: str = opt(
+        "results/experiment-real",
+        "output folder: real.json, real.md, real.png, eval/, models/; new, empty, or this very command's own run (a "
+        "rerun goes on there); a folder holding anything else is refused (timealign/experiment/real/claim.py)",
+    )
     data: str = opt(str(DEFAULT_V1), "the TicToc v1 release's data/ folder (prefer{Tool,NoTool}_elapse_*.json)")
     arms: str = opt(
         ",".join(ARMS), "comma list of arms: " + ", ".join(f"{a.name} ({a.description})" for a in ARMS.values())
