@@ -360,6 +360,8 @@ def test_timer_dialogs_fingerprint_covers_timer_data_settings(tmp_path, caplog):
 
 _ALTERNATIVES = {
     "data.score_orientation": "tool_low",
+    "data.balance_within": "split",
+    "data.validation_by": "scenario",
     "data.unknown_scenarios": "bucket",
     "data.direct_answer": "last_assistant_text",
     "timer.order": "utterance_first",
