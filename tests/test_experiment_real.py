@@ -299,7 +299,8 @@ def test_heldout_validation_and_overrides_reach_the_recipes(tictoc_v1_dir, tmp_p
     + ["test-elapsed-newline-s1", "test-elapsed-newline-cpu", "test-elapsed-newline-sft-cpu"]
     + ["test-elapsed-newline-sft-curve", "test-elapsed-newline-sft-hf"]
     + ["h200-182-seeds", "h200-elapsed-newline"]
-    + [f"h200-validation-{e}" for e in ("1-epoch", "2-epochs", "3-epochs")],
+    + [f"h200-validation-{e}" for e in ("1-epoch", "2-epochs", "3-epochs")]
+    + ["validation-balance-split", "validation-scenarios-balance-scenario", "validation-scenarios-balance-split"],
 )
 def test_committed_result_is_the_report_it_prints(name):
     """docs/experiment/<name>-report.md is what markdown_report makes of the committed <name>.json: every number the
@@ -309,7 +310,9 @@ def test_committed_result_is_the_report_it_prints(name):
     summary = json.loads((DOCS / f"{name}.json").read_text())
     assert (DOCS / f"{name}-report.md").read_text() == markdown_report(summary, picture=f"{name}.png")
     options = summary["settings"]["options"]
-    whole_split = {"test": 685, "validation": 169}[options.get("heldout", "test")]  # validation_share 0.25
+    # validation_share 0.25: a quarter of each scenario's trajectories (169 samples) or of each class's scenarios (160)
+    validation = {"trajectory": 169, "scenario": 160}[options.get("validation_by", "trajectory")]
+    whole_split = {"test": 685, "validation": validation}[options.get("heldout", "test")]
     assert summary["test_samples"] == (options["eval_samples"] or whole_split)
     prose = (DOCS / "real.md").read_text()
     for arm, by_seed in summary["arms"].items():
