@@ -56,6 +56,12 @@ def test_reduced_experiment_writes_every_arm(smol_model_dir, tictoc_v1_dir, tmp_
             assert (forms["calls"], forms["tagged"], forms["untagged"]) == (len(calls), tagged, len(calls) - tagged)
     clock = json.loads((out / "eval" / "clock-seed0" / "tictoc.json").read_text())
     assert clock["checkpoint"] == "clock-1800s"
+    # every arm carries the rule and the volatility-aware reference on its samples, per class x gap level (issue 49)
+    for arm in ARMS:
+        numbers = summary["arms"][arm]["0"]
+        assert numbers["clock_rule"]["by_cell"] == summary["arms"]["clock"]["0"]["by_cell"]
+        assert numbers["volatility_rule"]["thresholds"] == clock["volatility_rule"]["thresholds"]
+        assert sum(c["n"] for c in numbers["by_cell"].values()) == 4
     assert {"method - base, seed 0", "method - control, seed 0", "method - clock, seed 0"} <= set(
         summary["differences"]
     )
@@ -122,6 +128,28 @@ def test_parallel_runs_each_arm_and_seed_apart_and_merges_them(tictoc_v1_dir, tm
             summary["arms"]["method"][seed]["nar"] - summary["arms"]["clock"]["0"]["nar"]
         )
     assert "Run as 3 processes, 2 at a time (`parallel=`)" in (out / "real.md").read_text()
+    # Issue 49: per sensitivity class x gap level the arm's, the rule's and the reference's numbers, from the reports
+    report = json.loads((out / "runs" / "method-seed0" / "eval" / "method-seed0" / "tictoc.json").read_text())
+    method, clock = summary["arms"]["method"]["0"], summary["arms"]["clock"]["0"]
+    keep = ("n", "nar", "attempt_rate_prefer_tool", "attempt_rate_prefer_no_tool", "tp", "fn", "tn", "fp")
+    for mine, theirs in ((method, report), (method["clock_rule"], report["clock_rule"]),
+                         (method["volatility_rule"], report["volatility_rule"])):  # fmt: skip
+        assert mine["by_cell"] == {k: {m: v[m] for m in keep} for k, v in theirs["by_sensitivity_and_level"].items()}
+        assert sum(c["n"] for c in mine["by_cell"].values()) == mine["n"] == 4
+    reference = method["volatility_rule"]
+    assert reference["thresholds"] == report["volatility_rule"]["thresholds"] == clock["volatility_rule"]["thresholds"]
+    assert reference["nar"] == report["volatility_rule"]["overall"]["nar"]
+    assert reference["nar_interval"] == report["volatility_rule"]["intervals"]["metrics"]["nar"]
+    assert reference["fit_on"]["rows"] == 694 and reference["fit_on"]["balanced_rows_trained_on"] < 694
+    assert clock["clock_rule"]["by_cell"] == clock["by_cell"] == method["clock_rule"]["by_cell"]  # the same samples
+    md = (out / "real.md").read_text()
+    first_table = md.index("## Per sensitivity class and gap level")
+    assert first_table < md.index("## Held-out NAR and attempt rates per arm")
+    assert "| class / gap | n | seed 0 | seed 1 | the rule (1800 s) | the reference |" in md
+    assert "reads the registry's sensitivity class, which a model must infer from the scenario" in md
+    key = next(iter(method["by_cell"]))
+    c = method["by_cell"][key]
+    assert f"| {key.replace('/', ' / ')} | {c['n']} ({c['tp'] + c['fn']} / {c['tn'] + c['fp']}) | " in md
     assert main([f"out={tmp_path / 'x'}", "parallel=-1"]) == 2
     assert main([f"out={tmp_path / 'x'}", "parallel=2", "timer=true", "base=tiny"]) == 2
     refusals = [line for line in capsys.readouterr().err.splitlines() if line.strip()]

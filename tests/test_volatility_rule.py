@@ -133,6 +133,11 @@ def test_scored_on_the_report_samples_by_hand_with_the_fallback_class():
     assert (o["n"], o["tp"], o["fn"], o["tn"], o["fp"]) == (6, 2, 1, 2, 1)
     assert o["nar"] == pytest.approx(0.5 * (2 / 3 + 2 / 3))
     assert ref["by_sensitivity"]["unknown"]["nar"] == 1.0 and ref["fallback_classes"] == ["unknown"]
+    # per class x gap level (all at the medium gap here): high right twice, medium wrong once, low wrong once
+    cells = ref["by_sensitivity_and_level"]
+    assert list(cells) == ["high/medium", "low/medium", "medium/medium", "unknown/medium"]
+    assert [(c["tp"], c["fn"], c["tn"], c["fp"]) for c in cells.values()] == [
+        (1, 0, 1, 0), (0, 0, 0, 1), (0, 1, 0, 0), (1, 0, 1, 0)]  # fmt: skip
     assert ref["thresholds"] == fit["thresholds"] and "nar" in ref["intervals"]["metrics"]
     assert "a model must infer from the scenario" in ref["reads"]
     with pytest.raises(ValueError, match="no threshold for sensitivity class 'unknown'"):

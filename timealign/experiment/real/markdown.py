@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from timealign.eval.bootstrap import fmt_interval
+from timealign.experiment.real.arms import ARMS
 from timealign.experiment.real.options import READABLE_CURVE_SAMPLES
 from timealign.experiment.report import fmt
 
@@ -26,6 +27,74 @@ def rescore_markdown(summary: dict) -> list[str]:
     return lines
 
 
+def cell_order(key: str) -> tuple:
+    """high/small, high/medium, high/large, medium/small, ...: the registry's classes, then the gap levels."""
+    from timealign.suites.tictoc.metrics import LEVEL_NAMES
+    from timealign.suites.tictoc.volatility import class_order
+
+    sensitivity, level = key.rsplit("/", 1)
+    return (*class_order(sensitivity), LEVEL_NAMES.index(level) if level in LEVEL_NAMES else len(LEVEL_NAMES), level)
+
+
+def cell_text(c: dict | None) -> str:
+    """`NAR (calls on prefer-Tool / prefer-noTool)` for a cell holding both labels; `calls R` for a cell holding one
+    (the n column says which); n/a where the cell holds no sample."""
+    if c is None:
+        return "n/a"
+    tool, no_tool = c["attempt_rate_prefer_tool"], c["attempt_rate_prefer_no_tool"]
+    if tool is None or no_tool is None:
+        return "n/a" if tool is None and no_tool is None else f"calls {fmt(no_tool if tool is None else tool)}"
+    return f"{fmt(c['nar'])} ({fmt(tool)} / {fmt(no_tool)})"
+
+
+def per_cell_markdown(summary: dict) -> list[str]:
+    """The first tables (issue 49): per arm, NAR and calls per sensitivity class x gap level for the arm's seeds, the
+    elapsed-time rule and the volatility-aware reference on the same samples. Only where real.json has the cells
+    (summaries written before them print none)."""
+    from timealign.suites.tictoc.volatility import describe_fit
+
+    arms = {arm: by_seed for arm, by_seed in summary["arms"].items()
+            if any(a.get("by_cell") for a in by_seed.values())}  # fmt: skip
+    if not arms:
+        return []
+    firsts = [next(iter(by_seed.values())) for by_seed in arms.values()]
+    clock = next((a["clock_rule"] for a in firsts if a.get("clock_rule")), None)
+    reference = next((a["volatility_rule"] for a in firsts if a.get("volatility_rule")), None)
+    lines = [
+        "",
+        "## Per sensitivity class and gap level: each arm, the elapsed-time rule, the volatility-aware reference",
+        "",
+        "n: the cell's samples (prefer-Tool / prefer-noTool). A cell holding both labels: NAR (calls on prefer-Tool "
+        "/ prefer-noTool); a cell holding one: its call rate (right on prefer-Tool, wrong on prefer-noTool).",
+    ]
+    if clock:
+        lines[-1] += f" The rule: {clock['rule']}; NAR {fmt(clock['nar'])} {fmt_interval(clock['nar_interval'])}."
+    if reference:
+        lines[-1] += (f" The reference: {describe_fit(reference)}; NAR {fmt(reference['nar'])} "
+                      f"{fmt_interval(reference['nar_interval'])}. It {reference['reads']}.")  # fmt: skip
+    shown = {arm: by_seed for arm, by_seed in arms.items() if arm != "clock"} or arms  # clock: the rule's column
+    for arm, by_seed in shown.items():
+        seeds = list(by_seed) if ARMS[arm].trained else list(by_seed)[:1]  # untrained: one number for every seed
+        first = by_seed[seeds[0]]
+        columns = [] if arm == "clock" else [(f"seed {seed}", by_seed[seed]) for seed in seeds]
+        if first.get("clock_rule"):
+            columns.append((f"the rule ({first['clock_rule']['seconds']:g} s)", first["clock_rule"]))
+        if first.get("volatility_rule"):
+            columns.append(("the reference", first["volatility_rule"]))
+        own = first.get("by_cell") or {}  # a merge may join a run made before the cells existed
+        keys = sorted({k for _, c in columns for k in c.get("by_cell") or {}} | set(own), key=cell_order)
+        lines += ["", f"**{arm}**: {summary['settings']['arms'][arm]}", ""]
+        lines += ["| class / gap | n | " + " | ".join(name for name, _ in columns) + " |",
+                  "|---" * (len(columns) + 2) + "|"]  # fmt: skip
+        for key in keys:
+            c = own.get(key) or next((b["by_cell"][key] for _, b in columns if key in (b.get("by_cell") or {})), None)
+            n = f"{c['n']} ({c['tp'] + c['fn']} / {c['tn'] + c['fp']})" if c else "n/a"
+            cells = [cell_text((block.get("by_cell") or {}).get(key)) for _, block in columns]
+            lines.append(f"| {key.replace('/', ' / ')} | {n} | " + " | ".join(cells) + " |")
+        lines.append(f"| all | {first['n']} | " + " | ".join(cell_text(block) for _, block in columns) + " |")
+    return lines
+
+
 def markdown_report(summary: dict, picture: str = "real.png") -> str:
     """real.md, made from real.json alone (a test checks the committed pair agrees)."""
     s = summary["settings"]
@@ -42,6 +111,7 @@ def markdown_report(summary: dict, picture: str = "real.png") -> str:
         f"full fine-tuning in fp32; seeds {s['seeds']}. Total {summary['seconds']:.0f} s."
         + (f" Trained arms' overrides: `{o['overrides']}`." if o.get("overrides") else ""),
         *rescore_markdown(summary),
+        *per_cell_markdown(summary),
         "",
         "## Held-out NAR and attempt rates per arm",
         "",

@@ -18,8 +18,9 @@ def write_plot(summary: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     arms = list(summary["arms"])
-    fig, axes = plt.subplots(1, 2 if summary["curves"] else 1, figsize=(13 if summary["curves"] else 7, 4.4))
-    axes = axes if summary["curves"] else [axes]
+    panels = 1 + bool(summary["curves"]) + bool(cell_keys(summary))
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.4), squeeze=False)
+    axes = list(axes[0])
     ax = axes[0]
     metrics = (("nar", "NAR"), ("attempt_rate_prefer_tool", "calls, prefer-Tool"),
                ("attempt_rate_prefer_no_tool", "calls, prefer-noTool"))  # fmt: skip
@@ -37,12 +38,15 @@ def write_plot(summary: dict, path: Path) -> None:
     if "clock" in summary["arms"]:
         clock = next(iter(summary["arms"]["clock"].values()))["nar"]
         ax.axhline(clock, color=ARMS["clock"].color, ls="--", lw=1, label=f"clock rule NAR {clock:.3f}")
+    reference_line(ax, summary)
     ax.axhline(0.5, color="grey", ls=":", lw=0.8)
     ax.set_xticks(range(len(arms)), arms)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("held-out v1 test split (95% CI)")
     ax.set_title(f"NAR (dark) and tool-call rates per label, n={summary['test_samples']}")
     ax.legend(fontsize=7, loc="upper left")
+    if cell_keys(summary):
+        cells_panel(axes[-1], summary)
     if summary["curves"]:
         ax = axes[1]
         for key, points in summary["curves"].items():
@@ -67,7 +71,11 @@ def write_seeds_plot(summary: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     spread = summary["across_seeds"]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6))
+    panels = 3 if cell_keys(summary) else 2
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.6))
+    left, right = axes[0], axes[1]
+    if panels == 3:
+        cells_panel(axes[2], summary)
     for i, (arm, by_seed) in enumerate(summary["arms"].items()):
         points = sorted(by_seed.items(), key=lambda kv: int(kv[0]))
         for j, (seed, a) in enumerate(points):
@@ -79,6 +87,8 @@ def write_seeds_plot(summary: dict, path: Path) -> None:
         mean = spread["arms"].get(arm, {}).get("mean")
         if mean is not None:
             left.hlines(mean, i - 0.35, i + 0.35, color=ARMS[arm].color, lw=1.5)
+    if reference_line(left, summary):
+        left.legend(fontsize=7, loc="upper left")
     left.axhline(0.5, color="grey", ls=":", lw=0.8)
     left.set_xticks(range(len(summary["arms"])), list(summary["arms"]))
     left.set_ylim(0.3, 1.0)
@@ -103,3 +113,61 @@ def write_seeds_plot(summary: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+REFERENCE_COLOR = "#9467bd"
+
+
+def first_with(summary: dict, key: str) -> dict | None:
+    """The first arm and seed's `key` block (the rules are scored on every arm's samples alike), else None."""
+    return next((a[key] for by_seed in summary["arms"].values() for a in by_seed.values() if a.get(key)), None)
+
+
+def reference_line(ax, summary: dict) -> bool:
+    """The volatility-aware reference's NAR as a dashed line (issue 49), where real.json has it."""
+    reference = first_with(summary, "volatility_rule")
+    if not reference or reference["nar"] is None:
+        return False
+    ax.axhline(reference["nar"], color=REFERENCE_COLOR, ls="--", lw=1,
+               label=f"volatility-aware reference NAR {reference['nar']:.3f} (reads the class)")  # fmt: skip
+    return True
+
+
+def cell_keys(summary: dict) -> list[str]:
+    """The sensitivity class x gap level cells real.json has, in the report's order ([] for older summaries)."""
+    from timealign.experiment.real.markdown import cell_order
+
+    keys = {k for by_seed in summary["arms"].values() for a in by_seed.values() for k in a.get("by_cell") or {}}
+    return sorted(keys, key=cell_order)
+
+
+def cells_panel(ax, summary: dict) -> None:
+    """Per sensitivity class x gap level: the share of samples that prefer a call (grey bars) and the share each arm
+    (first seed), the elapsed-time rule and the volatility-aware reference call."""
+    keys = cell_keys(summary)
+    x = range(len(keys))
+
+    def shares(cells: dict, of: tuple[str, ...]) -> list[float]:
+        return [sum(cells[k][c] for c in of) / cells[k]["n"] if k in cells and cells[k]["n"] else float("nan")
+                for k in keys]  # fmt: skip
+
+    gold = {}
+    for by_seed in summary["arms"].values():
+        for a in by_seed.values():
+            gold = {**(a.get("by_cell") or {}), **gold}
+    ax.bar(x, shares(gold, ("tp", "fn")), 0.8, color="#dddddd", edgecolor="grey", lw=0.4, label="prefer a call")
+    marks = [(arm, next(iter(by_seed.values())).get("by_cell") or {}, ARMS[arm].color, "o")
+             for arm, by_seed in summary["arms"].items() if arm != "clock"]  # fmt: skip
+    for name, key, color, marker in (("clock rule", "clock_rule", ARMS["clock"].color, "x"),
+                                     ("reference", "volatility_rule", REFERENCE_COLOR, "D")):  # fmt: skip
+        block = first_with(summary, key)
+        if block:
+            marks.append((name, block.get("by_cell") or {}, color, marker))
+    for i, (name, cells, color, marker) in enumerate(marks):
+        offset = (i - (len(marks) - 1) / 2) * 0.8 / max(len(marks), 1)
+        ax.plot([k + offset for k in x], shares(cells, ("tp", "fp")), marker, color=color, ms=5, label=name, ls="")
+    ax.set_xticks(list(x), [k.replace("/", "\n") for k in keys], fontsize=7)
+    ax.set_ylim(-0.03, 1.05)
+    ax.set_ylabel("share of the cell's samples called")
+    ax.set_title("Calls per sensitivity class x gap level (first seed)")
+    ax.legend(fontsize=6, loc="best")

@@ -7,22 +7,54 @@ from timealign.experiment.real.arms import ARMS, COMPARISONS, RECIPE, TRAINED
 from timealign.experiment.real.options import RealOptions
 from timealign.experiment.seeds import across_seeds, decisions, sample_keys
 
+RATES = ("n", "nar", "attempt_rate_prefer_tool", "attempt_rate_prefer_no_tool")
 
-def arm_numbers(report: dict, keys: list[str]) -> dict:
-    """NAR with its interval, attempt rates per label, and the breakdowns by gap level and sensitivity."""
-    intervals = (report.get("intervals") or {}).get("metrics") or {}
 
-    def cells(block: dict) -> dict:
-        keep = ("n", "nar", "attempt_rate_prefer_tool", "attempt_rate_prefer_no_tool")
-        return {name: {k: row.get(k) for k in keep} for name, row in block.items()}
+def cells(block: dict, keep: tuple[str, ...] = RATES) -> dict:
+    return {name: {k: row.get(k) for k in keep} for name, row in block.items()}
 
+
+def rates(block: dict) -> dict:
+    """NAR and attempt rates with their intervals, and the cells per sensitivity class x gap level (with the
+    confusion counts: which labels a cell holds), of a TicToc report or of a rule's block in it."""
+    intervals = (block.get("intervals") or {}).get("metrics") or {}
     return {
-        **{k: report["overall"][k] for k in ("n", "nar", "attempt_rate_prefer_tool", "attempt_rate_prefer_no_tool")},
+        **{k: block["overall"][k] for k in RATES},
         "nar_interval": intervals.get("nar"),
         "attempt_rate_prefer_tool_interval": intervals.get("attempt_rate_prefer_tool"),
         "attempt_rate_prefer_no_tool_interval": intervals.get("attempt_rate_prefer_no_tool"),
+        "by_cell": cells(block.get("by_sensitivity_and_level") or {}, (*RATES, "tp", "fn", "tn", "fp")),
+    }
+
+
+def rules(report: dict) -> dict:
+    """The elapsed-time rule and the volatility-aware reference on the samples of `report` (issue 49): for a model,
+    its report's `clock_rule` and `volatility_rule`; for the clock arm, the report itself is the rule. Absent from
+    reports made before they existed (then None)."""
+    settings = report.get("settings") or {}
+    if settings.get("backend") == "clock":
+        clock = {"rule": settings.get("rule"), "seconds": settings.get("clock_seconds"), **rates(report)}
+    else:
+        block = report.get("clock_rule")
+        clock = {"rule": block["rule"], "seconds": block["seconds"], **rates(block)} if block else None
+    block = report.get("volatility_rule")
+    reference = None
+    if block:
+        keep = ("thresholds", "fallback_seconds", "fallback_classes", "fit_on", "reads")
+        reference = {**{k: block[k] for k in keep}, **rates(block)}
+    return {"clock_rule": clock, "volatility_rule": reference}
+
+
+def arm_numbers(report: dict, keys: list[str]) -> dict:
+    """NAR with its interval, attempt rates per label, the breakdowns by gap level and sensitivity, and per
+    sensitivity class x gap level the arm's, the elapsed-time rule's and the volatility-aware reference's numbers."""
+    numbers = rates(report)
+    return {
+        **{k: v for k, v in numbers.items() if k != "by_cell"},
         "by_elapse_level": cells(report.get("by_elapse_level") or {}),
         "by_sensitivity": cells(report.get("by_sensitivity") or {}),
+        "by_cell": numbers["by_cell"],
+        **rules(report),
         "call_forms": call_forms(report),
         "decisions": decisions(report, keys),  # in the order of the summary's `samples`
     }

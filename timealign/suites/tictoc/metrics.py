@@ -87,7 +87,8 @@ def summarize(
 def tictoc_report(
     rows: list[dict], attempted: list[bool], empty: list[bool] | None = None, protocol: str = "timealign"
 ) -> dict:
-    """Overall metrics plus breakdowns by sensitivity, elapse level and length bucket.
+    """Overall metrics plus breakdowns by sensitivity, elapse level, length bucket and sensitivity x elapse level
+    (`by_sensitivity_and_level`, keys like "high/small").
 
     `empty` flags the empty outputs (default: none); `protocol` decides whether they count (see `summarize`).
     """
@@ -97,6 +98,8 @@ def tictoc_report(
         "by_sensitivity": lambda r: r["sensitivity"],
         "by_elapse_level": lambda r: LEVEL_NAMES[r["elapse_level"]],
         "by_length": lambda r: length_bucket(r["num_turns"]),
+        # where a decision is right or wrong: what goes stale how fast, at which gap (issue 49)
+        "by_sensitivity_and_level": lambda r: f"{r['sensitivity']}/{LEVEL_NAMES[r['elapse_level']]}",
     }
     for name, key in keys.items():
         groups: dict[str, tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
