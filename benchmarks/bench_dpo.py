@@ -28,6 +28,7 @@ from benchmarks.harness import (  # noqa: E402
     print_header,
     quiet_libraries,
     run_benchmark,
+    table,
     write_json,
 )
 
@@ -43,6 +44,10 @@ PARTS = """Parts:
                  precomputed reference >= 2.5x. Each run is a fresh process, the order rotates per round. Then
                  (ab_steps > 0) each variant's interleaved per-step A/B against stock TRL, robust to other load
                  (JSON: dpo.ratio_vs_trl_interleaved).
+  2c. LM head  (head_ab_steps > 0) the shared prompt with the LM head on the labelled positions only (the default,
+                 `timealign.train.compact_head`) against TRL's fused head on every position (compact_lm_head=False,
+                 what TRL does on CPU): interleaved per-step A/B on the same real v1 pairs, policy forward + backward
+                 and the reference forward (JSON: compact_head). `variants=` (empty) runs it alone.
   2b. sweep      shared prompt vs stock TRL over prompt lengths x completion lengths (synthetic pairs of exact
                  token counts), drawn to sweep_png (benchmarks/dpo_sweep.py).
   3. GPU train   (only when CUDA is available) the same comparison on a random-init Llama-3.2-1B-shaped model in
@@ -79,7 +84,10 @@ def run(opts: DpoBenchOptions) -> int:
     if not opts.skip_data:
         results["data_prep"] = bench_data_prep(opts)
     if not opts.skip_train:
-        results["dpo"] = bench_variants(opts)
+        if opts.variants:  # empty: part 2c alone
+            results["dpo"] = bench_variants(opts)
+        if opts.head_ab_steps > 0:
+            results["compact_head"] = bench_compact_head(opts)
         if not opts.skip_sweep:
             results["sweep"] = bench_sweep(opts)
             plot_sweep(results["sweep"], Path(opts.sweep_png))
@@ -98,6 +106,8 @@ def run(opts: DpoBenchOptions) -> int:
         report_data(results["data_prep"])
     if "dpo" in results:
         report_variants(results["dpo"], opts)
+    if "compact_head" in results:
+        report_compact_head(results["compact_head"])
     if "sweep" in results:
         report_sweep(results["sweep"], Path(opts.sweep_png))
     if "gpu_train" in results:
@@ -105,6 +115,94 @@ def run(opts: DpoBenchOptions) -> int:
     print(f"\ntotal wall time: {results['total_s']:.0f} s")
     write_json(opts.json, results)
     return 0
+
+
+def bench_compact_head(opts: DpoBenchOptions) -> dict:
+    """Part 2c: shared-prompt steps with the LM head on the labelled positions only ("compact") against TRL's head on
+    every position ("full"), both trainers built once and stepped ABBA on the same pairs (`trainer_ab.interleaved_ab`:
+    forward + backward, no optimizer step). ratio_paired_*: full's seconds over compact's (above 1: compact faster)."""
+    import statistics
+    import tempfile
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig
+
+    from benchmarks.dpo_variants import pair_tokens, v1_pairs, variant_config
+    from benchmarks.harness import log
+    from benchmarks.trainer_ab import interleaved_ab
+    from timealign.models import resolve_model_path
+    from timealign.train.odpo import OffsetDPOTrainer
+
+    model_dir = resolve_model_path(opts.model)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    config = variant_config(opts)
+    with tempfile.TemporaryDirectory(prefix="bench-head-") as tmp:
+        dataset, too_long = v1_pairs(tokenizer, opts, Path(tmp), opts.model)
+        tokens = pair_tokens(tokenizer, dataset)
+        log(
+            f"LM head A/B: {len(dataset)} v1 pairs, prompt median {statistics.median(tokens['prompt'])} tokens, "
+            f"completions median {statistics.median(tokens['chosen'] + tokens['rejected'])}, "
+            f"{torch.get_num_threads()} torch threads"
+        )
+
+        def build(kind: str, workdir: Path, callbacks: list):
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+            return OffsetDPOTrainer(
+                model=model,
+                args=DPOConfig(output_dir=str(workdir), **config),
+                train_dataset=dataset,
+                processing_class=tokenizer,
+                callbacks=callbacks,
+                shared_prompt=True,
+                compact_lm_head=kind == "compact",
+            )
+
+        res = interleaved_ab("LM head", ("compact", "full"), build, opts.head_ab_steps, Path(tmp) / "ab", lambda: None)
+    res.pop("same_batches", None)  # shared rows carry no attention mask to compare; both read the pairs in order
+    # Positions per pair through the head: full, every position of the tree row (prompt + chosen + bridge + rejected,
+    # less the last); compact, the completion tokens only.
+    rows = [p + c + 1 + r - 1 for p, c, r in zip(tokens["prompt"], tokens["chosen"], tokens["rejected"])]
+    labelled = [c + r for c, r in zip(tokens["chosen"], tokens["rejected"])]
+    return {
+        "model": opts.model,
+        "batch_size": opts.batch_size,
+        "pairs": len(dataset),
+        "left_out_over_max_length": too_long,
+        "torch_threads": torch.get_num_threads(),
+        "tokens": {k: {"median": statistics.median(v), "max": max(v)} for k, v in tokens.items()},
+        "head_positions_per_pair": {"full": statistics.mean(rows), "compact": statistics.mean(labelled)},
+        "compact_steps_per_s": 1 / res["compact_step_s_median"],
+        "full_steps_per_s": 1 / res["full_step_s_median"],
+        **res,
+    }
+
+
+def report_compact_head(res: dict) -> None:
+    positions = res["head_positions_per_pair"]
+    print(
+        f"\n## 2c. LM head on the labelled positions only vs on every position (TRL's CPU path): {res['model']}, "
+        f"{res['pairs']} real v1 pairs, batch {res['batch_size']}, {res['torch_threads']} torch threads, "
+        f"{positions['compact']:.0f} of {positions['full']:.0f} positions per pair through the head"
+    )
+    print(
+        table(
+            ["head", "s/step (median)", "steps/s"],
+            [
+                [
+                    "labelled positions (default)",
+                    f"{res['compact_step_s_median']:.2f}",
+                    f"{res['compact_steps_per_s']:.3f}",
+                ],
+                ["every position", f"{res['full_step_s_median']:.2f}", f"{res['full_steps_per_s']:.3f}"],
+            ],
+        )
+    )
+    print(
+        "paired ratio (every position's s/step over labelled's; above 1: faster) median "
+        f"{res['ratio_paired_median']:.3f}, range {res['ratio_paired_min']:.3f}..{res['ratio_paired_max']:.3f}, "
+        f"{res['steps']} steps each, ABBA"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

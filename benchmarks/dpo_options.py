@@ -42,7 +42,12 @@ class DpoBenchOptions:
     seed: int = opt(0, "DPOConfig.seed, the same for every run")
     variants: str = opt(
         "trl,offset,shared_prompt,shared_prompt_precomputed_ref,length_grouped,padding_free",
-        "part 2: comma list of the variants to time (benchmarks/dpo_variants.py)",
+        "part 2: comma list of the variants to time (benchmarks/dpo_variants.py); empty: none",
+    )
+    head_ab_steps: int = opt(
+        0,
+        "part 2c: steps per trainer of the interleaved A/B of the shared prompt's LM head on the labelled positions "
+        "only (the default) against every position (TRL's CPU path); 0 skips it",
     )
     sweep_prompts: str = opt("256,512,1024,2048,4096", "part 2b: prompt lengths in tokens")
     sweep_completions: str = opt("16,64,256", "part 2b: completion lengths in tokens")

@@ -47,16 +47,21 @@ the policy and the reference once instead of twice. That path computes the same 
 evaluates the ODPO formula and TRL's DPO metrics (`entropy`, `num_tokens`, `logits/*`, `mean_token_accuracy`,
 `rewards/*`, `logps/*`) itself, from the same fused LM head outputs; the reference comes from the same three sources
 (precomputed column, whose precompute then uses the shared layout too; `ref_model`; PEFT base with adapters
-disabled). `shared_prompt=False` is TRL's own layout and loss path as described above. `padding_free=True` packs the
-micro-batch's pairs into one row. `prompt_cache=True` (recipe `dpo.prompt_cache`, opt-in) is the other shared
-layout: each pair's prompt runs once as a plain causal forward and both completions attend to its key/value cache
-(`timealign.train.prompt_cache`; no tree mask, so attention stays on the ordinary causal kernels); same numbers.
+disabled). On devices where TRL's fused head projects every position (CPU), the shared layouts project only the
+labelled ones (`timealign.train.compact_head`, TRL's own kernel on `hidden[labelled]`: the same per-token values
+and gradients; `compact_lm_head=False` keeps TRL's head). `shared_prompt=False` is TRL's own layout and loss path
+as described above. `padding_free=True` packs the micro-batch's pairs into one row. `prompt_cache=True` (recipe
+`dpo.prompt_cache`, opt-in) is the other shared layout: each pair's prompt runs once as a plain causal forward and
+both completions attend to its key/value cache (`timealign.train.prompt_cache`; no tree mask, so attention stays on
+the ordinary causal kernels); same numbers.
 
 TRL internals relied on (re-check on a TRL upgrade): `DPOTrainer._compute_loss` (reads `inputs["ref_chosen_logps"]`
 / `["ref_rejected_logps"]` when `self.precompute_ref_logps`; logs `rewards/*` by appending one value per call to
 `self._metrics[mode]`; calls `model(..., fused_lm_head=True)` once for the policy and reads `.log_probs`),
 `compute_ref_log_probs`, `_set_signature_columns_if_needed`, `_precompute_ref_logps` (uses `self.data_collator`),
-the fused LM head (`fused_lm_head=True` returns `log_probs`, `entropy`, `mean_logits`, `is_top1`), `use_adapter`,
+the fused LM head (`fused_lm_head=True` returns `log_probs`, `entropy`, `mean_logits`, `is_top1`; where it projects
+every position, and the compact head's copy of that rule, `compact_head.trl_compacts`; the kernel it calls,
+`trl.kernels.ChunkedLogProbFunction`, with `FusedCausalLMOutput` and `maybe_gather_lm_head_ctx`), `use_adapter`,
 `disable_gradient_checkpointing`, and the attributes `beta`, `precompute_ref_logps`, `ref_model`, `loss_types`,
 `_metrics`, `_total_train_tokens`, `_tp_size`, `aux_loss_enabled`.
 """
@@ -74,7 +79,7 @@ from trl import DPOConfig, DPOTrainer
 from trl.trainer.utils import global_then_local_main_first
 
 from timealign.render import tokens
-from timealign.train import prompt_cache, shared_prompt
+from timealign.train import compact_head, prompt_cache, shared_prompt
 from timealign.train.collators import CarriesColumn, OffsetPreferenceCollator, check_offsets
 from timealign.train.fsdp_loading import ReferenceFromRankZero
 from timealign.train.hub import HubUploadMixin
@@ -110,6 +115,9 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
         prompt_cache: with shared_prompt, each prompt runs once with use_cache=True and both completions continue
             from its cache (`timealign.train.prompt_cache`) instead of one tree-masked row per pair.
         margin_mode: how the margin column enters the loss: offset | plain | log_offset | weight (module docstring).
+        compact_lm_head: with shared_prompt, project only the labelled positions through the LM head where TRL's
+            fused head would project every one (CPU; `timealign.train.compact_head`); same numbers. False: TRL's head
+            everywhere (for A/B timing).
 
     Datasets: TRL's standard preference layout (`prompt`, `chosen`, `rejected` strings, or conversational) plus the
     offset column; other columns are dropped by `remove_unused_columns` or ignored by the collator.
@@ -125,6 +133,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
         padding_free: bool = False,
         margin_mode: str = "offset",
         prompt_cache: bool = False,
+        compact_lm_head: bool = True,
         **kwargs: Any,
     ):
         # Set before DPOTrainer.__init__: the collator setter, the dataset precompute and the signature columns
@@ -133,6 +142,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
         self.shared_prompt = shared_prompt
         self.pack_pairs = padding_free  # not `padding_free`: DPOTrainer.__init__ sets that to TRL's (disabled) option
         self.prompt_cache = prompt_cache
+        self.compact_lm_head = compact_lm_head
         if margin_mode not in MARGIN_MODES:
             raise ValueError(f"unknown margin_mode {margin_mode!r}; one of {', '.join(MARGIN_MODES)}")
         if margin_mode == "weight" and not shared_prompt:
@@ -337,16 +347,20 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
         `prompt_cache.CachedPairs` (the same interface)."""
         return prompt_cache.CachedPairs(inputs) if self.prompt_cache else shared_prompt.PairTree(inputs)
 
-    def _tree_forward(self, model, tree):
+    def _tree_forward(self, model, tree, outputs=compact_head.POLICY_OUTPUTS):
         """Run `model` (a wrapped or plain policy, or the reference) on the micro-batch's shared layout (`_pairs`)
-        with TRL's fused LM head."""
+        through TRL's fused LM head, or where that would project every position, through `compact_head` (the labelled
+        positions only; `outputs`: the per-token fields it computes)."""
         unwrapped = self.accelerator.unwrap_model(model)
         if isinstance(tree, prompt_cache.CachedPairs):  # two forwards: the prompt's cache, then the completions
             prompt_cache.check_model(unwrapped, training=model.training and torch.is_grad_enabled())
-            return tree.forward(model)
-        shared_prompt.check_model(unwrapped.config, row_length=tree.input_ids.size(1))
-        attn = unwrapped.config.get_text_config()._attn_implementation
-        inputs = tree.model_inputs(attn, unwrapped.dtype)  # eager: an additive mask in the model's dtype
+            inputs = tree.completion_inputs(model)
+        else:
+            shared_prompt.check_model(unwrapped.config, row_length=tree.input_ids.size(1))
+            attn = unwrapped.config.get_text_config()._attn_implementation
+            inputs = tree.model_inputs(attn, unwrapped.dtype)  # eager: an additive mask in the model's dtype
+        if self.compact_lm_head and compact_head.applies(unwrapped):
+            return compact_head.forward(model, unwrapped, tree.labels, outputs, **inputs)
         return model(**inputs, labels=tree.labels, use_cache=False, fused_lm_head=True)
 
     @torch.no_grad()
@@ -364,7 +378,7 @@ class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPO
             adapter_context,
             self.accelerator.autocast(),
         ):
-            outputs = self._tree_forward(model, tree)
+            outputs = self._tree_forward(model, tree, compact_head.REFERENCE_OUTPUTS)
         return tree.pair_sums(outputs.log_probs)
 
     def _shared_prompt_loss(self, model, inputs, offsets, return_outputs):

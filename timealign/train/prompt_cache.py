@@ -17,7 +17,8 @@ off its fused kernels on a GPU. Here a micro-batch of N pairs is two forwards:
   the keys it has in the prompt (p_0 .. p_{P-2} from the cache, and itself), at its own position, so its next-token
   prediction is the one TRL makes for c_0 and r_0. All scored tokens then go through TRL's fused LM head in one call
   (`fused_lm_head=True`: `log_probs`, `entropy`, `mean_logits`, `is_top1` for TRL's metrics), at the cost of one
-  extra token per completion row.
+  extra token per completion row. Where TRL's head would project every position (CPU), the trainer scores only the
+  labelled ones (`timealign.train.compact_head`: here that skips the completion rows' padding and leading token).
 - Prompts of different lengths: forward 1's rows are left-padded, so every prompt ends at the same index and each
   completion row's keys are [pad .. prompt | completion]. The 2D attention masks (prompt padding, completion padding)
   go to transformers, which builds the causal masks with the cache offset; positions come from `position_ids`
@@ -176,6 +177,12 @@ class CachedPairs(PairTargets):
 
     def forward(self, model, **kwargs) -> Any:
         """Prompt forward (cache), then the completion rows from the cache through TRL's fused LM head."""
+        # The fused head runs the backbone with use_cache=False; a cache passed in is still read (and appended to).
+        return model(**self.completion_inputs(model), labels=self.labels, fused_lm_head=True, **kwargs)
+
+    def completion_inputs(self, model) -> dict[str, Any]:
+        """Run the prompt forward; the completion forward's inputs (`past_key_values`: the prompt's cache, repeated
+        for both branches), to be scored with `labels` by an LM head (TRL's fused one, or `compact_head`)."""
         cache = None
         if self.prompt_ids.size(1) > 0:  # every pair's prompt is one token long: nothing to cache
             prompt = model(
@@ -193,16 +200,12 @@ class CachedPairs(PairTargets):
                 )
             cache.batch_repeat_interleave(2)  # rows 2i, 2i+1: pair i's chosen and rejected branch
         mask = torch.cat([self.prompt_mask.repeat_interleave(2, dim=0), self.completion_mask], dim=1)
-        # The fused head runs the backbone with use_cache=False; a cache passed in is still read (and appended to).
-        return model(
-            input_ids=self.input_ids,
-            attention_mask=mask,
-            position_ids=self.position_ids,
-            past_key_values=cache,
-            labels=self.labels,
-            fused_lm_head=True,
-            **kwargs,
-        )
+        return {
+            "input_ids": self.input_ids,
+            "attention_mask": mask,
+            "position_ids": self.position_ids,
+            "past_key_values": cache,
+        }
 
     def unshared_token_count(self) -> torch.Tensor:
         """Tokens of TRL's unshared rows (prompt twice, each completion once): `num_tokens` stays comparable. The

@@ -19,8 +19,9 @@ each pair is ONE packed sequence, a two-branch tree:
 - Labels are the model's ordinary next-token labels: the input ids on CHOSEN and REJECTED tokens, -100 elsewhere. The
   label -100 on the bridge masks the one meaningless prediction (c_{C-1} -> bridge). TRL's fused LM head
   (`trl.trainer.utils.add_fused_lm_head`, `fused_lm_head=True`) scores the labelled positions: with Triton (CUDA,
-  XPU) it projects only those through the LM head, so no prompt logits are computed; on CPU it projects every
-  position, as it does for TRL's rows.
+  XPU) it projects only those through the LM head, so no prompt logits are computed. On CPU it would project every
+  position (as it does for TRL's rows); there the trainer projects only the labelled ones itself
+  (`timealign.train.compact_head`, the same numbers), so the prompt costs no LM head work on any device.
 - A micro-batch is one row per pair, right-padded (pad tokens form their own causal block so no attention row is
   empty), or with `padding_free` one row holding every pair back to back (block-diagonal: pairs never see each other).
 
