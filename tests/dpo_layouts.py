@@ -110,6 +110,15 @@ def assert_same(ours: dict, theirs: dict):
         )
 
 
+def assert_same_logs(ours: list[dict], theirs: list[dict]):
+    """Trainer logs (train steps, then evaluate) equal key by key to 1e-5, timings and the epoch aside."""
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert set(mine) == set(reference)
+        for key, value in reference.items():
+            if "runtime" not in key and "per_second" not in key and key != "epoch":
+                assert mine[key] == pytest.approx(value, rel=1e-5, abs=1e-5), key
+
+
 def metric_tolerance(key: str, metrics: dict) -> float:
     """1e-5; for a reward (beta times a difference of two summed log-probs) also the fp32 rounding of those sums,
     which either layout rounds in its own order: 64 float32 epsilons (7.6e-6) of their size."""
