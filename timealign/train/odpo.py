@@ -58,7 +58,8 @@ the ordinary causal kernels); same numbers.
 TRL internals relied on (re-check on a TRL upgrade): `DPOTrainer._compute_loss` (reads `inputs["ref_chosen_logps"]`
 / `["ref_rejected_logps"]` when `self.precompute_ref_logps`; logs `rewards/*` by appending one value per call to
 `self._metrics[mode]`; calls `model(..., fused_lm_head=True)` once for the policy and reads `.log_probs`),
-`compute_ref_log_probs`, `_set_signature_columns_if_needed`, `_precompute_ref_logps` (uses `self.data_collator`),
+`compute_ref_log_probs`, `_set_signature_columns_if_needed`, `_precompute_ref_logps` (uses `self.data_collator`;
+its cache file beside the dataset's files: `timealign.train.precompute_folder`),
 the fused LM head (`fused_lm_head=True` returns `log_probs`, `entropy`, `mean_logits`, `is_top1`; where it projects
 every position, and the compact head's copy of that rule, `compact_head.trl_compacts`; the kernel it calls,
 `trl.kernels.ChunkedLogProbFunction`, with `FusedCausalLMOutput` and `maybe_gather_lm_head_ctx`), `use_adapter`,
@@ -83,6 +84,7 @@ from timealign.train import compact_head, prompt_cache, shared_prompt
 from timealign.train.collators import CarriesColumn, OffsetPreferenceCollator, check_offsets
 from timealign.train.fsdp_loading import ReferenceFromRankZero
 from timealign.train.hub import HubUploadMixin
+from timealign.train.precompute_folder import SharedPrecomputeFolder
 
 __all__ = ["MARGIN_MODES", "OffsetDPOTrainer", "offset_and_weight"]
 
@@ -102,7 +104,7 @@ def offset_and_weight(margins: torch.Tensor, mode: str) -> tuple[torch.Tensor, t
     raise ValueError(f"unknown margin mode {mode!r}; one of {', '.join(MARGIN_MODES)}")
 
 
-class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, DPOTrainer):
+class OffsetDPOTrainer(HubUploadMixin, CarriesColumn, ReferenceFromRankZero, SharedPrecomputeFolder, DPOTrainer):
     """`trl.DPOTrainer` with the ODPO per-example offset: loss = -logsigmoid(beta * (lr_w - lr_l) - delta).
 
     Args: those of `trl.DPOTrainer`, plus
