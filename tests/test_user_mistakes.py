@@ -911,6 +911,7 @@ CLASS_TESTS = {
     "output-dir-busy": "test_run_lock.py::test_a_second_training_into_a_running_folder_stops_in_one_line",
     "serve-store": "test_serve.py::test_a_store_that_cannot_hold_the_clock_is_one_line",
     "export-refuses": "test_export.py::test_export_refuses_what_is_not_a_checkpoint",
+    "data-not-there": "test_internal_errors.py::test_a_data_folder_without_data_files_is_one_line",
 }
 
 

@@ -7,7 +7,7 @@ Each writes a prepared folder (`dataset/`, `manifest.json` with the data's finge
 `out=`, else `data.prepared_dir`, else `<output_dir>/data/<pairs|dialogs>-<fingerprint>` (where training looks for
 it), and prints the manifest's counts. The folder is written under its lock into a temporary sibling and renamed
 into place; data already there is replaced (a folder with files but no manifest.json is refused). Bad input data
-exits 1 with a hint on skipping bad records; a bad recipe or option exits 2.
+exits 1 with a hint on skipping bad records; a bad recipe or option, or data that is not there, exits 2.
 """
 
 from __future__ import annotations
@@ -20,10 +20,13 @@ from timealign.config.cli import DATA_HINT, Command, Invocation, run_command
 from timealign.config.disk import NoSpaceLeft
 from timealign.data.hub import check_release
 from timealign.data.prepared import answer_generation, fingerprint_of, prepared_dir_for, write_prepared
-from timealign.data.records import RecordError
+from timealign.data.records import MissingData, RecordError
 
-# Exceptions that mean the input data is wrong (not the command line): exit code 1, printed with DATA_HINT.
-DATA_ERRORS: dict[type[BaseException], int] = {NoSpaceLeft: 2, RecordError: 1, FileNotFoundError: 1}
+# Exceptions printed as one line instead of a traceback. Bad records: exit 1, with DATA_HINT (skip mode keeps the
+# rest). Data that is not there: exit 2 without the hint, like a data.path that does not exist (skipping records
+# cannot help). Only timealign's own MissingData: any other FileNotFoundError is an internal failure (a library's
+# temporary file gone) and keeps its traceback instead of passing for bad data.
+DATA_ERRORS: dict[type[BaseException], int] = {NoSpaceLeft: 2, RecordError: 1, MissingData: 2}
 
 
 @dataclass

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from timealign.config import RecipeError
+from timealign.data.records import MissingData
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def source_files(path: str | Path) -> dict[str, str]:
     if root.is_file():
         return {root.name: file_sha256(root)}
     if not root.is_dir():
-        raise FileNotFoundError(f"data.path={path}: no such file or folder")
+        raise MissingData(f"data.path={path}: no such file or folder")
     files = sorted((p.relative_to(root).as_posix(), p) for p in root.rglob("*") if p.is_file())
     return {rel: file_sha256(p) for rel, p in files}
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from timealign.config import DataSection, RecipeError
 from timealign.config.disk import writing
 from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint, seal
-from timealign.data.records import LoadResult, NoUsableData, load_saved_datasets, nothing_usable
+from timealign.data.records import LoadResult, MissingData, NoUsableData, load_saved_datasets, nothing_usable
 from timealign.data.tictoc import annotated_records, load_annotated, load_v1
 from timealign.data.tictoc_hub import RETENTION_RULE, left_out_counts
 from timealign.data.tictoc_layout import PREFER_NO_TOOL, PREFER_TOOL, TicTocSample
@@ -275,5 +275,5 @@ def load_prepared(prepared_dir: str | Path):
     check_loadable(prepared_dir, "pairs")
     path = Path(prepared_dir) / "dataset"
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no prepared dataset; run data prep first (python data_prep/tictoc.py ...)")
+        raise MissingData(f"{path}: no prepared dataset; run data prep first (python data_prep/tictoc.py ...)")
     return load_saved_datasets(Path(prepared_dir), "python data_prep/tictoc.py recipe=NAME")

@@ -37,6 +37,12 @@ class RecordError(ValueError):
         super().__init__(f"{where}: {reason}")
 
 
+class MissingData(FileNotFoundError):
+    """The data the recipe points at is not there: a folder without data files, a data file that links to nothing, a
+    prepared folder without its dataset. The commands print its one line (exit 2, as for a data.path that does not
+    exist); any other FileNotFoundError is a failure inside timealign or a library and keeps its traceback."""
+
+
 class NoUsableData(RecipeError):
     """Data prep found nothing to train on: every record rejected, or no record at all (exit 2: the recipe points at
     the wrong data, or data that must be fixed first)."""
@@ -182,20 +188,20 @@ def broken_link(path: Path) -> str | None:
 
 
 def data_files(path: Path) -> list[Path]:
-    """A file itself, or the .json and .jsonl files of a folder (sorted; `.JSON` counts too); FileNotFoundError when
+    """A file itself, or the .json and .jsonl files of a folder (sorted; `.JSON` counts too); MissingData when
     there are none, or when one is a link to nothing (to itself, or to a file not there)."""
     if path.is_dir():
         named = sorted(p for p in path.iterdir() if p.suffix.lower() in (".json", ".jsonl"))
         for p in named:
             problem = broken_link(p)
             if problem:
-                raise FileNotFoundError(f"{p}: {problem}; replace it with the data file or remove it")
+                raise MissingData(f"{p}: {problem}; replace it with the data file or remove it")
         files = [p for p in named if p.is_file()]
         if not files:
-            raise FileNotFoundError(f"{path}: no .json or .jsonl files")
+            raise MissingData(f"{path}: no .json or .jsonl files")
         return files
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file or folder")
+        raise MissingData(f"{path}: no such file or folder")
     return [path]
 
 

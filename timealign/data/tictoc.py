@@ -26,7 +26,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any, Iterable
 
-from timealign.data.records import LoadResult, broken_link, check_on_error, data_files, read_records
+from timealign.data.records import LoadResult, MissingData, broken_link, check_on_error, data_files, read_records
 from timealign.data.scenarios import Scenario, UnknownScenarioError, get_scenario, resolve_scenario_id
 from timealign.data.tictoc_layout import (
     PREFER_NO_TOOL,
@@ -159,7 +159,7 @@ def load_v1(
         for path in stray:
             result.reject_file(str(path), f"not a TicToc v1 file name: {_stray_reason(path)}")
     if not files:
-        raise FileNotFoundError(f"{folder}: no prefer{{Tool,NoTool}}_elapse_{{k}}.json files (TicToc v1 layout)")
+        raise MissingData(f"{folder}: no prefer{{Tool,NoTool}}_elapse_{{k}}.json files (TicToc v1 layout)")
     missing = [name for name in V1_RELEASE_FILES if not (folder / name).exists() and not (folder / name).is_symlink()]
     if missing:  # a partial copy trains on the rest: say which records it lacks
         logger.warning(

@@ -21,7 +21,14 @@ from pathlib import Path
 from timealign.config import RecipeError
 from timealign.config.disk import writing
 from timealign.data.fingerprint import Fingerprint, check_loadable, data_fingerprint, seal
-from timealign.data.records import LoadResult, load_saved_datasets, nothing_usable, reject_count, reject_reasons
+from timealign.data.records import (
+    LoadResult,
+    MissingData,
+    load_saved_datasets,
+    nothing_usable,
+    reject_count,
+    reject_reasons,
+)
 from timealign.data.timelychat import TimerDialog, dialog_records, load_dialogs, load_timelychat
 from timealign.render.intervals import interval_bucket
 
@@ -140,7 +147,7 @@ def load_timer_prepared(prepared_dir: str | Path):
     check_loadable(prepared, "dialogs")
     path = prepared / "dataset"
     if not path.exists():
-        raise FileNotFoundError(
+        raise MissingData(
             f"{path}: no prepared dialogs; run data prep first (python data_prep/timelychat.py recipe=NAME out=DIR)"
         )
     return load_saved_datasets(prepared, "python data_prep/timelychat.py recipe=NAME")

@@ -200,14 +200,18 @@ def render_split(dataset, renderer, desc: str, offset_scale: float = 1.0, fit=No
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`train/dpo.py`: exit 0 after saving, 2 on a recipe error, 1 on bad input data (75 when preempted)."""
+    """`train/dpo.py`: exit 0 after saving, 2 on a recipe error or data that is not there, 1 on bad input data
+    (75 when preempted)."""
+    from timealign.data.records import MissingData
     from timealign.data.tictoc_layout import TicTocFormatError
 
     def train(invocation) -> None:
         logger.info("saved model to %s", run(invocation.recipe))
 
+    # Data that is not there is MissingData (exit 2, no skip hint); any other FileNotFoundError is internal
+    # (e.g. in TRL's reference precompute) and keeps its traceback.
     return run_command(
-        COMMAND, argv, train, errors={NoSpaceLeft: 2, TicTocFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT
+        COMMAND, argv, train, errors={NoSpaceLeft: 2, TicTocFormatError: 1, MissingData: 2}, hint=DATA_HINT
     )
 
 

@@ -212,14 +212,18 @@ def make_trainer(recipe, ready, data):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`train/sft.py`: exit 0 after saving, 2 on a recipe error, 1 on bad input data (75 when preempted)."""
+    """`train/sft.py`: exit 0 after saving, 2 on a recipe error or data that is not there, 1 on bad input data
+    (75 when preempted)."""
+    from timealign.data.records import MissingData
     from timealign.data.timelychat import DialogFormatError
 
     def train(invocation) -> None:
         logger.info("saved model to %s", run(invocation.recipe))
 
+    # Data that is not there is MissingData (exit 2, no skip hint); any other FileNotFoundError is internal
+    # (e.g. in TRL's reference precompute) and keeps its traceback.
     return run_command(
-        COMMAND, argv, train, errors={NoSpaceLeft: 2, DialogFormatError: 1, FileNotFoundError: 1}, hint=DATA_HINT
+        COMMAND, argv, train, errors={NoSpaceLeft: 2, DialogFormatError: 1, MissingData: 2}, hint=DATA_HINT
     )
 
 
