@@ -20,6 +20,17 @@ from timealign.experiment.seeds import merge_runs
 MERGE_OWN = ("out", "merge", "resamples")
 
 
+def refuse_options_not_used(o: RealOptions, command: str, own: tuple[str, ...], keeps: str) -> None:
+    """`merge=` and `rescore=` take only the options `own`; any other one given (not at its default) would be
+    ignored without a word, so it is refused, naming each. `keeps`: who keeps their own ("merged runs keep their")."""
+    defaults = RealOptions()
+    given = [f.name for f in fields(RealOptions) if f.name not in own
+             and getattr(o, f.name) != getattr(defaults, f.name)]  # fmt: skip
+    if given:
+        raise RecipeError(f"{command}: {', '.join(f'{k}={getattr(o, k)}' for k in given)}: {keeps} own arms, seeds, "
+                          f"samples, recipe; give only {', '.join(own)}")  # fmt: skip
+
+
 def merge_into(o: RealOptions) -> dict:
     """`merge=RUN,RUN,...`: the runs joined into one summary, written into `out=`. Every check before anything is
     written: the options, each run's real.json, the data and prompts they scored (`timealign.experiment.real.
@@ -28,12 +39,7 @@ def merge_into(o: RealOptions) -> dict:
     if not paths:
         raise RecipeError(f"merge={o.merge!r} names no run; give finished runs' folders (or real.json files), "
                           "separated by commas")  # fmt: skip
-    defaults = RealOptions()
-    given = [f.name for f in fields(RealOptions) if f.name not in MERGE_OWN
-             and getattr(o, f.name) != getattr(defaults, f.name)]  # fmt: skip
-    if given:
-        raise RecipeError(f"merge: {', '.join(f'{k}={getattr(o, k)}' for k in given)}: merged runs keep their own "
-                          f"arms, seeds, samples, recipe; give only {', '.join(MERGE_OWN)}")  # fmt: skip
+    refuse_options_not_used(o, "merge", MERGE_OWN, "merged runs keep their")
     if o.resamples < 1:
         raise RecipeError(f"resamples must be >= 1, got {o.resamples}")
     out = Path(o.out).resolve()

@@ -11,6 +11,7 @@ from timealign.experiment.real.arms import ARMS
 from timealign.experiment.real.claim import claim_out
 from timealign.experiment.real.experiment import RealExperiment
 from timealign.experiment.real.identity import check_rescore, read_run, scored_on
+from timealign.experiment.real.merge import refuse_options_not_used
 from timealign.experiment.real.options import RealOptions
 from timealign.experiment.real.outputs import write_outputs
 from timealign.experiment.real.summary import analyse
@@ -51,12 +52,8 @@ def rescore_run(o: RealOptions) -> dict:
         raise RecipeError(f"rescore: {o.rescore} joins runs made apart (merge= or parallel=): its models are in those "
                           "runs' folders (<out>/runs/<unit> for parallel=); rescore each, then merge= the rescored "
                           "folders")  # fmt: skip
+    refuse_options_not_used(o, "rescore", (*RESCORE_OWN, "data"), "a rescored run keeps its")
     defaults = RealOptions()
-    given = [f.name for f in fields(RealOptions) if f.name not in (*RESCORE_OWN, "data")
-             and getattr(o, f.name) != getattr(defaults, f.name)]  # fmt: skip
-    if given:
-        raise RecipeError(f"rescore: {', '.join(f'{k}={getattr(o, k)}' for k in given)}: a rescored run keeps its "
-                          f"own arms, seeds, samples, recipe; give only {', '.join(RESCORE_OWN)}, data")  # fmt: skip
     kept = {k: v for k, v in original["settings"]["options"].items() if k not in RESCORE_OWN}
     kept = {f.name: kept[f.name] for f in fields(RealOptions) if f.name in kept}
     if o.data != defaults.data or not Path(kept.get("data", o.data)).is_dir():
