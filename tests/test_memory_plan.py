@@ -131,6 +131,37 @@ def test_the_prompt_cache_layout_has_no_tree_mask():
     assert (cached["layers"], cached["logits"]) == (by_tree["layers"], by_tree["logits"])
 
 
+def test_the_packed_layout_is_one_row_of_the_summed_trees():
+    """dpo.padding_free packs the micro-batch's [prompt | chosen | rejected] rows into one row of their summed lengths,
+    no padding (by hand): the same layers per token, one row; FlexAttention keeps no dense mask, sdpa one of the whole
+    packed row squared. The shared layouts' LM head counts the labelled (completion) tokens when they are known."""
+    from dataclasses import replace
+
+    shape = shape_for("meta-llama/Llama-3.2-1B")
+    tree = Workload(
+        task="dpo", micro_batch=4, max_length=2048, gradient_checkpointing=False, dtype_bytes=2, mixed_precision=True,
+        shared_prompt=True, shared_row_length=1750, attn="flex_attention",
+    )  # fmt: skip
+    packed = replace(tree, padding_free=True, packed_row_length=4600)
+    assert (packed.rows, packed.row_length, packed.tokens) == (1, 4600, 4600) and tree.tokens == 4 * 1750
+    by_tree, by_packed = activation_bytes(shape, tree), activation_bytes(shape, packed)
+    assert by_packed["layers"] == by_tree["layers"] * 4600 // (4 * 1750) and by_packed["mask"] == 0
+    assert activation_bytes(shape, replace(packed, attn="sdpa"))["mask"] == 4600**2 * 2
+    # unknown data: the bound, 4 of the longest pair rows; the prompt cache has no packed form (refused by the trainer)
+    assert replace(packed, packed_row_length=None).tokens == tree.tokens
+    assert replace(packed, prompt_cache=True).rows == 4
+    # the LM head: every position without the data, the micro-batch's completion tokens with it (all layouts' tile
+    # buffer, hidden-state gradient and weight gradient shrink or stay; TRL's own rows keep the bound)
+    head = activation_bytes(shape, replace(packed, labelled_tokens=600))["logits"]
+    assert head < by_packed["logits"]
+    assert head - by_packed["logits"] == (600 - 4096) * HEAD_VOCAB_CHUNK * 2 + (600 - 4600) * shape.hidden_size * 6
+    unshared = replace(tree, shared_prompt=False, labelled_tokens=600)
+    assert (
+        activation_bytes(shape, unshared)["logits"]
+        == activation_bytes(shape, replace(unshared, labelled_tokens=None))["logits"]
+    )
+
+
 def test_zero_stages_and_lora_by_hand():
     shape = shape_for("meta-llama/Llama-3.2-3B-Instruct")
     P = shape.params()

@@ -21,7 +21,13 @@ Assumptions (stated once, here):
   (`fused_head_bytes`).
 - DPO rows: chosen and rejected, each up to max_length: 2 x micro-batch x max_length tokens. The shared prompt packs
   a pair in one row, the prompt once and both completions: micro-batch x the longest such row (`shared_row_length`,
-  when the data is known), at most 2 x max_length. SFT: micro-batch x max_length.
+  when the data is known), at most 2 x max_length. With `dpo.padding_free` the micro-batch's rows are one row of
+  their summed lengths, no padding (`packed_row_length`, the longest such row when the data is known; else
+  micro-batch x the longest pair row): its dense tree mask (sdpa, eager) is that row squared, FlexAttention keeps
+  none (its BlockMask holds a few integers per 128 x 128 block). SFT: micro-batch x max_length.
+- The LM head projects every position of TRL's rows on CPU and only the labelled ones on CUDA/XPU (Triton); the
+  shared layouts project only the labelled positions on every device (`timealign.train.compact_head` on CPU), so
+  when the data is known (`labelled_tokens`: a micro-batch's completion tokens) the head counts those.
 - A runtime reserve per GPU (CUDA context, NCCL, cuBLAS workspace, allocator slack) and per process on the host
   (torch and CUDA libraries): constants below, not measured here.
 Checked on CPU against measured peaks of small models (tests/test_memory_plan.py, tolerance stated there).
@@ -175,26 +181,57 @@ class Workload:
     shared_row_length: int | None = None
     # dpo.prompt_cache: the shared prompt as a key/value cache, no seq x seq tree mask (timealign.train.prompt_cache)
     prompt_cache: bool = False
+    # dpo.padding_free: the micro-batch's shared rows packed into one row (timealign.train.shared_prompt)
+    padding_free: bool = False
+    # with padding_free: the longest packed row of the data (a micro-batch's [prompt | chosen | rejected] rows summed),
+    # when it is known; None: its bound, micro-batch x the pair row
+    packed_row_length: int | None = None
+    # a micro-batch's labelled (completion) tokens, when the data is known: what the shared layouts put through the LM
+    # head; None: every position
+    labelled_tokens: int | None = None
 
     @property
     def shared(self) -> bool:
         return self.task == "dpo" and self.shared_prompt
 
     @property
+    def packed(self) -> bool:
+        return self.shared and self.padding_free and not self.prompt_cache
+
+    @property
+    def pair_row_length(self) -> int:
+        """One pair's shared row: the prompt once and both completions."""
+        return min(self.shared_row_length or 2 * self.max_length, 2 * self.max_length)
+
+    @property
     def tokens(self) -> int:
+        if self.packed:
+            return self.row_length
         if self.shared:
             return self.micro_batch * self.row_length
         return (2 if self.task == "dpo" else 1) * self.micro_batch * self.max_length
 
     @property
     def row_length(self) -> int:
+        if self.packed:
+            bound = self.micro_batch * self.pair_row_length
+            return min(self.packed_row_length or bound, bound)
         if self.shared:
-            return min(self.shared_row_length or 2 * self.max_length, 2 * self.max_length)
+            return self.pair_row_length
         return self.max_length
 
     @property
     def rows(self) -> int:
+        if self.packed:
+            return 1
         return self.micro_batch if self.shared else self.tokens // self.max_length
+
+    @property
+    def head_positions(self) -> int:
+        """Positions the LM head projects: the shared layouts' labelled tokens when known, else every token."""
+        if self.shared and self.labelled_tokens is not None:
+            return min(self.labelled_tokens, self.tokens)
+        return self.tokens
 
     @property
     def reference_model(self) -> bool:
@@ -230,11 +267,12 @@ def fused_head_bytes(shape: ModelShape, work: Workload) -> int:
     """Peak of the fused LM head: the tile buffer in the compute dtype, and at backward the fp32 accumulators of the
     hidden-state gradient (positions x hidden, cast to the model dtype on return) and, when the head trains (not
     under LoRA), of its weight gradient (vocab x hidden), each cast to the model dtype on return (where the
-    gradients are not sharded that cast becomes the weight's .grad: `estimate` takes it off again). Positions: every
-    token of the micro-batch (on CUDA only
-    the labelled ones are projected, so this bounds it from above). On CUDA, Triton folds each tile in place; the
-    torch fallback on other devices adds temporaries (`CPU_HEAD_TEMPORARIES`, tests/test_memory_plan.py)."""
-    b, h, positions = work.dtype_bytes, shape.hidden_size, work.tokens
+    gradients are not sharded that cast becomes the weight's .grad: `estimate` takes it off again). Positions:
+    `Workload.head_positions`, the shared layouts' labelled tokens when the data is known, else every token of the
+    micro-batch (TRL's rows on CUDA project only the labelled ones, so there this bounds it from above). On CUDA,
+    Triton folds each tile in place; the torch fallback on other devices adds temporaries (`CPU_HEAD_TEMPORARIES`,
+    tests/test_memory_plan.py)."""
+    b, h, positions = work.dtype_bytes, shape.hidden_size, work.head_positions
     compute = 2 if work.mixed_precision else b
     tile = min(positions, HEAD_TOKEN_CHUNK) * HEAD_VOCAB_CHUNK * compute
     grad_hidden = positions * h * (4 + b)
@@ -407,6 +445,7 @@ def workload_for(recipe) -> Workload:
         attn=recipe.model.attn_implementation or "sdpa",
         shared_prompt=recipe.task == "dpo" and recipe.dpo.shared_prompt,
         prompt_cache=recipe.task == "dpo" and recipe.dpo.shared_prompt and recipe.dpo.prompt_cache,
+        padding_free=recipe.task == "dpo" and recipe.dpo.shared_prompt and recipe.dpo.padding_free,
     )
 
 
