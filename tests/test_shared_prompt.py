@@ -21,6 +21,7 @@ from dpo_layouts import (
     assert_same_logs,
     load_model,
     make_config,
+    metric_tolerance,
     perturb,
     plain_logps,
     step,
@@ -292,6 +293,69 @@ def test_padding_free_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer):
     batch = packed.data_collator([packed.train_dataset[i] for i in range(4)])
     assert batch["input_ids"].size(0) == 1 and (batch["pair_ids"] >= 0).all()  # one row, no padding
     assert_same(step(packed), trl)
+
+
+def forward_only(trainer, masks_built: list) -> dict:
+    """`step` without the backward (torch has no FlexAttention backward on CPU): loss, every logged metric, and the
+    per-pair log-probs of the policy and of the reference model through the trainer's reference path;
+    `masks_for_loss`: how many masks `masks_built` gained during the loss (its policy and reference forwards)."""
+    examples = [trainer.train_dataset[i] for i in range(len(trainer.train_dataset))]
+    batch = trainer._prepare_inputs(trainer.data_collator(examples))
+    trainer.model.train()
+    masks_built.clear()
+    with torch.no_grad(), trainer.compute_loss_context_manager():
+        loss = trainer.compute_loss(trainer.model, batch)
+    return {
+        "rows": batch["input_ids"].size(0),
+        "masks_for_loss": len(masks_built),
+        "loss": loss,
+        "metrics": {k: v[-1] for k, v in trainer._metrics["train"].items()},
+        "policy_logps": torch.stack(trainer.compute_ref_log_probs(trainer.model, batch)),
+        "ref_logps": torch.stack(trainer.compute_ref_log_probs(trainer.ref_model, batch)),
+    }
+
+
+def test_packed_flex_equals_unpacked_sdpa_and_trl_rows(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch):
+    """dpo.padding_free with model.attn_implementation=flex_attention (the micro-batch's pairs in one row, one
+    block-sparse BlockMask) on CPU, fp32, forward only: the precomputed reference log-probs, the policy's and the
+    reference model's per-pair log-probs, the ODPO loss and every logged metric equal the unpacked tree rows' (sdpa)
+    and TRL's own rows'; the one BlockMask is built once for the policy's forward and the reference's."""
+    dataset = synthetic_pairs(tiny_tokenizer)
+    layouts = {
+        "trl": (False, "sdpa", False),
+        "tree": (True, "sdpa", False),
+        "packed_flex": (True, "flex_attention", True),
+    }
+    built = []
+
+    def counted(pair_ids, branch_ids):
+        built.append(pair_ids.shape)
+        return real(pair_ids, branch_ids)
+
+    real = shared_prompt.tree_block_mask
+    monkeypatch.setattr(shared_prompt, "tree_block_mask", counted)
+    steps, columns = {}, {}
+    for name, (shared, attn, packed) in layouts.items():
+        kwargs = {"padding_free": True} if packed else {}
+        trainer = build(
+            tmp_path / name, tiny_model_dir, tiny_tokenizer, dataset, shared, "ref_model", attn=attn, **kwargs
+        )
+        steps[name] = forward_only(trainer, built)
+        if packed:  # one row; the policy's forward and the reference model's shared its one BlockMask
+            assert steps[name]["rows"] == 1 and steps[name]["masks_for_loss"] == 1, built
+        pre = build(
+            tmp_path / name, tiny_model_dir, tiny_tokenizer, dataset, shared, "precompute", attn=attn, **kwargs
+        )
+        columns[name] = torch.tensor([pre.train_dataset[k] for k in ("ref_chosen_logps", "ref_rejected_logps")])
+    for name in ("tree", "packed_flex"):
+        torch.testing.assert_close(columns[name], columns["trl"], **TOL)
+        ours, trl = steps[name], steps["trl"]
+        torch.testing.assert_close(ours["loss"], trl["loss"], **TOL)
+        for key in ("policy_logps", "ref_logps"):
+            torch.testing.assert_close(ours[key], trl[key], **TOL)
+        assert set(ours["metrics"]) == set(trl["metrics"])
+        for key, value in trl["metrics"].items():
+            assert ours["metrics"][key] == pytest.approx(value, rel=1e-5, abs=metric_tolerance(key, trl["metrics"]))
 
 
 def test_metrics_equal_stock_trl(tmp_path, tiny_model_dir, tiny_tokenizer):

@@ -38,6 +38,17 @@ tests/test_shared_prompt.py). transformers 5 passes a 4D mask or BlockMask throu
 implementations (flash attention has no arbitrary mask), other architectures and sliding-window layers shorter than
 the packed row are refused (`check_model`).
 
+Packed on the block-sparse kernel (`padding_free` with flex_attention): the micro-batch's trees are one row and one
+`BlockMask` (pairs never see each other, so most blocks are skipped), built once per batch (`PairTree._masks`) and
+passed as the same object to every layer of the policy's forward and of the reference's; the same numbers as the
+unpacked rows and TRL's (tests/test_shared_prompt.py, CPU forward in fp32). transformers compiles `flex_attention`
+once per process (`integrations.flex_attention.WrappedFlexAttention`: `torch.compile(flex_attention)`, dynamic=None,
+i.e. automatic dynamic shapes, re-wrapped when the module's training flag flips but read from the same compile cache).
+Measured on CPU (torch 2.13, tiny model, packed rows of 171, 246, 351, 471, 486, 621 tokens, the training flag
+flipped twice): three graphs for the first three lengths (static, then the length made dynamic, then the block
+count), none after, for new lengths or either flag; so no padding to buckets here. gpu-check records the graphs each
+run compiles on a GPU (`compiled_graphs`).
+
 TRL's per-row truncation (`max_length`, `truncation_mode`) is reproduced exactly where the two rows share their
 prompt (always for keep_start; for keep_end only while neither row needs cutting) and refused otherwise.
 """
