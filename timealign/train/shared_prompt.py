@@ -44,9 +44,10 @@ passed as the same object to every layer of the policy's forward and of the refe
 unpacked rows and TRL's (tests/test_shared_prompt.py, CPU forward in fp32). transformers compiles `flex_attention`
 once per process (`integrations.flex_attention.WrappedFlexAttention`: `torch.compile(flex_attention)`, dynamic=None,
 i.e. automatic dynamic shapes, re-wrapped when the module's training flag flips but read from the same compile cache).
-Measured on CPU (torch 2.13, tiny model, packed rows of 171, 246, 351, 471, 486, 621 tokens, the training flag
-flipped twice): three graphs for the first three lengths (static, then the length made dynamic, then the block
-count), none after, for new lengths or either flag; so no padding to buckets here. gpu-check records the graphs each
+Measured on CPU (torch 2.13, tiny model, forward, packed rows of 171, 246, 351, 471, 486, 621 tokens, the training
+flag flipped three times among them): a graph for each of the first three lengths (static, then with the length
+dynamic, then once more, by the look of it for the block count crossing 2), none after, for new lengths or either
+flag; so no padding to buckets here. gpu-check records the graphs each
 run compiles on a GPU (`compiled_graphs`).
 
 TRL's per-row truncation (`max_length`, `truncation_mode`) is reproduced exactly where the two rows share their
