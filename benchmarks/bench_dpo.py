@@ -39,7 +39,8 @@ PARTS = """Parts:
   2. CPU train   the offset-DPO speed-ups one at a time against stock `trl.DPOTrainer` on real TicToc v1 pairs
                  (model=tiny: tiny model and tokenizer; model=smol: SmolLM2-135M and its 49k tokenizer, `make
                  bench-smol`): offset, + shared prompt, + precomputed reference, + length-grouped batches,
-                 padding-free rows (benchmarks/dpo_variants.py); steps/s, s/pair, tokens/s, padding share, peak
+                 padding-free rows, with the precomputed reference and with the reference every step
+                 (benchmarks/dpo_variants.py); steps/s, s/pair, tokens/s, padding share, peak
                  RSS, each as a ratio to stock TRL (JSON: dpo.ratio_vs_trl). Goals: shared prompt >= 1.8x, with the
                  precomputed reference >= 2.5x. Each run is a fresh process, the order rotates per round. Then
                  (ab_steps > 0) each variant's interleaved per-step A/B against stock TRL, robust to other load
@@ -80,7 +81,7 @@ def run(opts: DpoBenchOptions) -> int:
     from benchmarks.dpo_variants import bench_variants, report_variants
 
     started = time.perf_counter()
-    results = {"env": machine_info(), "args": options_record(opts)}
+    results = {"env": machine_info(), "args": options_record(opts), "note": opts.note}
     if not opts.skip_data:
         results["data_prep"] = bench_data_prep(opts)
     if not opts.skip_train:
@@ -100,7 +101,16 @@ def run(opts: DpoBenchOptions) -> int:
     print_header(
         "timealign benchmark",
         results["env"],
-        note="other processes on these cores slow every number below, alternating runs keeps the ODPO/TRL ratio fair",
+        note="; ".join(
+            filter(
+                None,
+                [
+                    opts.note,
+                    "other processes on these cores slow every number below, alternating runs keeps the ODPO/TRL "
+                    "ratio fair",
+                ],
+            )
+        ),
     )
     if "data_prep" in results:
         report_data(results["data_prep"])

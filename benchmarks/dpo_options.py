@@ -41,7 +41,7 @@ class DpoBenchOptions:
     max_length: int = opt(1024, "DPOConfig.max_length of the CPU runs")
     seed: int = opt(0, "DPOConfig.seed, the same for every run")
     variants: str = opt(
-        "trl,offset,shared_prompt,shared_prompt_precomputed_ref,length_grouped,padding_free",
+        "trl,offset,shared_prompt,shared_prompt_precomputed_ref,length_grouped,padding_free,padding_free_ref",
         "part 2: comma list of the variants to time (benchmarks/dpo_variants.py); empty: none",
     )
     head_ab_steps: int = opt(
@@ -73,6 +73,11 @@ class DpoBenchOptions:
     gpu_seq_len: int = opt(1024, "part 3: target tokens per sequence (prompt + completion)")
     gpu_steps: int = opt(12, "part 3: max_steps per run")
     gpu_batch_size: int = opt(8, "part 3: pairs per step")
+    note: str = opt(
+        "",
+        "kept in the JSON (`note`) and printed: say `busy` (and what ran beside) when other processes share the "
+        "cores, so the numbers are not read as a calm machine's",
+    )
     json: str | None = opt(
         "results/bench/dpo.json",
         "also write every number to this JSON file (ratios to stock TRL under dpo.ratio_vs_trl)",

@@ -10,6 +10,8 @@ Variants (each adds to the one before; the last two are alternatives against pad
                                    (training.train_sampling_strategy=group_by_length)
     padding_free                   shared_prompt_precomputed_ref + the micro-batch's pairs packed into one row
                                    (dpo.padding_free=true)
+    padding_free_ref               shared_prompt + the pairs packed into one row, the reference forward every step
+                                   (the packed layout as the recipes train it: no precompute)
 
 `model=tiny` (the default, `make bench`) runs them on the random tiny model with the pairs rendered by the tiny
 tokenizer; `model=smol` (`make bench-smol`) on SmolLM2-135M-Instruct with its own 49k tokenizer and recipe, where
@@ -52,6 +54,7 @@ VARIANTS = {
     "shared_prompt_precomputed_ref": "+ precomputed reference",
     "length_grouped": "+ length-grouped batches",
     "padding_free": "+ padding-free rows",
+    "padding_free_ref": "shared prompt, padding-free rows, reference every step",
 }
 # variant -> (OffsetDPOTrainer kwargs, DPOConfig fields); "trl" is stock DPOTrainer
 PRECOMPUTED = {"precompute_ref_log_probs": True}
@@ -62,6 +65,7 @@ SETTINGS = {
     "shared_prompt_precomputed_ref": ({"shared_prompt": True}, PRECOMPUTED),
     "length_grouped": ({"shared_prompt": True}, {**PRECOMPUTED, "train_sampling_strategy": "group_by_length"}),
     "padding_free": ({"shared_prompt": True, "padding_free": True}, PRECOMPUTED),
+    "padding_free_ref": ({"shared_prompt": True, "padding_free": True}, {}),
 }
 GOALS = {"shared_prompt": 1.8, "shared_prompt_precomputed_ref": 2.5}  # ratio to stock TRL (issue 14)
 

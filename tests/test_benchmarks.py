@@ -181,3 +181,16 @@ def test_bench_dpo_model_option_takes_tiny_or_smol_and_the_smol_config_is_one_pa
 
     smol = load_recipe("smol", {"data.path": "v1-data"}).training
     assert config["learning_rate"] == smol["learning_rate"] and config["loss_type"] == ["sigmoid"]
+
+
+def test_bench_dpo_times_the_packed_layout_both_ways_and_keeps_a_note():
+    """Part 2 has the packed rows with the precomputed reference and with the reference every step (the packed layout
+    as the recipes train it), in `make bench`'s default list; `note=` goes into the JSON (`busy` on shared cores)."""
+    from benchmarks.bench_dpo import COMMAND
+    from benchmarks.dpo_variants import SETTINGS, VARIANTS
+
+    options = parse(COMMAND, ["note=busy: two training runs beside"]).options
+    assert options.note == "busy: two training runs beside" and harness.options_record(options)["note"] == options.note
+    assert {"padding_free", "padding_free_ref"} <= set(options.variants.split(",")) <= set(VARIANTS)
+    assert SETTINGS["padding_free_ref"] == ({"shared_prompt": True, "padding_free": True}, {})
+    assert SETTINGS["padding_free"][1]["precompute_ref_log_probs"] is True
