@@ -6,13 +6,14 @@ vocabulary 128256, so the logits are the real size) and real TicToc v1 train pai
 tokenizer (its ids, < 2048, are valid rows of the 128k vocabulary; no download):
 
   dpo       stock trl.DPOTrainer, offset-DPO (TRL's layout), shared prompt (sdpa, dense tree mask), shared prompt
-            (model.attn_implementation=flex_attention, block-sparse mask), shared prompt from the prompt's key/value
-            cache (dpo.prompt_cache, sdpa, no tree mask); each with the reference forward every step and with
-            precompute_ref_log_probs
+            (model.attn_implementation=flex_attention, block-sparse mask), the same packed (dpo.padding_free: the
+            micro-batch's trees in one row, one BlockMask), shared prompt from the prompt's key/value cache
+            (dpo.prompt_cache, sdpa, no tree mask); each with the reference forward every step and with
+            precompute_ref_log_probs (offset-DPO without: `DPO_RUNS`)
   sft       TIMER SFT (tiny-timer's synthetic dialogs) packed vs unpacked
   generate  timealign's HF backend, greedy, batched
-  equality  bf16: shared vs unshared reference log-probs of the same pairs (the tree; on a GPU the prompt cache too);
-            flex vs dense (sdpa) loss and gradients
+  equality  bf16: shared vs unshared reference log-probs of the same pairs (the tree; on a GPU the prompt cache and
+            the packed flex row too); flex (tree rows, packed) vs dense (sdpa) loss and gradients
   peak      the measured bf16 matmul peak (TFLOP/s) that MFU is taken against
 
 and two rows on other models:
@@ -27,6 +28,9 @@ and two rows on other models:
                 section gives it (r, alpha, dropout, target modules: the section's defaults, since the recipe trains
                 all weights) with its gradient checkpointing and batch, offset-DPO with the shared prompt; records the
                 trainable (LoRA) and total parameter counts
+
+Its time on an H100/H200 is estimated from what one H200 recorded of each part (`estimated_s`, about 5.7 minutes;
+issue 50 asks for at most 6) and recorded as it goes (`part_s`; per DPO run its build, train() and step seconds).
 
 Per run: steps/s, tokens/s (tokens the model computed; `pair_tokens_per_s`: the pairs' tokens as stock DPO sees
 them), MFU (6 x params x tokens, + 2 x for a reference forward; LoRA: 2 forward + 2 backward + 2 reference), peak
@@ -43,6 +47,7 @@ tests/test_prompt_cache.py).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gc
 import json
@@ -80,9 +85,86 @@ SHAPE_KEYS = (
     "vocab_size",
     "tie_word_embeddings",
 )
-DPO_LAYOUTS = ("trl", "offset", "shared_sdpa", "shared_flex", "shared_cache")
-DPO_RUNS = [(layout, pre) for layout in DPO_LAYOUTS for pre in (False, True)]
-GPU_ONLY_LAYOUTS = ("shared_flex", "shared_cache")  # flex: no CPU backward; the cache: timed for the GPU only
+# layout -> what it sets: the attention implementation, shared prompt, padding_free (the micro-batch's trees packed in
+# one row), prompt_cache
+LAYOUTS = {
+    "trl": dict(attn="sdpa", shared=False, packed=False, prompt_cache=False),  # stock trl.DPOTrainer
+    "offset": dict(attn="sdpa", shared=False, packed=False, prompt_cache=False),
+    "shared_sdpa": dict(attn="sdpa", shared=True, packed=False, prompt_cache=False),
+    "shared_flex": dict(attn="flex_attention", shared=True, packed=False, prompt_cache=False),
+    "shared_flex_packed": dict(attn="flex_attention", shared=True, packed=True, prompt_cache=False),
+    "shared_cache": dict(attn="sdpa", shared=True, packed=False, prompt_cache=True),
+}
+DPO_LAYOUTS = tuple(LAYOUTS)
+# Every layout with the reference forward every step and with it precomputed, but offset-DPO's precomputed run: that
+# is TRL's own step on shifted reference columns, the stock TRL row's kernels (the two measured 4.88-5.22 and
+# 4.91-5.18 steps/s in both H200 runs), so the check's time goes to the packed layout instead.
+DPO_RUNS = [(layout, pre) for layout in DPO_LAYOUTS for pre in (False, True) if (layout, pre) != ("offset", True)]
+# flex: no CPU backward; the cache: timed for the GPU only
+GPU_ONLY_LAYOUTS = ("shared_flex", "shared_flex_packed", "shared_cache")
+
+
+# What one H200 recorded of the check's parts (torch 2.11, the Llama-3.2-1B shape, 64 pairs, batch 4, the code before
+# the reference pass was reused): ../shared/gpu/gpu-check-h200-2026-11-28.json (construct_s per layout, steps=16) and
+# docs/bench/h200-2026-11-28-dpo-rounds.json (steps/s per layout and round, steps=8: 38.4 s to the end of the
+# equality part, then 14 timed runs and the throwaway in the ~200 s left of its 250 s call). `estimated_s` sums them
+# for a check's options; what no run recorded says so. A check records its own parts (`part_s`, and per DPO run
+# `dpo.timed`: construct_s, train_call_s, steps_s, compiled_graphs), which replace these once a GPU has run it.
+H200_COSTS = {
+    "start_and_equality_s": 38.4,  # recorded: matmul peak, the 1B model saved, pairs, then one step of 4 layouts
+    "equality_layouts": 4,
+    "build_s": 0.96,  # recorded: construct_s without the precompute (median; 0.92-1.09): policy, reference, tokens
+    # derived: construct_s with the precompute, 12.2-13.3 s, was TRL's hash of every weight (now skipped,
+    # `model_named_by`) and one reference pass; the pass is 16 forwards of 4 pairs (~17 TFLOP each): ~1 s, taken 1.5
+    "reference_pass_s": 1.5,
+    # derived: per run beyond its build and its steps, one-time costs (flex's compile in its first run) spread in:
+    # (200 s - 15 builds - 7 precomputed builds' extra 11.5 s - the runs' steps at their recorded speeds, 33 s) / 15
+    # = 4.8 s, less the 4 full garbage collections a run walked then (`reset_peak`'s freeze): 0.25 s of CPU each on a
+    # 2-core CPU host, taken 0.35 s there
+    "run_other_s": 4.8 - 4 * 0.35,
+    "new_flex_shapes_s": 15.0,  # estimated, not recorded: one more flex compile for the packed rows' shapes
+    "steps_per_s": {  # recorded medians; the packed flex layout has not run on a GPU: taken as the flex tree's
+        "trl": 3.80,
+        "trl+precomputed_ref": 5.05,
+        "offset": 3.77,
+        "shared_sdpa": 2.58,
+        "shared_sdpa+precomputed_ref": 7.73,
+        "shared_flex": 4.50,
+        "shared_flex+precomputed_ref": 6.74,
+        "shared_flex_packed": 4.50,
+        "shared_flex_packed+precomputed_ref": 6.74,
+        "shared_cache": 3.90,
+        "shared_cache+precomputed_ref": 5.41,
+    },
+    "sft_steps_per_s": {"packed": 12.68, "unpacked": 4.74},  # recorded
+    "generation_s": 17.9,  # recorded
+    "smol_s": 45.0,  # expected (docs/bench.md), not recorded: built from its GGUF on a fresh node
+    "llama8b_lora_s": 45.0,  # expected (docs/bench.md), not recorded
+}
+CHECK_BUDGET_S = 360  # issue 50: the whole check within 6 minutes of a 15-minute GPU lease
+
+
+def estimated_s(opts, costs: dict = H200_COSTS) -> dict[str, float]:
+    """The check's time on a GPU, part by part, from per-part costs (`H200_COSTS`) and its options: every DPO run
+    (the throwaway, then `rounds` of `DPO_RUNS`) costs a build, its steps and the per-run rest; a layout's first
+    precomputed run one reference pass, its later rounds read it back."""
+    per_run = costs["build_s"] + costs["run_other_s"]
+    equality = costs["start_and_equality_s"] * (1 + 1 / costs["equality_layouts"])  # + the packed flex layout
+    labels = [run_label(*run) for run in DPO_RUNS]
+    steps = opts.rounds * sum(opts.steps / costs["steps_per_s"][label] for label in labels)
+    throwaway = per_run + (opts.warmup + 1) / costs["steps_per_s"][labels[0]]
+    passes = sum(precompute for _, precompute in DPO_RUNS) * costs["reference_pass_s"]
+    dpo = throwaway + opts.rounds * len(labels) * per_run + steps + passes
+    sft = sum(per_run + opts.steps / speed for speed in costs["sft_steps_per_s"].values())
+    parts = {
+        "start_and_equality": equality,
+        "dpo": dpo + costs["new_flex_shapes_s"],
+        "sft": sft,
+        "generation": costs["generation_s"],
+        "smol": costs["smol_s"],
+        "llama8b_lora": costs["llama8b_lora_s"],
+    }
+    return {**parts, "total": sum(parts.values())}
 
 
 def cuda_available() -> bool:
@@ -192,6 +274,11 @@ def reset_peak(device: str) -> None:
     import torch
 
     gc.collect()
+    # What is alive now (libraries, the pairs, the model's files) stays to the end: frozen out of the collector, the
+    # 4 full collections of each run (Trainer.train's 2, timed_train's, this one's) walk only the run's own objects.
+    # Each walked ~475k objects in 0.25 s of CPU here (a run's trainer and model die by reference count and the
+    # collect before the freeze).
+    gc.freeze()
     if device == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -214,13 +301,18 @@ def planner_bytes(
     precompute: bool,
     shared_row: int | None = None,
     prompt_cache: bool = False,
+    packed: bool = False,
+    packed_row: int | None = None,
+    labelled: int | None = None,
     dtype_bytes: int = 2,
     lora_r: int | None = None,
     gradient_checkpointing: bool = False,
 ) -> int:
     """The planner's per-GPU estimate for this single-GPU run (its runtime reserve left out: the measured peak is
     the allocator's, which does not count the CUDA context). `dtype_bytes` 2: bf16 weights under bf16 mixed
-    precision (every row on a GPU); 4: fp32 without it (smol in smoke mode). `lora_r`: all-linear LoRA."""
+    precision (every row on a GPU); 4: fp32 without it (smol in smoke mode). `lora_r`: all-linear LoRA. `packed`:
+    dpo.padding_free, one row of `packed_row` tokens; `labelled`: a micro-batch's completion tokens (what the shared
+    layouts' LM head projects)."""
     from timealign.cluster.memory import GPU_RESERVE, ModelShape, Workload, estimate, strategy_from_config
 
     head_dim = shape["hidden_size"] // shape["num_attention_heads"]
@@ -238,6 +330,9 @@ def planner_bytes(
         shared_prompt=shared,
         shared_row_length=shared_row,
         prompt_cache=prompt_cache,
+        padding_free=packed,
+        packed_row_length=packed_row,
+        labelled_tokens=labelled,
     )
     single = strategy_from_config({"distributed_type": "NO"})
     est = estimate(model, work, single, gpu="h100", nodes=1, gpus_per_node=1)
@@ -291,9 +386,11 @@ def dpo_trainer(
 
     from timealign.train.odpo import OffsetDPOTrainer
 
-    attn = "flex_attention" if layout == "shared_flex" else "sdpa"
+    settings = LAYOUTS[layout]
     if model is None:
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype), attn_implementation=attn)
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=getattr(torch, dtype), attn_implementation=settings["attn"]
+        )
     args = DPOConfig(output_dir=str(workdir / layout), **config)
     if layout == "trl":
         return DPOTrainer(
@@ -309,8 +406,9 @@ def dpo_trainer(
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
-        shared_prompt=layout != "offset",
-        prompt_cache=layout == "shared_cache",
+        shared_prompt=settings["shared"],
+        padding_free=settings["packed"],
+        prompt_cache=settings["prompt_cache"],
         peft_config=peft_config,
     )
 
@@ -331,10 +429,43 @@ def one_step(trainer, examples) -> dict:
     return {"loss": float(loss.detach()), "logps": logps, "grads": grads}
 
 
-def equality(opts, model_dir: Path, dataset, tokenizer, device: str, workdir: Path) -> dict:
-    """bf16: shared vs unshared reference log-probs; flex vs dense loss and gradients (GPU only)."""
+def against_dense(step: dict, dense: dict) -> dict:
+    """A flex layout's one step against the dense tree mask's (sdpa): the losses, the relative L2 difference of all
+    gradients and their smallest cosine."""
     import torch
 
+    num = sum(float((step["grads"][n] - g).pow(2).sum()) for n, g in dense["grads"].items())
+    den = sum(float(g.pow(2).sum()) for g in dense["grads"].values())
+    cos = [
+        float(torch.nn.functional.cosine_similarity(step["grads"][n].flatten(), g.flatten(), dim=0))
+        for n, g in dense["grads"].items()
+        if g.abs().sum() > 0
+    ]
+    out = {
+        "loss_flex": step["loss"],
+        "loss_dense": dense["loss"],
+        "grad_rel_l2_diff": (num / den) ** 0.5,
+        "grad_min_cosine": min(cos),
+        "tolerance_rel_l2": 5e-2,
+    }
+    out["close"] = out["grad_rel_l2_diff"] <= 5e-2
+    return out
+
+
+def logps_against(logps, unshared) -> dict:
+    """A layout's reference log-probs against the unshared layout's (max absolute and relative difference)."""
+    out = {
+        "max_abs_diff": float((logps - unshared).abs().max()),
+        "max_rel_diff": float(((logps - unshared).abs() / unshared.abs().clamp_min(1e-6)).max()),
+        "tolerance_rel": 2e-2,
+    }
+    out["close"] = out["max_rel_diff"] <= 2e-2
+    return out
+
+
+def equality(opts, model_dir: Path, dataset, tokenizer, device: str, workdir: Path) -> dict:
+    """bf16: shared (tree, packed flex, prompt cache) vs unshared reference log-probs; flex (one tree row per pair,
+    and packed) vs dense loss and gradients (GPU only)."""
     examples = [dataset[i] for i in range(opts.batch_size)]
     config = dpo_config(opts, False, device)
     steps = {}
@@ -343,44 +474,21 @@ def equality(opts, model_dir: Path, dataset, tokenizer, device: str, workdir: Pa
         steps[layout] = one_step(trainer, trainer.train_dataset.select(range(len(examples))).to_list())
         del trainer
         reset_peak(device)
-    a, b = steps["shared_sdpa"]["logps"], steps["offset"]["logps"]
-    out = {
-        "shared_vs_unshared_logps": {
-            "max_abs_diff": float((a - b).abs().max()),
-            "max_rel_diff": float(((a - b).abs() / b.abs().clamp_min(1e-6)).max()),
-            "tolerance_rel": 2e-2,
-        }
-    }
-    out["shared_vs_unshared_logps"]["close"] = out["shared_vs_unshared_logps"]["max_rel_diff"] <= 2e-2
+    unshared = steps["offset"]["logps"]
+    out = {"shared_vs_unshared_logps": logps_against(steps["shared_sdpa"]["logps"], unshared)}
     if "shared_cache" in steps:
-        a = steps["shared_cache"]["logps"]
         out["cache_vs_unshared_logps"] = {
-            "max_abs_diff": float((a - b).abs().max()),
-            "max_rel_diff": float(((a - b).abs() / b.abs().clamp_min(1e-6)).max()),
-            "tolerance_rel": 2e-2,
+            **logps_against(steps["shared_cache"]["logps"], unshared),
             "loss_cache": steps["shared_cache"]["loss"],
             "loss_dense": steps["shared_sdpa"]["loss"],
         }
-        out["cache_vs_unshared_logps"]["close"] = out["cache_vs_unshared_logps"]["max_rel_diff"] <= 2e-2
-    if "shared_flex" in steps:
-        flex, dense = steps["shared_flex"], steps["shared_sdpa"]
-        num = sum(float((flex["grads"][n] - g).pow(2).sum()) for n, g in dense["grads"].items())
-        den = sum(float(g.pow(2).sum()) for g in dense["grads"].values())
-        cos = [
-            float(torch.nn.functional.cosine_similarity(flex["grads"][n].flatten(), g.flatten(), dim=0))
-            for n, g in dense["grads"].items()
-            if g.abs().sum() > 0
-        ]
-        out["flex_vs_dense"] = {
-            "loss_flex": flex["loss"],
-            "loss_dense": dense["loss"],
-            "grad_rel_l2_diff": (num / den) ** 0.5,
-            "grad_min_cosine": min(cos),
-            "tolerance_rel_l2": 5e-2,
-        }
-        out["flex_vs_dense"]["close"] = out["flex_vs_dense"]["grad_rel_l2_diff"] <= 5e-2
-    else:
-        out["flex_vs_dense"] = {"skipped": "no FlexAttention backward on CPU"}
+    if "shared_flex_packed" in steps:
+        out["packed_flex_vs_unshared_logps"] = logps_against(steps["shared_flex_packed"]["logps"], unshared)
+    for layout, key in (("shared_flex", "flex_vs_dense"), ("shared_flex_packed", "packed_flex_vs_dense")):
+        if layout in steps:
+            out[key] = against_dense(steps[layout], steps["shared_sdpa"])
+        else:  # its exact forward on CPU: tests/test_shared_prompt.py
+            out[key] = {"skipped": "no FlexAttention backward on CPU"}
     return out
 
 
@@ -394,6 +502,68 @@ def longest_rows(counts: dict) -> tuple[int, int]:
     shared-prompt layouts build for the longest pair, which the planner is given."""
     triples = list(zip(counts["prompt"], counts["chosen"], counts["rejected"]))
     return max(p + max(c, r) for p, c, r in triples), max(p + c + r for p, c, r in triples)
+
+
+def batch_bounds(counts: dict, batch: int) -> dict[str, int]:
+    """What no micro-batch of `batch` pairs exceeds: its packed row (the `batch` longest [prompt | chosen | rejected]
+    rows summed) and its labelled tokens (the `batch` largest chosen + rejected summed)."""
+    rows = sorted((p + c + r for p, c, r in zip(counts["prompt"], counts["chosen"], counts["rejected"])), reverse=True)
+    labelled = sorted((c + r for c, r in zip(counts["chosen"], counts["rejected"])), reverse=True)
+    return {"packed_row_bound_tokens": sum(rows[:batch]), "labelled_tokens_per_batch": sum(labelled[:batch])}
+
+
+def dpo_planner_bytes(shape: dict, label: str, batch: int, rows: dict) -> int:
+    """The planner's estimate for DPO run `label` (`run_label`) of the check, given its data's rows (`dpo_runs`' keys:
+    longest pair and shared row, the micro-batch bounds, and for packed runs the longest packed row trained, when
+    recorded)."""
+    layout, precompute = label.split("+")[0], label.endswith("+precomputed_ref")
+    settings = LAYOUTS[layout]
+    return planner_bytes(
+        shape,
+        task="dpo",
+        batch=batch,
+        length=rows["longest_pair_tokens"],
+        attn=settings["attn"],
+        shared=settings["shared"],
+        precompute=precompute,
+        shared_row=rows["longest_shared_row_tokens"],
+        prompt_cache=settings["prompt_cache"],
+        packed=settings["packed"],
+        packed_row=rows.get("longest_packed_row_tokens") or rows.get("packed_row_bound_tokens"),
+        labelled=rows.get("labelled_tokens_per_batch"),
+    )
+
+
+def trained_rows(trainer, steps: int) -> dict[str, float]:
+    """The rows the trainer's first `steps` micro-batches hold (its own dataloader: seeded, so the batches `train()`
+    then reads): the longest row and the padded share of all positions."""
+    longest, total, real, seen = 0, 0, 0, 0
+    for batch in trainer.get_train_dataloader():
+        if seen == steps:
+            break
+        ids, seen = batch["input_ids"], seen + 1
+        longest, total = max(longest, ids.size(1)), total + ids.numel()
+        real += int((batch["pair_ids"] >= 0).sum()) if "pair_ids" in batch else int(batch["attention_mask"].sum())
+    return {"longest_row_tokens": longest, "padding_share": 1 - real / total, "tokens_per_step": total / seen}
+
+
+@contextlib.contextmanager
+def model_named_by(key: str):
+    """TRL names its cache of precomputed reference log-probs by a hash of every weight of the model
+    (`trl.trainer.utils.hash_module`: the 1.24B bf16 weights cast to fp32 and hashed on the CPU, about 11 of the
+    12.2-13.3 s each precomputed layout took to build on an H200, ../shared/gpu/gpu-check-h200-2026-11-28.json). Every
+    trainer of the DPO part loads the one model the check saved, which no run writes back, so its folder names it as
+    well: with the pairs in files, a layout's first precomputed run writes the cache beside them (named by its
+    tokenized pairs, whose filter step hashes the run's config: one cache per layout) and its later rounds read it back
+    instead of a reference pass of their own."""
+    import trl.trainer.dpo_trainer as dpo_trainer_module
+
+    hash_module = dpo_trainer_module.hash_module
+    dpo_trainer_module.hash_module = lambda module: key
+    try:
+        yield
+    finally:
+        dpo_trainer_module.hash_module = hash_module
 
 
 def sft_row_lengths(rows, max_length: int) -> dict[str, int]:
@@ -431,25 +601,29 @@ def dpo_runs(
         "pairs": len(dataset),
         "longest_pair_tokens": longest,
         "longest_shared_row_tokens": shared_row,
+        **batch_bounds(counts, opts.batch_size),
         "stock_tokens_per_pair": stock_tokens,
+        "reference_pass": "once per layout, in its first precomputed run; its later rounds read it back",
         "runs": {},
         "timed": [],  # every timed run in the order it ran (the rounds), as it goes
+        "rows_trained": {},  # per layout: its micro-batches' longest row, padding share and tokens per step
     }
 
-    def train(layout: str, precompute: bool, steps: int, warmup: int) -> dict:
+    def train(layout: str, precompute: bool, steps: int, warmup: int, timed: bool = True) -> dict:
         config = dpo_config(opts, precompute, device)
-        return timed_train(
-            run_label(layout, precompute),
-            lambda kind, wd, cbs: dpo_trainer(layout, model_dir, dataset, tokenizer, config, wd, cbs),
-            workdir,
-            steps,
-            warmup,
-            lambda: sync(device),
-        )
+
+        def build(kind: str, wd: Path, callbacks: list):
+            with model_named_by(f"gpu-check model {model_dir}"):
+                trainer = dpo_trainer(layout, model_dir, dataset, tokenizer, config, wd, callbacks)
+            if timed and layout not in out["rows_trained"]:
+                out["rows_trained"][layout] = trained_rows(trainer, steps)
+            return trainer
+
+        return timed_train(run_label(layout, precompute), build, workdir, steps, warmup, lambda: sync(device))
 
     # One untimed run first: the GPU's first-use costs (kernel loading and autotuning, the allocator's growth) made
     # whichever layout ran first about 2x slow on an H200, warm-up steps inside the run notwithstanding.
-    train(*runs[0], steps=opts.warmup + 1, warmup=opts.warmup)
+    train(*runs[0], steps=opts.warmup + 1, warmup=opts.warmup, timed=False)
     rounds: dict[tuple[str, bool], list[tuple[dict, int | None]]] = {run: [] for run in runs}
     failed: dict[str, str] = {}  # a layout that raises is recorded and left out of later rounds; the others go on
     for r in range(opts.rounds):
@@ -457,6 +631,7 @@ def dpo_runs(
             if run_label(layout, precompute) in failed:
                 continue
             reset_peak(device)
+            graphs = compiled_graphs()
             try:
                 res = train(layout, precompute, opts.steps, opts.warmup)
             except Exception as exc:  # noqa: BLE001 - recorded in the JSON, printed, and the check exits 1
@@ -469,6 +644,8 @@ def dpo_runs(
                     "round": r + 1,
                     "run": run_label(layout, precompute),
                     **{k: res[k] for k in ("steps_per_s", "tokens_per_s", "construct_s", "train_call_s")},
+                    "steps_s": sum(res["step_s"]),  # warm-up included: train_call_s less this is train()'s own cost
+                    "compiled_graphs": compiled_graphs() - graphs,  # torch.compile's new graphs (flex) in this run
                     "peak_memory_bytes": rounds[layout, precompute][-1][1],
                 }
             )
@@ -481,6 +658,9 @@ def dpo_runs(
                 flush=True,
             )
     out["failed"] = failed
+    packed = out["rows_trained"].get("shared_flex_packed")
+    if packed is not None:  # the packed row the planner is given: the longest the packed runs trained on
+        out["longest_packed_row_tokens"] = packed["longest_row_tokens"]
     for (layout, precompute), timed in rounds.items():
         label = run_label(layout, precompute)
         if label in failed:
@@ -489,18 +669,7 @@ def dpo_runs(
         speeds = [res["steps_per_s"] for res in results]
         res = min(results, key=lambda x: abs(x["steps_per_s"] - statistics.median(speeds)))  # the median round
         flops = (6 + (0 if precompute else 2)) * n_params * res["tokens_per_s"]
-        attn = "flex_attention" if layout == "shared_flex" else "sdpa"
-        estimate = planner_bytes(
-            shape,
-            task="dpo",
-            batch=opts.batch_size,
-            length=longest,
-            attn=attn,
-            shared=layout.startswith("shared"),
-            precompute=precompute,
-            shared_row=shared_row,
-            prompt_cache=layout == "shared_cache",
-        )
+        estimate = dpo_planner_bytes(shape, label, opts.batch_size, out)
         peaks = [m for _, m in timed if m is not None]
         measured = max(peaks) if peaks else None
         out["runs"][label] = {
@@ -520,6 +689,14 @@ def dpo_runs(
         }
         log_run(label, out["runs"][label])
     return out
+
+
+def compiled_graphs() -> int:
+    """Graphs torch.compile has built in this process so far (FlexAttention's kernels: a run that adds none met no
+    new shape it had to compile for)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 def sft_runs(opts, shape: dict, n_params: int, model_dir: Path, device: str, peak: float, workdir: Path) -> dict:
@@ -900,6 +1077,15 @@ def lora_row(opts, dataset, tokenizer, device: str, peak: float, workdir: Path) 
     }
 
 
+def in_files(dataset, folder: Path):
+    """`dataset` saved to `folder` and read back: a dataset in files, beside which `datasets` keeps the caches of its
+    maps (TRL's tokenization, its reference log-probs) under names of their content, so later trainers find them."""
+    from datasets import load_from_disk
+
+    dataset.save_to_disk(str(folder))
+    return load_from_disk(str(folder))
+
+
 def failure(exc: BaseException) -> str:
     """One line for the JSON: the exception and where it was raised (the full traceback is printed)."""
     import traceback
@@ -944,6 +1130,11 @@ def run(opts) -> int:
         "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu (smoke)",
         "date": datetime.date.today().isoformat(),
     }
+    results["estimated_s"] = estimated_s(opts)  # on an H200, from the parts one recorded (H200_COSTS)
+    print(
+        f"gpu-check: estimated {results['estimated_s']['total']:.0f} s on an H100/H200 (budget {CHECK_BUDGET_S} s)",
+        flush=True,
+    )
     peak = measured_peak_tflops(device)
     results["measured_bf16_peak_tflops"] = peak
     print(f"gpu-check on {results['device']}: measured bf16 matmul peak {peak:.0f} TFLOP/s", flush=True)
@@ -963,6 +1154,7 @@ def run(opts) -> int:
         )
         results["params"] = n_params
         dataset, too_long = v1_pairs(tokenizer, opts, tmp, "tiny")  # the tiny tokenizer on a Llama-1B shape
+        dataset = in_files(dataset, tmp / "pairs")  # TRL's reference cache then lies beside them (model_named_by)
         results["pairs_left_out_too_long"] = too_long
         parts = {
             "equality": lambda: equality(opts, model_dir, dataset, tokenizer, device, tmp),
@@ -986,15 +1178,18 @@ def run(opts) -> int:
             "llama8b_lora": lambda: lora_row(opts, dataset, tokenizer, device, peak, tmp),  # ~30-45 s on an H200
         }
         failed = {}
+        results["part_s"] = {"start": time.perf_counter() - started}  # where the check's time went, part by part
         for name, part in parts.items():
             # A part (or a DPO layout) that raises is recorded as {"failed": ...} and the check goes on: on a GPU lent
             # for minutes the parts after it are worth more than an early stop. The exit status is 1 then.
+            part_started = time.perf_counter()
             try:
                 results[name] = part()
             except Exception as exc:  # noqa: BLE001 - recorded, printed with its traceback, exit 1 below
                 failed[name] = failure(exc)
                 results[name] = {"failed": failed[name]}
                 print(f"{name}: FAILED: {failed[name]}", flush=True)
+            results["part_s"][name] = time.perf_counter() - part_started
             if name == "dpo":
                 failed.update({f"dpo {label}": why for label, why in results["dpo"].get("failed", {}).items()})
             # after every part, so a check stopped from outside leaves the numbers measured before on disk

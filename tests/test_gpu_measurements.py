@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gpu_check import longest_rows, options_class, planner_bytes, sft_row_lengths
+from benchmarks.gpu_check import (
+    batch_bounds,
+    dpo_planner_bytes,
+    longest_rows,
+    options_class,
+    planner_bytes,
+    sft_row_lengths,
+)
 from tests.needs import REPO_ROOT, shared_path
 
 PLANNER_TOLERANCE = 0.15  # issue 41: within 15% of the measured peak, for every layout
@@ -29,8 +36,9 @@ def _measured(where: tuple[str, ...]) -> dict:
     return json.loads(path.read_text())
 
 
-def _rows_the_check_trained(run: dict, tictoc_v1_dir: Path) -> tuple[int, int, dict[str, int]]:
-    """(longest pair, longest shared row, longest SFT row per layout) of the run's data, rebuilt from its args."""
+def _rows_the_check_trained(run: dict, tictoc_v1_dir: Path) -> tuple[dict, dict[str, int]]:
+    """(the DPO rows the planner is given: longest pair and shared row, the micro-batch bounds; the longest SFT row per
+    layout) of the run's data, rebuilt from its args."""
     from transformers import AutoTokenizer
 
     from benchmarks.bench_sft import SftBenchOptions, recipe_rows
@@ -43,33 +51,30 @@ def _rows_the_check_trained(run: dict, tictoc_v1_dir: Path) -> tuple[int, int, d
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
     with tempfile.TemporaryDirectory() as tmp:
         dataset, _ = v1_pairs(tokenizer, opts, Path(tmp), "tiny")
-    longest, shared_row = longest_rows(pair_tokens(tokenizer, dataset))
+    counts = pair_tokens(tokenizer, dataset)
+    longest, shared_row = longest_rows(counts)
+    dpo = {
+        "longest_pair_tokens": longest,
+        "longest_shared_row_tokens": shared_row,
+        **batch_bounds(counts, opts.batch_size),
+    }
     recipe, _, rows = recipe_rows(SftBenchOptions(packing_dialogs=opts.sft_dialogs, seed=opts.seed))
-    return longest, shared_row, sft_row_lengths(rows, recipe.training["max_length"])
+    return dpo, sft_row_lengths(rows, recipe.training["max_length"])
 
 
 @pytest.mark.parametrize("where", MEASURED, ids=lambda w: w[-1])
 def test_planner_within_tolerance_of_every_measured_gpu_peak(where, tictoc_v1_dir):
     run = _measured(where)
-    longest, shared_row, sft_rows = _rows_the_check_trained(run, tictoc_v1_dir)
-    assert longest == run["dpo"]["longest_pair_tokens"]  # the same pairs the check trained on
-    assert shared_row == run["dpo"].get("longest_shared_row_tokens", shared_row)
+    rows, sft_rows = _rows_the_check_trained(run, tictoc_v1_dir)
+    for key, value in rows.items():  # the same pairs the check trained on (older JSONs lack the later keys)
+        assert value == run["dpo"].get(key, value), key
     assert sft_rows == run["sft"].get("longest_row_tokens", sft_rows)
     batch = run["args"]["batch_size"]
+    if "longest_packed_row_tokens" in run["dpo"]:  # what the packed runs trained on (their seeded batches)
+        rows["longest_packed_row_tokens"] = run["dpo"]["longest_packed_row_tokens"]
     ratios = {}
     for label, measured in run["dpo"]["runs"].items():
-        layout = label.split("+")[0]
-        estimate = planner_bytes(
-            run["shape"],
-            task="dpo",
-            batch=batch,
-            length=longest,
-            attn="flex_attention" if layout == "shared_flex" else "sdpa",
-            shared=layout.startswith("shared"),
-            precompute=label.endswith("+precomputed_ref"),
-            shared_row=shared_row,
-            prompt_cache=layout == "shared_cache",
-        )
+        estimate = dpo_planner_bytes(run["shape"], label, batch, rows)
         ratios[label] = estimate / measured["peak_memory_bytes"]
     for kind, measured in run["sft"]["runs"].items():
         estimate = planner_bytes(
