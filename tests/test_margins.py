@@ -217,6 +217,7 @@ def test_reduced_experiment_trains_every_arm_on_its_data(reduced):
     )
     for run in summary["runs"].values():
         assert run["train"]["steps"] == 2
+        assert run["train"]["train_runtime"] > 0  # the Trainer's own seconds, kept from its log
     for seed in ("0", "1"):
         confident, ambiguous = summary["data"]["confident"][seed], summary["data"]["with_ambiguous"][seed]
         assert confident["train_ambiguous"] == 0

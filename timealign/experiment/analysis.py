@@ -103,13 +103,19 @@ def timing_numbers(report: dict) -> dict:
 
 def train_summary(checkpoint: Path) -> dict:
     """The last logged training metrics of a run (the log history `timealign.train.final_model` writes beside the
-    model)."""
+    model), and the Trainer's own `train_runtime` (seconds): the training's cost even when a rerun found the model
+    already trained and measured only its own few seconds."""
     from timealign.config.tracking import TRAIN_LOG
 
     history = json.loads((checkpoint / TRAIN_LOG).read_text())
     logs = [h for h in history if "loss" in h]
     keep = ("loss", "rewards/accuracies", "rewards/margins", "loss_time", "loss_response", "epoch")
-    return {"steps": history[-1].get("step"), **({k: logs[-1][k] for k in keep if k in logs[-1]} if logs else {})}
+    runtime = {"train_runtime": history[-1]["train_runtime"]} if "train_runtime" in history[-1] else {}
+    return {
+        "steps": history[-1].get("step"),
+        **({k: logs[-1][k] for k in keep if k in logs[-1]} if logs else {}),
+        **runtime,
+    }
 
 
 def live_curve(checkpoint: Path) -> list[dict]:
