@@ -268,17 +268,22 @@ def test_synthetic_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer, sou
     assert_same(step(shared), step(trl_trainer))
 
 
-@pytest.mark.parametrize("source", ["reload", "ref_model", "lora"])
-def test_one_mask_per_batch_for_policy_and_reference(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch, source):
-    """The policy's forward and the reference's use the batch's one tree mask (built once, not once a forward)."""
-    built = []
+def count_mask_builds(monkeypatch, builder: str) -> list:
+    """Wrap `shared_prompt.<builder>` (a mask builder) so each call appends its pair_ids shape to the list returned."""
+    built, real = [], getattr(shared_prompt, builder)
 
     def counted(pair_ids, branch_ids):
         built.append(pair_ids.shape)
         return real(pair_ids, branch_ids)
 
-    real = shared_prompt.tree_attention_mask
-    monkeypatch.setattr(shared_prompt, "tree_attention_mask", counted)
+    monkeypatch.setattr(shared_prompt, builder, counted)
+    return built
+
+
+@pytest.mark.parametrize("source", ["reload", "ref_model", "lora"])
+def test_one_mask_per_batch_for_policy_and_reference(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch, source):
+    """The policy's forward and the reference's use the batch's one tree mask (built once, not once a forward)."""
+    built = count_mask_builds(monkeypatch, "tree_attention_mask")
     trainer = build(tmp_path, tiny_model_dir, tiny_tokenizer, synthetic_pairs(tiny_tokenizer), True, source)
     batch = trainer._prepare_inputs(trainer.data_collator([trainer.train_dataset[i] for i in range(4)]))
     with trainer.compute_loss_context_manager():
@@ -326,14 +331,7 @@ def test_packed_flex_equals_unpacked_sdpa_and_trl_rows(tmp_path, tiny_model_dir,
         "tree": (True, "sdpa", False),
         "packed_flex": (True, "flex_attention", True),
     }
-    built = []
-
-    def counted(pair_ids, branch_ids):
-        built.append(pair_ids.shape)
-        return real(pair_ids, branch_ids)
-
-    real = shared_prompt.tree_block_mask
-    monkeypatch.setattr(shared_prompt, "tree_block_mask", counted)
+    built = count_mask_builds(monkeypatch, "tree_block_mask")
     steps, columns = {}, {}
     for name, (shared, attn, packed) in layouts.items():
         kwargs = {"padding_free": True} if packed else {}

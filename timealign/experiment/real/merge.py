@@ -4,7 +4,6 @@ process under <out>/runs/, then merged)."""
 from __future__ import annotations
 
 import time
-from dataclasses import fields
 from pathlib import Path
 
 from timealign.config import RecipeError
@@ -12,23 +11,12 @@ from timealign.experiment.parallel import run_units
 from timealign.experiment.real.arms import COMPARISONS, TRAINED
 from timealign.experiment.real.claim import check_out, claim_out
 from timealign.experiment.real.identity import check_merge, read_run
-from timealign.experiment.real.options import RealOptions
+from timealign.experiment.real.options import RealOptions, refuse_options_not_used
 from timealign.experiment.real.outputs import write_outputs
 from timealign.experiment.seeds import merge_runs
 
 # What `merge=` takes from this invocation; every other option is the merged runs' own (given: refused).
 MERGE_OWN = ("out", "merge", "resamples")
-
-
-def refuse_options_not_used(o: RealOptions, command: str, own: tuple[str, ...], keeps: str) -> None:
-    """`merge=` and `rescore=` take only the options `own`; any other one given (not at its default) would be
-    ignored without a word, so it is refused, naming each. `keeps`: who keeps their own ("merged runs keep their")."""
-    defaults = RealOptions()
-    given = [f.name for f in fields(RealOptions) if f.name not in own
-             and getattr(o, f.name) != getattr(defaults, f.name)]  # fmt: skip
-    if given:
-        raise RecipeError(f"{command}: {', '.join(f'{k}={getattr(o, k)}' for k in given)}: {keeps} own arms, seeds, "
-                          f"samples, recipe; give only {', '.join(own)}")  # fmt: skip
 
 
 def merge_into(o: RealOptions) -> dict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from timealign.config import RecipeError
@@ -196,3 +196,14 @@ def resolve_device(o: RealOptions) -> None:
         o.eval_batch_size = 64 if o.device == "cuda" else 8
     logger.info("device %s; held-out evaluation: eval.backend=%s, eval.batch_size=%d", o.device, o.eval_backend,
                 o.eval_batch_size)  # fmt: skip
+
+
+def refuse_options_not_used(o: RealOptions, command: str, own: tuple[str, ...], keeps: str) -> None:
+    """`merge=` and `rescore=` take only the options `own`; any other one given (not at its default) would be
+    ignored without a word, so it is refused, naming each. `keeps`: who keeps their own ("merged runs keep their")."""
+    defaults = RealOptions()
+    given = [f.name for f in fields(RealOptions) if f.name not in own
+             and getattr(o, f.name) != getattr(defaults, f.name)]  # fmt: skip
+    if given:
+        raise RecipeError(f"{command}: {', '.join(f'{k}={getattr(o, k)}' for k in given)}: {keeps} own arms, seeds, "
+                          f"samples, recipe; give only {', '.join(own)}")  # fmt: skip

@@ -11,8 +11,7 @@ from timealign.experiment.real.arms import ARMS
 from timealign.experiment.real.claim import claim_out
 from timealign.experiment.real.experiment import RealExperiment
 from timealign.experiment.real.identity import check_rescore, read_run, scored_on
-from timealign.experiment.real.merge import refuse_options_not_used
-from timealign.experiment.real.options import RealOptions
+from timealign.experiment.real.options import RealOptions, refuse_options_not_used
 from timealign.experiment.real.outputs import write_outputs
 from timealign.experiment.real.summary import analyse
 from timealign.experiment.seeds import agreement
