@@ -320,6 +320,18 @@ def forward_only(trainer, masks_built: list) -> dict:
     }
 
 
+@pytest.fixture
+def fresh_flex_compiles():
+    """Each flex test compiles its own kernels: dynamo turns a recompiled function dynamic, and torch 2.13's CPU
+    flex_attention template with symbolic sizes emits C++ that does not compile (`cur_kvSplitSize8` undeclared, seen
+    on AVX-512 CPUs when the packed test's lengths ran before the v1 pairs'). Reset before and after so no test
+    inherits another's graphs or their dynamic sizes."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.usefixtures("fresh_flex_compiles")
 def test_packed_flex_equals_unpacked_sdpa_and_trl_rows(tmp_path, tiny_model_dir, tiny_tokenizer, monkeypatch):
     """dpo.padding_free with model.attn_implementation=flex_attention (the micro-batch's pairs in one row, one
     block-sparse BlockMask) on CPU, fp32, forward only: the precomputed reference log-probs, the policy's and the
@@ -433,6 +445,7 @@ def test_real_v1_step_equals_trl(tmp_path, tiny_model_dir, tiny_tokenizer, v1_pa
     assert prompt_tokens > 2000  # real TicToc prompts: the shared part is most of each row
 
 
+@pytest.mark.usefixtures("fresh_flex_compiles")
 def test_flex_block_mask_forward_equals_dense_on_real_v1_pairs(tiny_model_dir, tiny_tokenizer, v1_pairs):
     """model.attn_implementation=flex_attention: the BlockMask built from the same tree rule gives the dense sdpa
     mask's per-pair log-probs (forward, fp32) on real v1 pairs, padded and padding-free, and skips blocks no query
