@@ -108,3 +108,43 @@ def test_training_says_missing_data_in_one_line(tmp_path, capsys):
         f"error: {folder}: no prefer{{Tool,NoTool}}_elapse_{{k}}.json files (TicToc v1 layout)"
     ), err[-3000:]
     assert DATA_HINT not in err
+
+
+def test_timer_inference_says_a_missing_checkpoint_or_data_in_one_line(tmp_path, tiny_model_dir, capsys):
+    """`python -m timealign.suites.timelychat.infer`: a checkpoint that is not there is refused before any data is
+    read (not transformers' OSError about repo ids), and data that is not there is MissingData (exit 2, one line)."""
+    from timealign.suites.timelychat.infer import main
+
+    gone = tmp_path / "gone"
+    assert main([f"checkpoint={gone}"]) == 2
+    err = capsys.readouterr().err
+    assert _lines(err) == [
+        f"error: checkpoint={gone}: no such folder (the nearest existing folder is {tmp_path}); give an existing "
+        "model folder or a hub id like org/name"
+    ], err[-3000:]
+    assert main([f"checkpoint={tiny_model_dir}", f"data={gone}.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert _lines(err) == [f"error: {gone}.jsonl: no such file or folder"], err[-3000:]
+
+
+def test_timer_inference_lets_a_library_file_not_found_error_through(tmp_path, monkeypatch, capsys):
+    """Its error mapping no longer dresses every FileNotFoundError as exit 1 with one line."""
+    from timealign.suites.timelychat import infer
+
+    monkeypatch.setattr(infer, "run", lambda invocation: _library_file_gone(tmp_path))
+    with pytest.raises(FileNotFoundError, match="Failed to open local file"):
+        infer.main(["checkpoint=org/name"])
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_eval_data_identity_lets_a_library_file_not_found_error_through(tmp_path, monkeypatch):
+    """eval's training-data comparison says `data.path=... is not on this machine` only when the data is absent
+    (MissingData); a FileNotFoundError from inside a library propagates."""
+    from timealign.config import load_recipe
+    from timealign.data import prepared
+    from timealign.eval import data_identity
+
+    recipe = load_recipe("tiny")
+    monkeypatch.setattr(prepared, "fingerprint_of", lambda recipe, kind: _library_file_gone(tmp_path))
+    with pytest.raises(FileNotFoundError, match="Failed to open local file"):
+        data_identity._fingerprint(recipe, "pairs")

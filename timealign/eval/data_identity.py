@@ -106,10 +106,11 @@ def trained_recipe(checkpoint: str | Path | None):
 def _fingerprint(recipe, kind: str):
     """The recipe's data fingerprint; its source files left out (and said so) when they are not on this machine."""
     from timealign.data.prepared import fingerprint_of
+    from timealign.data.records import MissingData
 
     try:
         return fingerprint_of(recipe, kind), None
-    except FileNotFoundError:
+    except MissingData:  # only the data being absent; another FileNotFoundError is a failure and keeps its traceback
         import dataclasses
 
         data = dataclasses.replace(recipe.data, path=None)

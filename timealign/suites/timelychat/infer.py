@@ -161,6 +161,9 @@ def run(invocation: Invocation) -> int:
     from timealign.render.intervals import render_minutes
 
     opts = invocation.options
+    from timealign.config.validate import check_model_reference
+
+    check_model_reference(opts.checkpoint, "checkpoint")  # before loading any data: one line, exit 2
     if opts.data:
         from timealign.data.timelychat import load_timelychat
 
@@ -188,9 +191,10 @@ def run(invocation: Invocation) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from timealign.data.records import RecordError
+    from timealign.data.records import MissingData, RecordError
 
-    return run_command(COMMAND, argv, run, errors={RecordError: 1, FileNotFoundError: 1})
+    # Data that is not there is MissingData (one line, exit 2); any other FileNotFoundError keeps its traceback
+    return run_command(COMMAND, argv, run, errors={RecordError: 1, MissingData: 2})
 
 
 if __name__ == "__main__":
