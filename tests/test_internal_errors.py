@@ -148,3 +148,19 @@ def test_eval_data_identity_lets_a_library_file_not_found_error_through(tmp_path
     monkeypatch.setattr(prepared, "fingerprint_of", lambda recipe, kind: _library_file_gone(tmp_path))
     with pytest.raises(FileNotFoundError, match="Failed to open local file"):
         data_identity._fingerprint(recipe, "pairs")
+
+
+def test_eval_data_identity_says_absent_data_is_not_compared(tmp_path):
+    """The absent case itself: the recipe's data.path is not on this machine, so the fingerprint leaves the files out
+    and says so (the training-data comparison still runs on every other setting)."""
+    import dataclasses
+
+    from timealign.config import load_recipe
+    from timealign.eval import data_identity
+
+    recipe = load_recipe("tiny")
+    gone = tmp_path / "v1-elsewhere"
+    recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, source="v1", path=str(gone)))
+    fingerprint, note = data_identity._fingerprint(recipe, "pairs")
+    assert note == f"data.path={gone} is not on this machine: files not compared"
+    assert fingerprint is not None
