@@ -329,7 +329,7 @@ def test_heldout_validation_and_overrides_reach_the_recipes(tictoc_v1_dir, tmp_p
     + ["h200-182-seeds", "h200-elapsed-newline"]
     + [f"h200-validation-{e}" for e in ("1-epoch", "2-epochs", "3-epochs")]
     + ["validation-balance-split", "validation-scenarios-balance-scenario", "validation-scenarios-balance-split"]
-    + ["test-balance-split", "test-balance-split-hf"],
+    + ["test-balance-split", "test-balance-split-hf", "validation-balance-split-s4"],
 )
 def test_committed_result_is_the_report_it_prints(name):
     """docs/experiment/<name>-report.md is what markdown_report makes of the committed <name>.json: every number the
