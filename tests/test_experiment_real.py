@@ -391,7 +391,7 @@ def test_the_committed_cpu_and_h200_runs_decide_alike(cpu, h200, seeds):
     "vllm_name, hf_name, hf_seeds",
     [
         ("test-elapsed-newline-sft-cpu", "test-elapsed-newline-sft-hf", ["0", "1", "2", "3", "4"]),
-        ("test-balance-split", "test-balance-split-hf", ["0"]),
+        ("test-balance-split", "test-balance-split-hf", ["0", "1", "3", "4"]),
     ],
 )
 def test_the_committed_test_seeds_decide_alike_under_vllm_and_hf(vllm_name, hf_name, hf_seeds):
