@@ -57,7 +57,8 @@ def test_a_dialog_file_that_links_to_nothing_is_one_line(tmp_path, capsys):
 
 
 def test_missing_data_is_still_a_file_not_found_error():
-    """Callers that catch FileNotFoundError around the loaders (eval's data identity, TIMER inference) still do."""
+    """Code outside timealign that catches FileNotFoundError around the loaders still does (timealign's own callers,
+    eval's data identity and TIMER inference among them, catch MissingData alone)."""
     assert issubclass(MissingData, FileNotFoundError)
 
 

@@ -158,11 +158,10 @@ COMMAND = Command(
 def run(invocation: Invocation) -> int:
     import json
 
+    from timealign.config.validate import check_model_reference
     from timealign.render.intervals import render_minutes
 
     opts = invocation.options
-    from timealign.config.validate import check_model_reference
-
     check_model_reference(opts.checkpoint, "checkpoint")  # before loading any data: one line, exit 2
     if opts.data:
         from timealign.data.timelychat import load_timelychat
